@@ -1,0 +1,118 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "apns-bridge",
+    platforms: [.macOS(.v14)],
+    products: [
+        .library(name: "LegacyProtocol", targets: ["LegacyProtocol"]),
+        .library(name: "BridgeCore", targets: ["BridgeCore"]),
+        .library(name: "BridgeServer", targets: ["BridgeServer"]),
+        .executable(name: "LegacyProtocolFuzzer", targets: ["LegacyProtocolFuzzer"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+    ],
+    targets: [
+        // Wire formats of the legacy binary interface. NIOCore only: no sockets, no TLS.
+        .target(
+            name: "LegacyProtocol",
+            dependencies: [.product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: swiftSettings
+        ),
+        // Sans-I/O provider session and the seams to the upstream and the stores.
+        .target(
+            name: "BridgeCore",
+            dependencies: [
+                "LegacyProtocol",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The I/O edge: TLS listeners, channel handlers, in-memory stores.
+        .target(
+            name: "BridgeServer",
+            dependencies: [
+                "LegacyProtocol",
+                "BridgeCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Shared by tests, the fuzzer's replay and (later) the demo: generated certificates,
+        // frame builders, a legacy TLS client and a scripted upstream.
+        .target(
+            name: "BridgeTestSupport",
+            dependencies: [
+                "LegacyProtocol",
+                "BridgeCore",
+                "BridgeServer",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // libFuzzer entry point over the decoders and the session (see docs/fuzzing.md).
+        .executableTarget(
+            name: "LegacyProtocolFuzzer",
+            dependencies: [
+                "LegacyProtocol",
+                "BridgeCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LegacyProtocolTests",
+            dependencies: [
+                "LegacyProtocol",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOTestUtils", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "BridgeCoreTests",
+            dependencies: [
+                "LegacyProtocol",
+                "BridgeCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            resources: [.copy("FuzzCrashers")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: [
+                "LegacyProtocol",
+                "BridgeCore",
+                "BridgeServer",
+                "BridgeTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,354 @@
+import LegacyProtocol
+import NIOCore
+
+/// The life of one provider connection, without any I/O (CONTRACT §1.3–1.6, §1.8).
+///
+/// ## States
+/// - `active`: frames are read, validated and forwarded.
+/// - `failing`: a notification failed (locally or upstream). Nothing more is forwarded and
+///   reading stops; the machine waits until every notification *before* the failed one has an
+///   outcome, because an earlier one may fail too, and the provider must hear of the earliest.
+/// - `shuttingDown`: the server is stopping (§1.8). Reading stops; in-flight notifications finish.
+/// - `finished`: the farewell (error-response or status 10) was decided. Notifications forwarded
+///   after the one it names are remembered as resend records; their outcomes still arrive and
+///   resolve those records.
+/// - `abandoned`: the provider went away first. Outcomes still arrive, for the feedback list.
+///
+/// ## Events
+/// `frameReceived`, `decodeFailed`, `upstreamCompleted`, `shutdownRequested`,
+/// `shutdownGraceExpired`, `inputClosed`: one `mutating func` each, returning what to do.
+///
+/// ## Invariants
+/// - Notifications get consecutive sequence numbers; `entries` holds, in order, every forwarded
+///   notification from the oldest one without an outcome onwards. Its size is bounded by
+///   `maximumInFlight` (reading stops at the bound), so memory stays flat when the upstream is slow.
+/// - Nothing is forwarded once a failure is known.
+/// - The error-response names the earliest failed notification; everything after it that was
+///   forwarded becomes a resend record.
+public struct ProviderSessionStateMachine {
+    public struct Configuration: Sendable {
+        /// Forwarded notifications without an outcome (or held behind one) per connection;
+        /// reading stops at this bound and resumes when it drains.
+        public var maximumInFlight: Int = 256
+
+        public init() {}
+    }
+
+    /// A notification's place in its connection.
+    public typealias Sequence = UInt64
+
+    private struct Entry {
+        var sequence: Sequence
+        var frame: NotificationFrame
+        var outcome: NotificationOutcome?
+        /// Whether this notification became a resend record when the farewell was decided.
+        var isRecorded = false
+    }
+
+    private struct Failure {
+        var sequence: Sequence
+        var status: ErrorResponseStatus
+        var identifier: NotificationIdentifier
+        var command: NotificationFrame.Command?
+    }
+
+    private enum State {
+        case active
+        case failing(Failure)
+        case shuttingDown
+        case finished
+        case abandoned
+    }
+
+    public let tenant: Tenant
+    public let configuration: Configuration
+    private var state: State = .active
+    private var entries = CircularBuffer<Entry>()
+    /// Sequence number of `entries.first`, or of the next notification when `entries` is empty.
+    private var headSequence: Sequence = 0
+    private var nextSequence: Sequence = 0
+    /// The last notification that completed with all its predecessors: what status 10 names.
+    private var lastCompleted: Entry?
+
+    public init(tenant: Tenant, configuration: Configuration = .init()) {
+        self.tenant = tenant
+        self.configuration = configuration
+        self.entries.reserveCapacity(min(configuration.maximumInFlight, 64))
+    }
+
+    // MARK: Actions
+
+    /// What the connection says before it closes.
+    public struct Farewell: Hashable, Sendable {
+        /// The packet to write, or `nil` (a failed command-0 notification: Apple only closed).
+        public var packet: ErrorResponsePacket?
+        /// The status decided, also when no packet can carry it (for logs and metrics).
+        public var status: ErrorResponseStatus
+        /// Notifications forwarded after the one the packet names, which the provider will
+        /// resend: remember them before writing the packet. `outcome` is `nil` while pending.
+        public var resendRecords: [RecordDraft]
+    }
+
+    /// A forwarded notification to remember, or whose remembered outcome is now known.
+    public struct RecordDraft: Hashable, Sendable {
+        public var frame: NotificationFrame
+        public var outcome: NotificationOutcome?
+    }
+
+    public enum FrameReceivedAction: Hashable, Sendable {
+        /// Send this notification upstream and report its outcome with this sequence number.
+        case forward(Sequence, UpstreamNotification)
+        /// The frame failed; the farewell is decided now.
+        case close(Farewell)
+        /// The frame failed, but earlier notifications are still in flight: stop reading and
+        /// wait for their outcomes.
+        case waitForPredecessors(ErrorResponseStatus)
+        /// Not forwarded: a failure came first.
+        case ignore
+    }
+
+    public struct UpstreamCompletedAction: Hashable, Sendable {
+        /// A 410: record this token for the tenant's feedback list.
+        public var feedback: FeedbackEntry?
+        /// The farewell, when this outcome decided it.
+        public var farewell: Farewell?
+        /// The outcome of a notification that is already a resend record.
+        public var resolvedRecord: RecordDraft?
+
+        public static let none = UpstreamCompletedAction()
+    }
+
+    /// Whether the connection should read (and decode) more frames now.
+    public var isReading: Bool {
+        if case .active = self.state {
+            return self.entries.count < self.configuration.maximumInFlight
+        }
+        return false
+    }
+
+    /// Notifications forwarded whose outcome has not arrived.
+    public var inFlightCount: Int {
+        self.entries.reduce(0) { $0 + ($1.outcome == nil ? 1 : 0) }
+    }
+
+    /// Whether the connection can be closed for idleness without losing anything.
+    public var isIdle: Bool {
+        if case .active = self.state { return self.entries.isEmpty }
+        return false
+    }
+
+    // MARK: Events
+
+    public mutating func frameReceived(_ frame: NotificationFrame) -> FrameReceivedAction {
+        switch self.state {
+        case .active:
+            if let status = frame.validationFailure(
+                hasTopic: self.tenant.topic != nil,
+                maximumPayloadLength: self.tenant.maximumPayloadLength
+            ) {
+                return self.localFailure(
+                    Failure(sequence: self.nextSequence, status: status, identifier: frame.identifier, command: frame.command)
+                )
+            }
+            precondition(self.entries.count < self.configuration.maximumInFlight, "frame received while reading is paused")
+            let sequence = self.nextSequence
+            self.nextSequence += 1
+            self.entries.append(Entry(sequence: sequence, frame: frame, outcome: nil))
+            return .forward(sequence, UpstreamNotification(tenant: self.tenant, frame: frame))
+        case .failing, .shuttingDown, .finished, .abandoned:
+            // Frames after a failure are not forwarded (§1.5); while shutting down, reading has
+            // stopped and a frame still buffered is left for the provider to resend.
+            return .ignore
+        }
+    }
+
+    /// The decoder refused the stream: the error names the status and identifier.
+    public mutating func decodeFailed(_ error: LegacyProtocolError) -> FrameReceivedAction {
+        switch self.state {
+        case .active:
+            return self.localFailure(
+                Failure(sequence: self.nextSequence, status: error.status, identifier: error.identifier, command: error.command)
+            )
+        case .failing, .shuttingDown, .finished, .abandoned:
+            return .ignore
+        }
+    }
+
+    private mutating func localFailure(_ failure: Failure) -> FrameReceivedAction {
+        self.nextSequence += 1
+        self.state = .failing(failure)
+        if let farewell = self.decideFailureIfPossible() {
+            return .close(farewell)
+        }
+        return .waitForPredecessors(failure.status)
+    }
+
+    public mutating func upstreamCompleted(_ sequence: Sequence, outcome: NotificationOutcome) -> UpstreamCompletedAction {
+        guard sequence >= self.headSequence, sequence - self.headSequence < UInt64(self.entries.count) else {
+            preconditionFailure("outcome for unknown notification \(sequence)")
+        }
+        let index = self.entries.index(self.entries.startIndex, offsetBy: Int(sequence - self.headSequence))
+        precondition(self.entries[index].outcome == nil, "second outcome for notification \(sequence)")
+        self.entries[index].outcome = outcome
+        let frame = self.entries[index].frame
+
+        var action = UpstreamCompletedAction()
+        if case .unregistered(let timestamp) = outcome {
+            action.feedback = FeedbackEntry(
+                tenant: self.tenant.name,
+                environment: self.tenant.environment,
+                deviceToken: frame.deviceToken,
+                timestamp: timestamp
+            )
+        }
+
+        switch self.state {
+        case .active:
+            if case .rejected(let status) = outcome {
+                self.state = .failing(Failure(sequence: sequence, status: status, identifier: frame.identifier, command: frame.command))
+                action.farewell = self.decideFailureIfPossible()
+            } else {
+                self.popCompletedHead()
+            }
+        case .failing(var failure):
+            if case .rejected(let status) = outcome, sequence < failure.sequence {
+                failure = Failure(sequence: sequence, status: status, identifier: frame.identifier, command: frame.command)
+                self.state = .failing(failure)
+            }
+            action.farewell = self.decideFailureIfPossible()
+        case .shuttingDown:
+            if case .rejected(let status) = outcome {
+                self.state = .failing(Failure(sequence: sequence, status: status, identifier: frame.identifier, command: frame.command))
+                action.farewell = self.decideFailureIfPossible()
+            } else {
+                self.popCompletedHead()
+                if self.entries.isEmpty {
+                    action.farewell = self.shutdownFarewell()
+                }
+            }
+        case .finished:
+            if self.entries[index].isRecorded {
+                action.resolvedRecord = RecordDraft(frame: frame, outcome: outcome)
+            }
+            self.popCompletedHead()
+        case .abandoned:
+            self.popCompletedHead()
+        }
+        return action
+    }
+
+    /// The server is stopping: stop reading; the farewell comes when in-flight notifications
+    /// finish, or when the grace period ends.
+    public mutating func shutdownRequested() -> Farewell? {
+        switch self.state {
+        case .active:
+            self.state = .shuttingDown
+            if self.entries.isEmpty {
+                return self.shutdownFarewell()
+            }
+            return nil
+        case .failing, .shuttingDown, .finished, .abandoned:
+            // A failure's error-response is more useful to the provider than status 10.
+            return nil
+        }
+    }
+
+    /// The grace period is over: status 10 names the last notification whose predecessors all
+    /// completed; what is still in flight becomes resend records.
+    public mutating func shutdownGraceExpired() -> Farewell? {
+        switch self.state {
+        case .shuttingDown, .active:
+            return self.shutdownFarewell()
+        case .failing(let failure):
+            // Still waiting for predecessors of a failure: report the failure without them. Those
+            // predecessors were forwarded; if they fail later, only logs and metrics see it.
+            return self.failureFarewell(failure)
+        case .finished, .abandoned:
+            return nil
+        }
+    }
+
+    /// The provider closed its side, or the connection dropped.
+    public mutating func inputClosed() {
+        switch self.state {
+        case .active, .failing, .shuttingDown:
+            self.state = .abandoned
+        case .finished, .abandoned:
+            break
+        }
+    }
+
+    // MARK: Internals
+
+    /// Drops completed entries from the head. In `active` and `shuttingDown` no entry is ever
+    /// rejected (a rejection moves to `failing`), so what is popped there completed well.
+    private mutating func popCompletedHead() {
+        while let head = self.entries.first, head.outcome != nil {
+            self.lastCompleted = self.entries.removeFirst()
+            self.headSequence += 1
+        }
+        if self.entries.isEmpty {
+            self.headSequence = self.nextSequence
+        }
+    }
+
+    /// In `failing`: once every notification before the failure has an outcome, the farewell.
+    private mutating func decideFailureIfPossible() -> Farewell? {
+        guard case .failing(let failure) = self.state else { return nil }
+        // Pop completed predecessors; stop at the failure or at one still in flight.
+        while let head = self.entries.first, head.sequence < failure.sequence, let outcome = head.outcome {
+            if case .rejected(let status) = outcome {
+                // An earlier failure than the one known: it is reported instead.
+                let earlier = Failure(sequence: head.sequence, status: status, identifier: head.frame.identifier, command: head.frame.command)
+                self.state = .failing(earlier)
+                return self.decideFailureIfPossible()
+            }
+            self.lastCompleted = self.entries.removeFirst()
+            self.headSequence += 1
+        }
+        if let head = self.entries.first, head.sequence < failure.sequence {
+            return nil  // a predecessor is still in flight
+        }
+        return self.failureFarewell(failure)
+    }
+
+    private mutating func failureFarewell(_ failure: Failure) -> Farewell {
+        var records: [RecordDraft] = []
+        for entry in self.entries where entry.sequence > failure.sequence {
+            records.append(RecordDraft(frame: entry.frame, outcome: entry.outcome))
+        }
+        self.finish(recordingAfter: failure.sequence)
+        let packet: ErrorResponsePacket? =
+            failure.command == .simple ? nil : ErrorResponsePacket(status: failure.status, identifier: failure.identifier)
+        return Farewell(packet: packet, status: failure.status, resendRecords: records)
+    }
+
+    private mutating func shutdownFarewell() -> Farewell {
+        var records: [RecordDraft] = []
+        // Some clients resend the notification that status 10 names: remember it too.
+        if let named = self.lastCompleted {
+            records.append(RecordDraft(frame: named.frame, outcome: named.outcome))
+        }
+        for entry in self.entries {
+            records.append(RecordDraft(frame: entry.frame, outcome: entry.outcome))
+        }
+        self.finish(recordingAfter: nil)
+        return Farewell(
+            packet: ErrorResponsePacket(status: .shutdown, identifier: self.lastCompleted?.frame.identifier ?? .zero),
+            status: .shutdown,
+            resendRecords: records
+        )
+    }
+
+    /// Enters `finished`, marking the entries after `sequence` as resend records: their outcomes,
+    /// when they arrive, resolve those records.
+    private mutating func finish(recordingAfter sequence: Sequence?) {
+        self.state = .finished
+        self.lastCompleted = nil
+        for index in self.entries.indices {
+            if let sequence, self.entries[index].sequence <= sequence { continue }
+            self.entries[index].isRecorded = true
+        }
+        self.popCompletedHead()
+    }
+}

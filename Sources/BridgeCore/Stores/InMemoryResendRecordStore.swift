@@ -1,0 +1,136 @@
+import LegacyProtocol
+import NIOCore
+import Synchronization
+
+/// Resend records in this process's memory: for a single instance, and for tests.
+///
+/// A claim of a record whose outcome is still pending waits for ``resolve(_:outcome:on:)``, at
+/// most for the record window; if the outcome never comes, it reports status 1.
+public final class InMemoryResendRecordStore: ResendRecordStore {
+    private struct Entry {
+        var serial: UInt64
+        var expiry: NIODeadline
+        var outcome: NotificationOutcome?
+    }
+
+    private struct Waiter {
+        var serial: UInt64
+        var promise: EventLoopPromise<NotificationOutcome?>
+    }
+
+    private struct Records {
+        var entries: [ResendRecordKey: [Entry]] = [:]
+        /// Claims of pending records, waiting for their outcome.
+        var waiters: [ResendRecordKey: [Waiter]] = [:]
+        var count = 0
+        var nextSerial: UInt64 = 0
+    }
+
+    public let window: TimeAmount
+    private let now: @Sendable () -> NIODeadline
+    private let records = Mutex(Records())
+
+    /// - Parameters:
+    ///   - window: how long a record is kept (CONTRACT §1.6: 2 minutes by default).
+    ///   - now: the clock; injected by tests.
+    public init(window: TimeAmount = .minutes(2), now: @escaping @Sendable () -> NIODeadline = { .now() }) {
+        self.window = window
+        self.now = now
+    }
+
+    /// Records currently held (pending and resolved, not yet claimed or expired).
+    public var count: Int {
+        self.records.withLock { $0.count }
+    }
+
+    public func remember(_ newRecords: [ResendRecord], on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        let expiry = self.now() + self.window
+        self.records.withLock { records in
+            for record in newRecords {
+                var key = record.key
+                key.deviceToken = ByteBuffer(buffer: key.deviceToken)  // do not pin the read buffer
+                records.entries[key, default: []].append(Entry(serial: records.nextSerial, expiry: expiry, outcome: record.outcome))
+                records.nextSerial += 1
+                records.count += 1
+            }
+        }
+        return eventLoop.makeSucceededVoidFuture()
+    }
+
+    public func resolve(_ key: ResendRecordKey, outcome: NotificationOutcome, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        let waiter: Waiter? = self.records.withLock { records in
+            if var list = records.entries[key], let index = list.firstIndex(where: { $0.outcome == nil }) {
+                list[index].outcome = outcome
+                records.entries[key] = list
+                return nil
+            }
+            guard var waiting = records.waiters[key], !waiting.isEmpty else { return nil }
+            let first = waiting.removeFirst()
+            records.waiters[key] = waiting.isEmpty ? nil : waiting
+            return first
+        }
+        waiter?.promise.succeed(outcome)
+        return eventLoop.makeSucceededVoidFuture()
+    }
+
+    public func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome?> {
+        let now = self.now()
+        enum Claim {
+            case none
+            case resolved(NotificationOutcome)
+            case pending(EventLoopPromise<NotificationOutcome?>, serial: UInt64)
+        }
+        let claim: Claim = self.records.withLock { records in
+            guard records.count > 0, var list = records.entries[key] else { return .none }
+            let before = list.count
+            list.removeAll { $0.expiry < now }
+            records.count -= before - list.count
+            guard !list.isEmpty else {
+                records.entries[key] = nil
+                return .none
+            }
+            let entry = list.removeFirst()
+            records.count -= 1
+            records.entries[key] = list.isEmpty ? nil : list
+            if let outcome = entry.outcome {
+                return .resolved(outcome)
+            }
+            let promise = eventLoop.makePromise(of: NotificationOutcome?.self)
+            records.waiters[key, default: []].append(Waiter(serial: entry.serial, promise: promise))
+            return .pending(promise, serial: entry.serial)
+        }
+        switch claim {
+        case .none:
+            return eventLoop.makeSucceededFuture(nil)
+        case .resolved(let outcome):
+            return eventLoop.makeSucceededFuture(outcome)
+        case .pending(let promise, let serial):
+            let timeout = eventLoop.scheduleTask(in: self.window) { [self] in
+                let expired: Waiter? = self.records.withLock { records in
+                    guard var waiting = records.waiters[key], let index = waiting.firstIndex(where: { $0.serial == serial }) else {
+                        return nil
+                    }
+                    let waiter = waiting.remove(at: index)
+                    records.waiters[key] = waiting.isEmpty ? nil : waiting
+                    return waiter
+                }
+                expired?.promise.succeed(.rejected(.processingError))
+            }
+            promise.futureResult.whenComplete { _ in timeout.cancel() }
+            return promise.futureResult
+        }
+    }
+
+    /// Drops expired records. Claims drop the expired records of their own key; this sweeps the
+    /// rest so memory stays bounded when nobody resends.
+    public func removeExpired() {
+        let now = self.now()
+        self.records.withLock { records in
+            for (key, list) in records.entries {
+                let kept = list.filter { $0.expiry >= now }
+                records.count -= list.count - kept.count
+                records.entries[key] = kept.isEmpty ? nil : kept
+            }
+        }
+    }
+}

@@ -1,0 +1,36 @@
+import LegacyProtocol
+
+/// The APNs environment a tenant pushes to.
+public enum APNsEnvironment: String, Hashable, Sendable, CaseIterable {
+    case production
+    case sandbox
+}
+
+/// The app a provider connection pushes for, resolved from its client certificate when the TLS
+/// handshake completes (CONTRACT §1.2).
+public struct Tenant: Hashable, Sendable, CustomStringConvertible {
+    /// A stable name for logs, metrics and the stores (for example the bundle id).
+    public var name: String
+    /// The `apns-topic` of this tenant's notifications; `nil` when none could be resolved, in
+    /// which case every notification is answered with status 3.
+    public var topic: String?
+    public var environment: APNsEnvironment
+
+    public init(name: String, topic: String?, environment: APNsEnvironment) {
+        self.name = name
+        self.topic = topic
+        self.environment = environment
+    }
+
+    /// 5120 bytes for VoIP topics, 4096 otherwise.
+    public var maximumPayloadLength: Int {
+        if let topic, topic.hasSuffix(".voip") {
+            return LegacyProtocolLimits.maximumVoIPPayloadLength
+        }
+        return LegacyProtocolLimits.maximumPayloadLength
+    }
+
+    public var description: String {
+        "\(self.name) (\(self.environment.rawValue))"
+    }
+}

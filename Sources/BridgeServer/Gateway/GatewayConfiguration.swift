@@ -1,0 +1,67 @@
+import BridgeCore
+import NIOCore
+import NIOSSL
+
+/// How the gateway listener (default port 2195) behaves.
+public struct GatewayConfiguration: Sendable {
+    public var host: String = "0.0.0.0"
+    public var port: Int = 2195
+    public var tls: LegacyTLSConfiguration
+    /// swift-nio-ssl has no handshake timeout of its own: a connection that has not finished its
+    /// handshake by then is closed.
+    public var handshakeTimeout: TimeAmount = .seconds(10)
+    /// A connection that sent nothing for this long, with nothing in flight, is closed.
+    public var idleTimeout: TimeAmount? = .minutes(60)
+    /// Connections beyond this are closed as soon as they are accepted.
+    public var maximumConnections: Int = 10_000
+    public var session = ProviderSessionStateMachine.Configuration()
+    /// After an error-response: how long to keep reading (and dropping) before the final close,
+    /// so that a reset does not destroy the packet on its way (§1.5).
+    public var errorDrainTime: TimeAmount = .milliseconds(500)
+    /// On shutdown: how long in-flight notifications may take before status 10 is sent (§1.8).
+    public var shutdownGracePeriod: TimeAmount = .seconds(10)
+
+    public init(tls: LegacyTLSConfiguration) {
+        self.tls = tls
+    }
+}
+
+/// TLS for a legacy listener (CONTRACT §1.1): the client certificate is always requested and
+/// required, and verified against the configured CA certificates. At most TLS 1.2 unless
+/// TLS 1.3 is allowed; TLS 1.0 and 1.1 only when legacy TLS is allowed.
+public struct LegacyTLSConfiguration: Sendable {
+    public var certificateChain: [NIOSSLCertificate]
+    public var privateKey: NIOSSLPrivateKey
+    /// The CA certificates that client certificates must chain to.
+    public var clientCertificateAuthorities: [NIOSSLCertificate]
+    /// Off by default: under TLS 1.3, post-handshake tickets make some legacy clients miss the
+    /// error-response.
+    public var allowTLS13 = false
+    /// TLS 1.0 and 1.1, for clients that speak nothing newer.
+    public var allowLegacyTLS = false
+
+    public init(
+        certificateChain: [NIOSSLCertificate],
+        privateKey: NIOSSLPrivateKey,
+        clientCertificateAuthorities: [NIOSSLCertificate]
+    ) {
+        self.certificateChain = certificateChain
+        self.privateKey = privateKey
+        self.clientCertificateAuthorities = clientCertificateAuthorities
+    }
+
+    public func makeServerContext() throws -> NIOSSLContext {
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: self.certificateChain.map { .certificate($0) },
+            privateKey: .privateKey(self.privateKey)
+        )
+        // `.noHostnameVerification` on a server: request and require a client certificate and
+        // verify its chain; clients have no host name to check.
+        tls.certificateVerification = .noHostnameVerification
+        tls.trustRoots = .certificates(self.clientCertificateAuthorities)
+        tls.sendCANameList = true
+        tls.minimumTLSVersion = self.allowLegacyTLS ? .tlsv1 : .tlsv12
+        tls.maximumTLSVersion = self.allowTLS13 ? .tlsv13 : .tlsv12
+        return try NIOSSLContext(configuration: tls)
+    }
+}

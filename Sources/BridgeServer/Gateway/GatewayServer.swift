@@ -1,0 +1,166 @@
+import BridgeCore
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import Synchronization
+
+/// The gateway listener: TLS on port 2195 for legacy providers.
+///
+/// Start it with ``start(configuration:upstream:resendRecords:feedback:tenantResolver:group:logger:)``;
+/// stop it with ``shutdownGracefully()`` (CONTRACT §1.8) or ``close()``.
+public final class GatewayServer: Sendable {
+    fileprivate struct Connections {
+        var channels: [ObjectIdentifier: any Channel] = [:]
+        var isShuttingDown = false
+    }
+
+    public let configuration: GatewayConfiguration
+    /// The bound address (useful with port 0).
+    public let localAddress: SocketAddress
+    private let serverChannel: any Channel
+    private let registry: Registry
+    private let logger: Logger
+
+    private init(
+        configuration: GatewayConfiguration,
+        serverChannel: any Channel,
+        registry: Registry,
+        logger: Logger
+    ) {
+        self.configuration = configuration
+        self.serverChannel = serverChannel
+        self.localAddress = serverChannel.localAddress!
+        self.registry = registry
+        self.logger = logger
+    }
+
+    /// Provider connections currently open.
+    public var connectionCount: Int {
+        self.registry.connections.withLock { $0.channels.count }
+    }
+
+    public static func start(
+        configuration: GatewayConfiguration,
+        upstream: any NotificationUpstream,
+        resendRecords: any ResendRecordStore,
+        feedback: any FeedbackRecorder,
+        tenantResolver: any TenantResolver,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger = Logger(label: "apns-bridge.gateway")
+    ) async throws -> GatewayServer {
+        let sslContext = try configuration.tls.makeServerContext()
+        let dependencies = GatewayConnectionHandler.Dependencies(
+            dispatcher: NotificationDispatcher(upstream: upstream, resendRecords: resendRecords),
+            resendRecords: resendRecords,
+            feedback: feedback,
+            tenantResolver: tenantResolver
+        )
+        let registry = Registry()
+
+        let serverChannel = try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                guard registry.admit(channel, limit: configuration.maximumConnections) else {
+                    logger.warning("connection limit reached; refusing a provider connection",
+                                   metadata: ["limit": "\(configuration.maximumConnections)"])
+                    return channel.close()
+                }
+                channel.closeFuture.whenComplete { _ in registry.remove(channel) }
+                return channel.eventLoop.makeCompletedFuture {
+                    var connectionLogger = logger
+                    connectionLogger[metadataKey: "peer"] = "\(channel.remoteAddress.map { "\($0)" } ?? "?")"
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(NIOSSLServerHandler(context: sslContext))
+                    if let idle = configuration.idleTimeout {
+                        try sync.addHandler(IdleStateHandler(readTimeout: idle))
+                    }
+                    try sync.addHandler(
+                        GatewayConnectionHandler(
+                            configuration: configuration,
+                            dependencies: dependencies,
+                            logger: connectionLogger
+                        )
+                    )
+                }
+            }
+            .bind(host: configuration.host, port: configuration.port)
+            .get()
+
+        let server = GatewayServer(
+            configuration: configuration,
+            serverChannel: serverChannel,
+            registry: registry,
+            logger: logger
+        )
+        logger.info("gateway listening", metadata: ["address": "\(server.localAddress)"])
+        return server
+    }
+
+    /// CONTRACT §1.8: stop accepting; stop reading; let in-flight notifications finish within
+    /// the grace period; send each connection `08 0A id` and close. Returns when every
+    /// connection is closed, or after the grace period plus the drain time and a margin, when
+    /// the rest are closed by force.
+    public func shutdownGracefully() async {
+        let channels = self.registry.connections.withLock { connections in
+            connections.isShuttingDown = true
+            return Array(connections.channels.values)
+        }
+        try? await self.serverChannel.close()
+        self.logger.info("gateway shutting down", metadata: ["connections": "\(channels.count)"])
+        let event = GatewayShutdownEvent(gracePeriod: self.configuration.shutdownGracePeriod)
+        for channel in channels {
+            channel.pipeline.fireUserInboundEventTriggered(event)
+        }
+        let bound = self.configuration.shutdownGracePeriod + self.configuration.errorDrainTime + .seconds(2)
+        await Self.waitForClose(channels, within: bound)
+        for channel in channels where channel.isActive {
+            try? await channel.close()
+        }
+    }
+
+    /// Closes the listener and every connection at once, without farewells.
+    public func close() async {
+        let channels = self.registry.connections.withLock { connections in
+            connections.isShuttingDown = true
+            return Array(connections.channels.values)
+        }
+        try? await self.serverChannel.close()
+        for channel in channels {
+            try? await channel.close()
+        }
+    }
+
+    private static func waitForClose(_ channels: [any Channel], within bound: TimeAmount) async {
+        guard !channels.isEmpty else { return }
+        let eventLoop = channels[0].eventLoop
+        let all = EventLoopFuture.andAllComplete(channels.map(\.closeFuture), on: eventLoop)
+        let timeout = eventLoop.makePromise(of: Void.self)
+        let timer = eventLoop.scheduleTask(in: bound) { timeout.succeed() }
+        all.cascade(to: timeout)
+        try? await timeout.futureResult.get()
+        timer.cancel()
+    }
+}
+
+extension GatewayServer {
+    /// The connection registry, shared with the child channel initializer before the server
+    /// object exists.
+    fileprivate final class Registry: Sendable {
+        let connections = Mutex(Connections())
+
+        func admit(_ channel: any Channel, limit: Int) -> Bool {
+            self.connections.withLock { connections in
+                guard !connections.isShuttingDown, connections.channels.count < limit else { return false }
+                connections.channels[ObjectIdentifier(channel)] = channel
+                return true
+            }
+        }
+
+        func remove(_ channel: any Channel) {
+            _ = self.connections.withLock { $0.channels.removeValue(forKey: ObjectIdentifier(channel)) }
+        }
+    }
+}

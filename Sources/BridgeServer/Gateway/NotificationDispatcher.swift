@@ -1,0 +1,26 @@
+import LegacyProtocol
+import BridgeCore
+import NIOCore
+
+/// Sends a forwarded notification upstream, unless it is a resend of one that was already
+/// forwarded (CONTRACT §1.6): then the remembered outcome is reported and nothing is sent.
+struct NotificationDispatcher: Sendable {
+    var upstream: any NotificationUpstream
+    var resendRecords: any ResendRecordStore
+
+    func dispatch(_ notification: UpstreamNotification, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome> {
+        let key = ResendRecordKey(tenant: notification.tenant.name, frame: notification.frame)
+        let upstream = self.upstream
+        return self.resendRecords.claim(key, on: eventLoop)
+            .flatMap { remembered -> EventLoopFuture<NotificationOutcome> in
+                if let remembered {
+                    return eventLoop.makeSucceededFuture(remembered)
+                }
+                return upstream.send(notification, on: eventLoop)
+            }
+            .flatMapErrorThrowing { _ in
+                // A store failure: forwarding blindly could duplicate; report status 1 instead.
+                .rejected(.processingError)
+            }
+    }
+}

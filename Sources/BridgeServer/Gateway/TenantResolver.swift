@@ -1,0 +1,41 @@
+import BridgeCore
+import NIOSSL
+import SwiftASN1
+import X509
+
+/// Resolves the tenant of a provider connection from its verified client certificate
+/// (CONTRACT §1.2). `nil` refuses the connection.
+public protocol TenantResolver: Sendable {
+    func tenant(for certificate: NIOSSLCertificate) -> Tenant?
+}
+
+/// The subject's `UID=` (the bundle id on Apple-issued provider certificates) names the tenant
+/// and is its topic; without a `UID=`, the tenant is named by the common name and has no topic,
+/// so its notifications are answered with status 3.
+public struct CertificateSubjectTenantResolver: TenantResolver {
+    /// OID 0.9.2342.19200300.100.1.1, `UID` in a distinguished name.
+    static let userIDAttribute: ASN1ObjectIdentifier = [0, 9, 2342, 19_200_300, 100, 1, 1]
+
+    public var environment: APNsEnvironment
+
+    public init(environment: APNsEnvironment) {
+        self.environment = environment
+    }
+
+    public func tenant(for certificate: NIOSSLCertificate) -> Tenant? {
+        guard let parsed = try? Certificate(derEncoded: certificate.toDERBytes()) else { return nil }
+        var userID: String?
+        var commonName: String?
+        for rdn in parsed.subject {
+            for attribute in rdn {
+                if attribute.type == Self.userIDAttribute {
+                    userID = String(attribute.value)
+                } else if attribute.type == .RDNAttributeType.commonName {
+                    commonName = String(attribute.value)
+                }
+            }
+        }
+        guard let name = userID ?? commonName else { return nil }
+        return Tenant(name: name, topic: userID, environment: self.environment)
+    }
+}

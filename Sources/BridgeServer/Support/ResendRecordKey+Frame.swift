@@ -1,0 +1,27 @@
+import BridgeCore
+import Crypto
+import LegacyProtocol
+import NIOCore
+
+extension ResendRecordKey {
+    /// The key of a notification: its tenant, identifier bytes, token, expiry and the SHA-256
+    /// of its payload.
+    init(tenant: String, frame: NotificationFrame) {
+        let digest = frame.payload.withUnsafeReadableBytes { SHA256.hash(data: $0) }
+        let words = digest.withUnsafeBytes { raw in
+            (
+                raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self),
+                raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
+                raw.loadUnaligned(fromByteOffset: 16, as: UInt64.self),
+                raw.loadUnaligned(fromByteOffset: 24, as: UInt64.self)
+            )
+        }
+        self.init(
+            tenant: tenant,
+            identifier: frame.identifier,
+            expiration: frame.expiration,
+            deviceToken: frame.deviceToken,
+            payloadDigest: PayloadDigest(bytes: words)
+        )
+    }
+}

@@ -1,0 +1,77 @@
+import BridgeCore
+import BridgeServer
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+
+/// A gateway on 127.0.0.1 (port 0) with a throwaway PKI, a scripted upstream and in-memory
+/// stores: what the integration tests and the fuzzer's replay drive over real TLS.
+public final class GatewayHarness: Sendable {
+    public let pki: TestPKI
+    public let upstream: ScriptedUpstream
+    public let resendRecords: InMemoryResendRecordStore
+    public let feedback: InMemoryFeedbackRecorder
+    public let server: GatewayServer
+
+    private init(
+        pki: TestPKI,
+        upstream: ScriptedUpstream,
+        resendRecords: InMemoryResendRecordStore,
+        feedback: InMemoryFeedbackRecorder,
+        server: GatewayServer
+    ) {
+        self.pki = pki
+        self.upstream = upstream
+        self.resendRecords = resendRecords
+        self.feedback = feedback
+        self.server = server
+    }
+
+    public static func start(
+        script: @escaping ScriptedUpstream.Script = { _, _ in .init(.accepted) },
+        environment: APNsEnvironment = .sandbox,
+        configure: (inout GatewayConfiguration) -> Void = { _ in }
+    ) async throws -> GatewayHarness {
+        let pki = try TestPKI()
+        var configuration = GatewayConfiguration(
+            tls: LegacyTLSConfiguration(
+                certificateChain: [pki.server.certificate],
+                privateKey: pki.server.privateKey,
+                clientCertificateAuthorities: [pki.caCertificate]
+            )
+        )
+        configuration.host = "127.0.0.1"
+        configuration.port = 0
+        configuration.errorDrainTime = .milliseconds(200)
+        configure(&configuration)
+        let upstream = ScriptedUpstream(script: script)
+        let resendRecords = InMemoryResendRecordStore()
+        let feedback = InMemoryFeedbackRecorder()
+        var logger = Logger(label: "apns-bridge.test")
+        logger.logLevel = .warning
+        let server = try await GatewayServer.start(
+            configuration: configuration,
+            upstream: upstream,
+            resendRecords: resendRecords,
+            feedback: feedback,
+            tenantResolver: CertificateSubjectTenantResolver(environment: environment),
+            logger: logger
+        )
+        return GatewayHarness(pki: pki, upstream: upstream, resendRecords: resendRecords, feedback: feedback, server: server)
+    }
+
+    /// A provider connection with a certificate for `bundleID` (`nil`: a certificate without `UID=`).
+    public func connect(bundleID: String? = "com.example.app", maximumTLSVersion: TLSVersion? = .tlsv12) async throws -> LegacyTestClient {
+        try await LegacyTestClient.connect(
+            to: self.server.localAddress,
+            identity: try self.pki.providerIdentity(bundleID: bundleID),
+            trusting: self.pki.caCertificate,
+            maximumTLSVersion: maximumTLSVersion
+        )
+    }
+
+    public func stop() async {
+        await self.server.close()
+    }
+}

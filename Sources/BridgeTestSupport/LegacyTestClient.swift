@@ -1,0 +1,108 @@
+import NIOCore
+import NIOPosix
+import NIOSSL
+
+/// A legacy provider connection for tests: TLS with a client certificate; it writes raw bytes
+/// and collects everything the server sends until the connection closes.
+public final class LegacyTestClient: Sendable {
+    public let channel: any Channel
+    private let closed: EventLoopFuture<ByteBuffer>
+
+    private init(channel: any Channel, closed: EventLoopFuture<ByteBuffer>) {
+        self.channel = channel
+        self.closed = closed
+    }
+
+    public static func connect(
+        to address: SocketAddress,
+        identity: TestIdentity?,
+        trusting ca: NIOSSLCertificate,
+        maximumTLSVersion: TLSVersion? = .tlsv12,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws -> LegacyTestClient {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.trustRoots = .certificates([ca])
+        tls.maximumTLSVersion = maximumTLSVersion
+        if let identity {
+            tls.certificateChain = [.certificate(identity.certificate)]
+            tls.privateKey = .privateKey(identity.privateKey)
+        }
+        let sslContext = try NIOSSLContext(configuration: tls)
+        let eventLoop = group.next()
+        let closed = eventLoop.makePromise(of: ByteBuffer.self)
+        let channel = try await ClientBootstrap(group: eventLoop)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let handler = CollectingHandler(promise: closed)
+                    try channel.pipeline.syncOperations.addHandler(
+                        try NIOSSLClientHandler(context: sslContext, serverHostname: "localhost")
+                    )
+                    try channel.pipeline.syncOperations.addHandler(handler)
+                }
+            }
+            .connect(to: address)
+            .get()
+        return LegacyTestClient(channel: channel, closed: closed.futureResult)
+    }
+
+    /// Writes and flushes bytes; completes when they were handed to the socket.
+    public func send(_ bytes: ByteBuffer) async throws {
+        try await self.channel.writeAndFlush(bytes)
+    }
+
+    /// Waits until the server closes the connection and returns every byte it sent; fails if
+    /// the connection is still open after `timeout`.
+    public func bytesUntilClose(timeout: TimeAmount = .seconds(10)) async throws -> ByteBuffer {
+        let eventLoop = self.channel.eventLoop
+        let timer = eventLoop.scheduleTask(in: timeout) {}
+        let timedOut = timer.futureResult.map { Optional<ByteBuffer>.none }
+        let result = try await self.closed.map { Optional($0) }.or(timedOut).get()
+        timer.cancel()
+        guard let result else { throw TimedOut(what: "the server to close the connection") }
+        return result
+    }
+
+    /// Whether the connection is still open.
+    public var isActive: Bool { self.channel.isActive }
+
+    public func close() async {
+        try? await self.channel.close()
+    }
+}
+
+extension EventLoopFuture {
+    /// The first of two futures to succeed.
+    fileprivate func or(_ other: EventLoopFuture<Value>) -> EventLoopFuture<Value> {
+        let promise = self.eventLoop.makePromise(of: Value.self)
+        self.cascade(to: promise)
+        other.cascade(to: promise)
+        return promise.futureResult
+    }
+}
+
+private final class CollectingHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+
+    let promise: EventLoopPromise<ByteBuffer>
+    private var received = ByteBuffer()
+
+    init(promise: EventLoopPromise<ByteBuffer>) {
+        self.promise = promise
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var bytes = self.unwrapInboundIn(data)
+        self.received.writeBuffer(&bytes)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.promise.succeed(self.received)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // Resets and unclean TLS shutdowns: the bytes received so far still count.
+        context.close(promise: nil)
+    }
+}

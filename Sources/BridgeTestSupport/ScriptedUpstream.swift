@@ -1,0 +1,74 @@
+import BridgeCore
+import NIOCore
+import Synchronization
+
+/// An upstream for gateway tests: it answers each notification as a script says, after an
+/// optional delay, and keeps a ledger of everything it received, in arrival order.
+public final class ScriptedUpstream: NotificationUpstream {
+    public struct Reply: Sendable {
+        public var outcome: NotificationOutcome
+        public var delay: TimeAmount
+
+        public init(_ outcome: NotificationOutcome, after delay: TimeAmount = .zero) {
+            self.outcome = outcome
+            self.delay = delay
+        }
+    }
+
+    public typealias Script = @Sendable (_ notification: UpstreamNotification, _ arrival: Int) -> Reply
+
+    private struct State {
+        var ledger: [UpstreamNotification] = []
+        var waiters: [(count: Int, promise: EventLoopPromise<Void>)] = []
+    }
+
+    private let script: Script
+    private let state = Mutex(State())
+
+    public init(script: @escaping Script = { _, _ in Reply(.accepted) }) {
+        self.script = script
+    }
+
+    /// Everything received so far, in arrival order.
+    public var ledger: [UpstreamNotification] {
+        self.state.withLock { $0.ledger }
+    }
+
+    public func send(_ notification: UpstreamNotification, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome> {
+        let (arrival, ready): (Int, [EventLoopPromise<Void>]) = self.state.withLock { state in
+            state.ledger.append(notification)
+            let count = state.ledger.count
+            let ready = state.waiters.filter { $0.count <= count }.map(\.promise)
+            state.waiters.removeAll { $0.count <= count }
+            return (count - 1, ready)
+        }
+        for promise in ready { promise.succeed() }
+        let reply = self.script(notification, arrival)
+        if reply.delay == .zero {
+            return eventLoop.makeSucceededFuture(reply.outcome)
+        }
+        return eventLoop.scheduleTask(in: reply.delay) { reply.outcome }.futureResult
+    }
+
+    /// Completes when the ledger holds at least `count` notifications, or fails after `timeout`.
+    public func waitForLedgerCount(_ count: Int, timeout: TimeAmount = .seconds(10), on eventLoop: any EventLoop) async throws {
+        let promise = eventLoop.makePromise(of: Void.self)
+        let alreadyThere = self.state.withLock { state in
+            if state.ledger.count >= count { return true }
+            state.waiters.append((count, promise))
+            return false
+        }
+        if alreadyThere { promise.succeed() }
+        let timer = eventLoop.scheduleTask(in: timeout) {
+            promise.fail(TimedOut(what: "ledger count \(count)"))
+        }
+        defer { timer.cancel() }
+        try await promise.futureResult.get()
+    }
+}
+
+public struct TimedOut: Error, CustomStringConvertible {
+    public var what: String
+    public init(what: String) { self.what = what }
+    public var description: String { "timed out waiting for \(self.what)" }
+}

@@ -1,0 +1,117 @@
+import Crypto
+import Foundation
+import NIOSSL
+import SwiftASN1
+import X509
+
+/// A certificate and its private key, ready for NIOSSL.
+public struct TestIdentity: Sendable {
+    public var certificate: NIOSSLCertificate
+    public var privateKey: NIOSSLPrivateKey
+}
+
+/// A throwaway certificate authority made in-process with swift-certificates: a CA, a server
+/// certificate for 127.0.0.1 / ::1 / localhost, and provider (client) certificates shaped like
+/// Apple's (subject `UID=<bundle id>`, `OU=<team id>`).
+public struct TestPKI: Sendable {
+    /// OID 0.9.2342.19200300.100.1.1, `UID` in a distinguished name.
+    static let userIDAttribute: ASN1ObjectIdentifier = [0, 9, 2342, 19_200_300, 100, 1, 1]
+
+    public let caCertificate: NIOSSLCertificate
+    public let server: TestIdentity
+    private let caKey: P256.Signing.PrivateKey
+    private let caName: DistinguishedName
+
+    public init(name: String = "apns-bridge test CA") throws {
+        let caKey = P256.Signing.PrivateKey()
+        let caName = try DistinguishedName { CommonName(name) }
+        let now = Date()
+        let ca = try Certificate(
+            version: .v3,
+            serialNumber: Certificate.SerialNumber(),
+            publicKey: Certificate.PublicKey(caKey.publicKey),
+            notValidBefore: now - 3600,
+            notValidAfter: now + 86_400 * 365,
+            issuer: caName,
+            subject: caName,
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
+                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+            },
+            issuerPrivateKey: Certificate.PrivateKey(caKey)
+        )
+        self.caKey = caKey
+        self.caName = caName
+        self.caCertificate = try Self.nioCertificate(ca)
+        self.server = try Self.issue(
+            subject: try DistinguishedName { CommonName("localhost") },
+            extendedKeyUsage: .serverAuth,
+            subjectAlternativeNames: [
+                .dnsName("localhost"),
+                .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1])),
+                .ipAddress(ASN1OctetString(contentBytes: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1])),
+            ],
+            caKey: caKey,
+            caName: caName
+        )
+    }
+
+    /// A provider certificate. With `bundleID`, its subject carries `UID=<bundleID>` as Apple's
+    /// did; without, only a common name (a tenant with no topic).
+    public func providerIdentity(bundleID: String?, teamID: String = "TEAM123456", commonName: String? = nil) throws -> TestIdentity {
+        var rdns: [RelativeDistinguishedName] = []
+        if let bundleID {
+            rdns.append(RelativeDistinguishedName(.init(type: Self.userIDAttribute, utf8String: bundleID)))
+        }
+        rdns.append(RelativeDistinguishedName(.init(type: .RDNAttributeType.commonName, utf8String: commonName ?? "Apple Push Services: \(bundleID ?? "none")")))
+        rdns.append(RelativeDistinguishedName(.init(type: .RDNAttributeType.organizationalUnitName, utf8String: teamID)))
+        return try Self.issue(
+            subject: DistinguishedName(rdns),
+            extendedKeyUsage: .clientAuth,
+            subjectAlternativeNames: [],
+            caKey: self.caKey,
+            caName: self.caName
+        )
+    }
+
+    private static func issue(
+        subject: DistinguishedName,
+        extendedKeyUsage: ExtendedKeyUsage.Usage,
+        subjectAlternativeNames: [GeneralName],
+        caKey: P256.Signing.PrivateKey,
+        caName: DistinguishedName
+    ) throws -> TestIdentity {
+        let key = P256.Signing.PrivateKey()
+        let now = Date()
+        let certificate = try Certificate(
+            version: .v3,
+            serialNumber: Certificate.SerialNumber(),
+            publicKey: Certificate.PublicKey(key.publicKey),
+            notValidBefore: now - 3600,
+            notValidAfter: now + 86_400 * 30,
+            issuer: caName,
+            subject: subject,
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                try ExtendedKeyUsage([extendedKeyUsage])
+                if !subjectAlternativeNames.isEmpty {
+                    SubjectAlternativeNames(subjectAlternativeNames)
+                }
+            },
+            issuerPrivateKey: Certificate.PrivateKey(caKey)
+        )
+        return TestIdentity(
+            certificate: try self.nioCertificate(certificate),
+            privateKey: try NIOSSLPrivateKey(bytes: Array(key.pemRepresentation.utf8), format: .pem)
+        )
+    }
+
+    private static func nioCertificate(_ certificate: Certificate) throws -> NIOSSLCertificate {
+        var serializer = DER.Serializer()
+        try serializer.serialize(certificate)
+        return try NIOSSLCertificate(bytes: serializer.serializedBytes, format: .der)
+    }
+}

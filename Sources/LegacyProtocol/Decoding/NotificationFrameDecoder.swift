@@ -1,0 +1,190 @@
+import NIOCore
+
+/// Decodes notification frames of commands 0, 1 and 2.
+///
+/// The decoder never consumes a partial frame: it looks at the header with `get…` calls and only
+/// moves the reader index once the whole frame is readable. Every length it reads is compared
+/// with a limit of ``LegacyProtocolLimits`` before it waits for the bytes the length announces,
+/// so a hostile length is refused on the header alone and nothing proportional to it is
+/// allocated.
+///
+/// The decoder checks structure only (CONTRACT §1.4's protocol errors, and token lengths that
+/// are too long to wait for). What depends on the tenant (topic, payload limit) and the
+/// "missing" statuses are checked by ``NotificationFrame/validationFailure(hasTopic:maximumPayloadLength:)``.
+///
+/// After it throws, the stream is corrupt and the caller must stop decoding.
+public struct NotificationFrameDecoder: NIOSingleStepByteToMessageDecoder {
+    public typealias InboundOut = NotificationFrame
+
+    public init() {}
+
+    public mutating func decode(buffer: inout ByteBuffer) throws -> NotificationFrame? {
+        guard let commandByte = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self) else {
+            return nil
+        }
+        switch commandByte {
+        case NotificationFrame.Command.simple.rawValue:
+            return try Self.decodeSimple(&buffer)
+        case NotificationFrame.Command.enhanced.rawValue:
+            return try Self.decodeEnhanced(&buffer)
+        case NotificationFrame.Command.itemized.rawValue:
+            return try Self.decodeItemized(&buffer)
+        default:
+            throw LegacyProtocolError.unknownCommand(commandByte)
+        }
+    }
+
+    /// At the end of the stream a partial frame is left in `buffer` (the caller logs it); nothing
+    /// is made up from it.
+    public mutating func decodeLast(buffer: inout ByteBuffer, seenEOF: Bool) throws -> NotificationFrame? {
+        try self.decode(buffer: &buffer)
+    }
+
+    // MARK: command 0
+
+    private static func decodeSimple(_ buffer: inout ByteBuffer) throws -> NotificationFrame? {
+        let start = buffer.readerIndex
+        // 0 | token length (2)
+        guard let tokenLength = buffer.getInteger(at: start + 1, as: UInt16.self) else { return nil }
+        guard tokenLength <= LegacyProtocolLimits.maximumTokenLength else {
+            throw LegacyProtocolError.tokenTooLong(tokenLength, identifier: .zero, command: .simple)
+        }
+        let payloadLengthIndex = start + 3 + Int(tokenLength)
+        guard let payloadLength = buffer.getInteger(at: payloadLengthIndex, as: UInt16.self) else { return nil }
+        let frameLength = 3 + Int(tokenLength) + 2 + Int(payloadLength)
+        guard buffer.readableBytes >= frameLength else { return nil }
+
+        let token = buffer.getSlice(at: start + 3, length: Int(tokenLength))!
+        let payload = buffer.getSlice(at: payloadLengthIndex + 2, length: Int(payloadLength))!
+        buffer.moveReaderIndex(forwardBy: frameLength)
+        return NotificationFrame(command: .simple, deviceToken: token, payload: payload)
+    }
+
+    // MARK: command 1
+
+    private static func decodeEnhanced(_ buffer: inout ByteBuffer) throws -> NotificationFrame? {
+        let start = buffer.readerIndex
+        // 1 | identifier (4) | expiry (4) | token length (2)
+        guard
+            let (_, identifierBytes, expiration, tokenLength) = buffer.getMultipleIntegers(
+                at: start,
+                as: (UInt8, UInt32, UInt32, UInt16).self
+            )
+        else { return nil }
+        let identifier = NotificationIdentifier(rawValue: identifierBytes)
+        guard tokenLength <= LegacyProtocolLimits.maximumTokenLength else {
+            throw LegacyProtocolError.tokenTooLong(tokenLength, identifier: identifier, command: .enhanced)
+        }
+        let payloadLengthIndex = start + 11 + Int(tokenLength)
+        guard let payloadLength = buffer.getInteger(at: payloadLengthIndex, as: UInt16.self) else { return nil }
+        let frameLength = 11 + Int(tokenLength) + 2 + Int(payloadLength)
+        guard buffer.readableBytes >= frameLength else { return nil }
+
+        let token = buffer.getSlice(at: start + 11, length: Int(tokenLength))!
+        let payload = buffer.getSlice(at: payloadLengthIndex + 2, length: Int(payloadLength))!
+        buffer.moveReaderIndex(forwardBy: frameLength)
+        return NotificationFrame(
+            command: .enhanced,
+            identifier: identifier,
+            expiration: expiration,
+            deviceToken: token,
+            payload: payload
+        )
+    }
+
+    // MARK: command 2
+
+    private static func decodeItemized(_ buffer: inout ByteBuffer) throws -> NotificationFrame? {
+        let start = buffer.readerIndex
+        // 2 | frame length (4)
+        guard let frameLength = buffer.getInteger(at: start + 1, as: UInt32.self) else { return nil }
+        guard frameLength <= LegacyProtocolLimits.maximumFrameLength else {
+            throw LegacyProtocolError.frameTooLong(frameLength)
+        }
+        guard buffer.readableBytes >= 5 + Int(frameLength) else { return nil }
+
+        let frame = try Self.parseItems(in: buffer, from: start + 5, to: start + 5 + Int(frameLength))
+        buffer.moveReaderIndex(forwardBy: 5 + Int(frameLength))
+        return frame
+    }
+
+    /// Parses the items between `start` and `end`, which are readable.
+    ///
+    /// An item with a bad id, length or value does not stop the scan, because the item
+    /// boundaries are still known: the identifier may follow, and it is reported with the error.
+    /// An item running past the frame ends the scan: nothing after it can be trusted.
+    private static func parseItems(in buffer: ByteBuffer, from start: Int, to end: Int) throws -> NotificationFrame {
+        var frame = NotificationFrame(
+            command: .itemized,
+            deviceToken: ByteBuffer(),
+            payload: ByteBuffer()
+        )
+        var seen: UInt8 = 0  // bit n set: item n seen
+        var firstError: LegacyProtocolError?
+        var identifier: NotificationIdentifier?
+
+        var index = start
+        while index < end {
+            guard index + 3 <= end else {
+                throw (firstError ?? .truncatedItemHeader()).reporting(identifier ?? .zero)
+            }
+            let (itemID, itemLength) = buffer.getMultipleIntegers(at: index, as: (UInt8, UInt16).self)!
+            let dataIndex = index + 3
+            guard dataIndex + Int(itemLength) <= end else {
+                throw (firstError ?? .itemRunsPastFrame(itemID: itemID, length: itemLength))
+                    .reporting(identifier ?? .zero)
+            }
+            index = dataIndex + Int(itemLength)
+            if firstError != nil && itemID != NotificationItemID.identifier {
+                continue
+            }
+
+            if (1...5).contains(itemID) {
+                let bit: UInt8 = 1 << itemID
+                if seen & bit != 0 {
+                    firstError = firstError ?? .duplicateItem(itemID)
+                    continue
+                }
+                seen |= bit
+            }
+
+            switch itemID {
+            case NotificationItemID.deviceToken:
+                frame.deviceToken = buffer.getSlice(at: dataIndex, length: Int(itemLength))!
+            case NotificationItemID.payload:
+                frame.payload = buffer.getSlice(at: dataIndex, length: Int(itemLength))!
+            case NotificationItemID.identifier:
+                guard itemLength == 4 else {
+                    firstError = firstError ?? .badItemLength(itemID: itemID, length: itemLength)
+                    continue
+                }
+                identifier = NotificationIdentifier(rawValue: buffer.getInteger(at: dataIndex, as: UInt32.self)!)
+            case NotificationItemID.expiration:
+                guard itemLength == 4 else {
+                    firstError = firstError ?? .badItemLength(itemID: itemID, length: itemLength)
+                    continue
+                }
+                frame.expiration = buffer.getInteger(at: dataIndex, as: UInt32.self)!
+            case NotificationItemID.priority:
+                guard itemLength == 1 else {
+                    firstError = firstError ?? .badItemLength(itemID: itemID, length: itemLength)
+                    continue
+                }
+                let priority = buffer.getInteger(at: dataIndex, as: UInt8.self)!
+                guard priority == 10 || priority == 5 || priority == 1 else {
+                    firstError = firstError ?? .badPriority(priority)
+                    continue
+                }
+                frame.priority = priority
+            default:
+                firstError = firstError ?? .unknownItem(itemID)
+            }
+        }
+
+        if let firstError {
+            throw firstError.reporting(identifier ?? .zero)
+        }
+        frame.identifier = identifier ?? .zero
+        return frame
+    }
+}

@@ -1,0 +1,60 @@
+import NIOCore
+
+/// One entry of the feedback service.
+///
+/// ```
+/// +-----------+--------------+--------------------+
+/// | timestamp | token length | device token       |
+/// | 4 B time_t| 2 B          | token length bytes |
+/// +-----------+--------------+--------------------+
+/// ```
+/// Big-endian. The timestamp is when the upstream decided the app no longer exists on the device.
+public struct FeedbackTuple: Hashable, Sendable {
+    public var timestamp: UInt32
+    public var deviceToken: ByteBuffer
+
+    public init(timestamp: UInt32, deviceToken: ByteBuffer) {
+        self.timestamp = timestamp
+        self.deviceToken = deviceToken
+    }
+}
+
+extension ByteBuffer {
+    @discardableResult
+    public mutating func writeFeedbackTuple(_ tuple: FeedbackTuple) -> Int {
+        self.writeMultipleIntegers(tuple.timestamp, UInt16(truncatingIfNeeded: tuple.deviceToken.readableBytes))
+            + self.writeImmutableBuffer(tuple.deviceToken)
+    }
+}
+
+/// Decodes feedback tuples (the project's own feedback client and tests read them with it).
+public struct FeedbackTupleDecoder: NIOSingleStepByteToMessageDecoder {
+    public typealias InboundOut = FeedbackTuple
+
+    /// Tokens longer than this are refused before their bytes are waited for.
+    public var maximumTokenLength: Int
+
+    public init(maximumTokenLength: Int = LegacyProtocolLimits.maximumTokenLength) {
+        self.maximumTokenLength = maximumTokenLength
+    }
+
+    public struct TokenTooLong: Error, Hashable {
+        public var length: Int
+    }
+
+    public mutating func decode(buffer: inout ByteBuffer) throws -> FeedbackTuple? {
+        guard let (timestamp, tokenLength) = buffer.getMultipleIntegers(at: buffer.readerIndex, as: (UInt32, UInt16).self) else {
+            return nil
+        }
+        guard tokenLength <= self.maximumTokenLength else {
+            throw TokenTooLong(length: Int(tokenLength))
+        }
+        guard buffer.readableBytes >= 6 + Int(tokenLength) else { return nil }
+        buffer.moveReaderIndex(forwardBy: 6)
+        return FeedbackTuple(timestamp: timestamp, deviceToken: buffer.readSlice(length: Int(tokenLength))!)
+    }
+
+    public mutating func decodeLast(buffer: inout ByteBuffer, seenEOF: Bool) throws -> FeedbackTuple? {
+        try self.decode(buffer: &buffer)
+    }
+}

@@ -1,0 +1,129 @@
+import NIOCore
+
+/// One notification as a legacy provider sent it, in any of the three formats.
+///
+/// Command 0, "simple":
+/// ```
+/// +-----+-----------+--------------+-------------+----------------+
+/// | 0   | token len | device token | payload len | payload        |
+/// | 1 B | 2 B       | token len B  | 2 B         | payload len B  |
+/// +-----+-----------+--------------+-------------+----------------+
+/// ```
+/// Command 1, "enhanced":
+/// ```
+/// +-----+------------+--------+-----------+-------+-------------+---------+
+/// | 1   | identifier | expiry | token len | token | payload len | payload |
+/// | 1 B | 4 B        | 4 B    | 2 B       |       | 2 B         |         |
+/// +-----+------------+--------+-----------+-------+-------------+---------+
+/// ```
+/// Command 2, a frame of items:
+/// ```
+/// +-----+--------------+------------------------------------------+
+/// | 2   | frame length | items: id 1 B, length 2 B, data          |
+/// | 1 B | 4 B          | frame length B                           |
+/// +-----+--------------+------------------------------------------+
+/// item 1 device token, 2 payload, 3 identifier (4 B), 4 expiration (4 B), 5 priority (1 B)
+/// ```
+/// All integers are big-endian. `deviceToken` and `payload` are slices of the bytes that were
+/// read: decoding copies nothing. An absent token or payload is an empty buffer, because the
+/// status for "missing" and for "length 0" is the same.
+public struct NotificationFrame: Hashable, Sendable {
+    public enum Command: UInt8, Hashable, Sendable, CaseIterable {
+        case simple = 0
+        case enhanced = 1
+        case itemized = 2
+    }
+
+    /// The priority reported for commands 0 and 1, and for command 2 without item 5.
+    public static let defaultPriority: UInt8 = 10
+
+    public var command: Command
+    public var identifier: NotificationIdentifier
+    /// UNIX seconds; 0 means "do not store".
+    public var expiration: UInt32
+    public var priority: UInt8
+    public var deviceToken: ByteBuffer
+    public var payload: ByteBuffer
+
+    public init(
+        command: Command,
+        identifier: NotificationIdentifier = .zero,
+        expiration: UInt32 = 0,
+        priority: UInt8 = NotificationFrame.defaultPriority,
+        deviceToken: ByteBuffer,
+        payload: ByteBuffer
+    ) {
+        self.command = command
+        self.identifier = identifier
+        self.expiration = expiration
+        self.priority = priority
+        self.deviceToken = deviceToken
+        self.payload = payload
+    }
+
+    /// Whether a failure of this notification can be reported with an error-response packet.
+    /// Command 0 carries no identifier: Apple closed such connections without a packet.
+    public var canReceiveErrorResponse: Bool {
+        self.command != .simple
+    }
+}
+
+/// Item ids of a command-2 frame.
+public enum NotificationItemID {
+    public static let deviceToken: UInt8 = 1
+    public static let payload: UInt8 = 2
+    public static let identifier: UInt8 = 3
+    public static let expiration: UInt8 = 4
+    public static let priority: UInt8 = 5
+}
+
+extension ByteBuffer {
+    /// Encodes a frame in its own command's format. The identifier, expiration and priority are
+    /// left out where the format has no place for them. For command 2 every item is written,
+    /// except that an empty token or payload item is left out.
+    ///
+    /// This is the encoder of the project's own legacy client; the server only decodes frames.
+    @discardableResult
+    public mutating func writeNotificationFrame(_ frame: NotificationFrame) -> Int {
+        let start = self.writerIndex
+        let tokenLength = UInt16(truncatingIfNeeded: frame.deviceToken.readableBytes)
+        let payloadLength = UInt16(truncatingIfNeeded: frame.payload.readableBytes)
+        switch frame.command {
+        case .simple:
+            self.writeInteger(NotificationFrame.Command.simple.rawValue)
+            self.writeInteger(tokenLength)
+            self.writeImmutableBuffer(frame.deviceToken)
+            self.writeInteger(payloadLength)
+            self.writeImmutableBuffer(frame.payload)
+        case .enhanced:
+            self.writeMultipleIntegers(
+                NotificationFrame.Command.enhanced.rawValue,
+                frame.identifier.rawValue,
+                frame.expiration,
+                tokenLength
+            )
+            self.writeImmutableBuffer(frame.deviceToken)
+            self.writeInteger(payloadLength)
+            self.writeImmutableBuffer(frame.payload)
+        case .itemized:
+            self.writeInteger(NotificationFrame.Command.itemized.rawValue)
+            let lengthIndex = self.writerIndex
+            self.writeInteger(UInt32(0))
+            if frame.deviceToken.readableBytes > 0 {
+                self.writeMultipleIntegers(NotificationItemID.deviceToken, tokenLength)
+                self.writeImmutableBuffer(frame.deviceToken)
+            }
+            if frame.payload.readableBytes > 0 {
+                self.writeMultipleIntegers(NotificationItemID.payload, payloadLength)
+                self.writeImmutableBuffer(frame.payload)
+            }
+            self.writeMultipleIntegers(
+                NotificationItemID.identifier, UInt16(4), frame.identifier.rawValue,
+                NotificationItemID.expiration, UInt16(4), frame.expiration,
+                NotificationItemID.priority, UInt16(1), frame.priority
+            )
+            self.setInteger(UInt32(self.writerIndex - lengthIndex - 4), at: lengthIndex)
+        }
+        return self.writerIndex - start
+    }
+}
