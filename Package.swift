@@ -97,6 +97,7 @@ let package = Package(
                 "LegacyProtocol",
                 "BridgeCore",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
             resources: [.copy("FuzzCrashers")],
             swiftSettings: swiftSettings

@@ -87,12 +87,23 @@ public struct ProviderSessionStateMachine {
         /// Notifications forwarded after the one the packet names, which the provider will
         /// resend: remember them before writing the packet. `outcome` is `nil` while pending.
         public var resendRecords: [RecordDraft]
+
+        public init(packet: ErrorResponsePacket?, status: ErrorResponseStatus, resendRecords: [RecordDraft]) {
+            self.packet = packet
+            self.status = status
+            self.resendRecords = resendRecords
+        }
     }
 
     /// A forwarded notification to remember, or whose remembered outcome is now known.
     public struct RecordDraft: Hashable, Sendable {
         public var frame: NotificationFrame
         public var outcome: NotificationOutcome?
+
+        public init(frame: NotificationFrame, outcome: NotificationOutcome?) {
+            self.frame = frame
+            self.outcome = outcome
+        }
     }
 
     public enum FrameReceivedAction: Hashable, Sendable {
@@ -284,8 +295,12 @@ public struct ProviderSessionStateMachine {
     /// rejected (a rejection moves to `failing`), so what is popped there completed well.
     private mutating func popCompletedHead() {
         while let head = self.entries.first, head.outcome != nil {
-            self.lastCompleted = self.entries.removeFirst()
+            let completed = self.entries.removeFirst()
             self.headSequence += 1
+            switch self.state {
+            case .active, .shuttingDown: self.lastCompleted = completed
+            case .failing, .finished, .abandoned: break
+            }
         }
         if self.entries.isEmpty {
             self.headSequence = self.nextSequence
@@ -332,9 +347,10 @@ public struct ProviderSessionStateMachine {
         for entry in self.entries {
             records.append(RecordDraft(frame: entry.frame, outcome: entry.outcome))
         }
+        let named = self.lastCompleted?.frame.identifier ?? .zero
         self.finish(recordingAfter: nil)
         return Farewell(
-            packet: ErrorResponsePacket(status: .shutdown, identifier: self.lastCompleted?.frame.identifier ?? .zero),
+            packet: ErrorResponsePacket(status: .shutdown, identifier: named),
             status: .shutdown,
             resendRecords: records
         )

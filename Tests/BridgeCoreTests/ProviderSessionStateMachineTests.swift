@@ -1,0 +1,159 @@
+import BridgeCore
+import LegacyProtocol
+import NIOCore
+import Testing
+
+@Suite("Provider session state machine")
+struct ProviderSessionStateMachineTests {
+    static let tenant = Tenant(name: "com.example.app", topic: "com.example.app", environment: .sandbox)
+
+    static func frame(_ identifier: UInt32, command: NotificationFrame.Command = .itemized, tokenLength: Int = 32) -> NotificationFrame {
+        NotificationFrame(
+            command: command,
+            identifier: command == .simple ? .zero : NotificationIdentifier(rawValue: identifier),
+            deviceToken: ByteBuffer(repeating: UInt8(truncatingIfNeeded: identifier), count: tokenLength),
+            payload: ByteBuffer(string: "{}")
+        )
+    }
+
+    static func machine(maximumInFlight: Int = 256) -> ProviderSessionStateMachine {
+        var configuration = ProviderSessionStateMachine.Configuration()
+        configuration.maximumInFlight = maximumInFlight
+        return ProviderSessionStateMachine(tenant: Self.tenant, configuration: configuration)
+    }
+
+    @discardableResult
+    static func forward(_ machine: inout ProviderSessionStateMachine, _ identifier: UInt32) -> ProviderSessionStateMachine.Sequence {
+        guard case .forward(let sequence, _) = machine.frameReceived(Self.frame(identifier)) else {
+            Issue.record("frame \(identifier) was not forwarded")
+            return .max
+        }
+        return sequence
+    }
+
+    @Test("A valid frame is forwarded with the tenant")
+    func forwards() {
+        var machine = Self.machine()
+        let action = machine.frameReceived(Self.frame(1))
+        #expect(action == .forward(0, UpstreamNotification(tenant: Self.tenant, frame: Self.frame(1))))
+    }
+
+    @Test("Bad token size with nothing in flight: error-response at once")
+    func localFailureAtOnce() {
+        var machine = Self.machine()
+        let action = machine.frameReceived(Self.frame(9, tokenLength: 31))
+        #expect(action == .close(.init(packet: .init(status: .invalidTokenSize, identifier: .init(rawValue: 9)), status: .invalidTokenSize, resendRecords: [])))
+        #expect(machine.frameReceived(Self.frame(10)) == .ignore)
+        #expect(!machine.isReading)
+    }
+
+    @Test("A failed command-0 frame closes without a packet")
+    func commandZeroHasNoPacket() {
+        var machine = Self.machine()
+        let action = machine.frameReceived(Self.frame(0, command: .simple, tokenLength: 0))
+        #expect(action == .close(.init(packet: nil, status: .missingDeviceToken, resendRecords: [])))
+    }
+
+    @Test("A local failure waits for earlier notifications, and an earlier upstream failure wins")
+    func earlierFailureWins() {
+        var machine = Self.machine()
+        let first = Self.forward(&machine, 1)
+        let second = Self.forward(&machine, 2)
+        #expect(machine.frameReceived(Self.frame(3, tokenLength: 5)) == .waitForPredecessors(.invalidTokenSize))
+        #expect(!machine.isReading)
+        #expect(machine.frameReceived(Self.frame(4)) == .ignore)
+        #expect(machine.upstreamCompleted(second, outcome: .accepted) == .none)
+        let action = machine.upstreamCompleted(first, outcome: .rejected(.invalidToken))
+        // 1 failed: 2 was forwarded after it and is remembered with its outcome.
+        #expect(action.farewell == .init(
+            packet: .init(status: .invalidToken, identifier: .init(rawValue: 1)),
+            status: .invalidToken,
+            resendRecords: [.init(frame: Self.frame(2), outcome: .accepted)]
+        ))
+    }
+
+    @Test("An upstream failure names k; pending successors become records resolved later")
+    func upstreamFailureWithPendingSuccessors() {
+        var machine = Self.machine()
+        let sequences = (1...5).map { Self.forward(&machine, UInt32($0)) }
+        #expect(machine.upstreamCompleted(sequences[0], outcome: .accepted) == .none)
+        #expect(machine.upstreamCompleted(sequences[3], outcome: .accepted) == .none)
+        let failed = machine.upstreamCompleted(sequences[1], outcome: .rejected(.invalidToken))
+        #expect(failed.farewell?.packet == .init(status: .invalidToken, identifier: .init(rawValue: 2)))
+        #expect(failed.farewell?.resendRecords == [
+            .init(frame: Self.frame(3), outcome: nil),
+            .init(frame: Self.frame(4), outcome: .accepted),
+            .init(frame: Self.frame(5), outcome: nil),
+        ])
+        let resolved = machine.upstreamCompleted(sequences[4], outcome: .rejected(.invalidToken))
+        #expect(resolved.resolvedRecord == .init(frame: Self.frame(5), outcome: .rejected(.invalidToken)))
+        #expect(resolved.farewell == nil)
+        let unregistered = machine.upstreamCompleted(sequences[2], outcome: .unregistered(timestamp: 42))
+        #expect(unregistered.resolvedRecord == .init(frame: Self.frame(3), outcome: .unregistered(timestamp: 42)))
+        #expect(unregistered.feedback?.timestamp == 42)
+    }
+
+    @Test("Reading stops at the in-flight bound and resumes when the head completes")
+    func backpressure() {
+        var machine = Self.machine(maximumInFlight: 3)
+        let sequences = (1...3).map { Self.forward(&machine, UInt32($0)) }
+        #expect(!machine.isReading)
+        _ = machine.upstreamCompleted(sequences[2], outcome: .accepted)
+        #expect(!machine.isReading, "completed behind a slow head still counts against the bound")
+        _ = machine.upstreamCompleted(sequences[0], outcome: .accepted)
+        #expect(machine.isReading)
+        #expect(machine.inFlightCount == 1)
+    }
+
+    @Test("Shutdown with nothing in flight names the last notification at once")
+    func shutdownIdle() {
+        var machine = Self.machine()
+        let sequence = Self.forward(&machine, 7)
+        _ = machine.upstreamCompleted(sequence, outcome: .accepted)
+        let farewell = machine.shutdownRequested()
+        #expect(farewell?.packet == .init(status: .shutdown, identifier: .init(rawValue: 7)))
+        #expect(farewell?.resendRecords == [.init(frame: Self.frame(7), outcome: .accepted)])
+    }
+
+    @Test("Shutdown waits for in-flight notifications; a failure among them is reported instead")
+    func shutdownWithFailure() {
+        var machine = Self.machine()
+        let first = Self.forward(&machine, 1)
+        let second = Self.forward(&machine, 2)
+        #expect(machine.shutdownRequested() == nil)
+        #expect(!machine.isReading)
+        #expect(machine.upstreamCompleted(first, outcome: .accepted).farewell == nil)
+        let action = machine.upstreamCompleted(second, outcome: .rejected(.invalidToken))
+        #expect(action.farewell?.packet == .init(status: .invalidToken, identifier: .init(rawValue: 2)))
+    }
+
+    @Test("Shutdown grace expiry names the last completed prefix and records the rest")
+    func shutdownGraceExpiry() {
+        var machine = Self.machine()
+        let sequences = (1...4).map { Self.forward(&machine, UInt32($0)) }
+        _ = machine.upstreamCompleted(sequences[0], outcome: .accepted)
+        _ = machine.upstreamCompleted(sequences[2], outcome: .accepted)
+        #expect(machine.shutdownRequested() == nil)
+        let farewell = machine.shutdownGraceExpired()
+        #expect(farewell?.packet == .init(status: .shutdown, identifier: .init(rawValue: 1)))
+        #expect(farewell?.resendRecords.map(\.frame.identifier.rawValue) == [1, 2, 3, 4])
+        #expect(farewell?.resendRecords.map(\.outcome) == [.accepted, nil, .accepted, nil])
+    }
+
+    @Test("After the provider went away, outcomes still feed the feedback list")
+    func abandoned() {
+        var machine = Self.machine()
+        let sequence = Self.forward(&machine, 1)
+        machine.inputClosed()
+        let action = machine.upstreamCompleted(sequence, outcome: .unregistered(timestamp: 9))
+        #expect(action.feedback?.deviceToken == Self.frame(1).deviceToken)
+        #expect(action.farewell == nil)
+        #expect(action.resolvedRecord == nil)
+    }
+
+    @Test("No topic: status 3 for every frame")
+    func missingTopic() {
+        var machine = ProviderSessionStateMachine(tenant: Tenant(name: "x", topic: nil, environment: .production))
+        #expect(machine.frameReceived(Self.frame(5)) == .close(.init(packet: .init(status: .missingTopic, identifier: .init(rawValue: 5)), status: .missingTopic, resendRecords: [])))
+    }
+}

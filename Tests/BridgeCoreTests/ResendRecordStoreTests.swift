@@ -1,0 +1,54 @@
+import BridgeCore
+import LegacyProtocol
+import NIOCore
+import NIOEmbedded
+import Synchronization
+import Testing
+
+@Suite("In-memory resend record store")
+struct ResendRecordStoreTests {
+    static func key(_ identifier: UInt32) -> ResendRecordKey {
+        ResendRecordKey(
+            tenant: "t",
+            identifier: NotificationIdentifier(rawValue: identifier),
+            expiration: 0,
+            deviceToken: ByteBuffer(repeating: 1, count: 32),
+            payloadDigest: PayloadDigest(bytes: (1, 2, 3, 4))
+        )
+    }
+
+    @Test("A record is used once")
+    func usedOnce() throws {
+        let loop = EmbeddedEventLoop()
+        let store = InMemoryResendRecordStore()
+        try store.remember([ResendRecord(key: Self.key(1), outcome: .accepted)], on: loop).wait()
+        #expect(try store.claim(Self.key(1), on: loop).wait() == .accepted)
+        #expect(try store.claim(Self.key(1), on: loop).wait() == nil)
+        #expect(try store.claim(Self.key(2), on: loop).wait() == nil)
+    }
+
+    @Test("A claim of a pending record waits for its outcome")
+    func pending() throws {
+        let loop = EmbeddedEventLoop()
+        let store = InMemoryResendRecordStore()
+        try store.remember([ResendRecord(key: Self.key(1), outcome: nil)], on: loop).wait()
+        let claim = store.claim(Self.key(1), on: loop)
+        let result = Mutex<NotificationOutcome??>(nil)
+        claim.whenSuccess { outcome in result.withLock { $0 = .some(outcome) } }
+        #expect(result.withLock { $0 } == nil)
+        try store.resolve(Self.key(1), outcome: .rejected(.invalidToken), on: loop).wait()
+        #expect(result.withLock { $0 } == .some(.rejected(.invalidToken)))
+    }
+
+    @Test("Records expire after the window")
+    func expiry() throws {
+        let loop = EmbeddedEventLoop()
+        let now = Mutex(NIODeadline.uptimeNanoseconds(1_000))
+        let store = InMemoryResendRecordStore(window: .minutes(2), now: { now.withLock { $0 } })
+        try store.remember([ResendRecord(key: Self.key(1), outcome: .accepted), ResendRecord(key: Self.key(2), outcome: .accepted)], on: loop).wait()
+        now.withLock { $0 = $0 + .minutes(3) }
+        #expect(try store.claim(Self.key(1), on: loop).wait() == nil)
+        store.removeExpired()
+        #expect(store.count == 0)
+    }
+}

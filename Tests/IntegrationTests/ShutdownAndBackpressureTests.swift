@@ -1,0 +1,96 @@
+import BridgeCore
+import BridgeServer
+import BridgeTestSupport
+import LegacyProtocol
+import NIOCore
+import Synchronization
+import Testing
+
+@Suite("Shutdown and backpressure")
+struct ShutdownAndBackpressureTests {
+    @Test("Shutdown: status 10 names the last notification whose predecessors completed")
+    func gracefulShutdown() async throws {
+        let harness = try await GatewayHarness.start(script: { _, _ in .init(.accepted, after: .milliseconds(20)) }) {
+            $0.shutdownGracePeriod = .seconds(5)
+        }
+        let client = try await harness.connect()
+        try await client.send(ResendTests.frames(1...50))
+        try await harness.upstream.waitForLedgerCount(50, on: client.channel.eventLoop)
+        await harness.server.shutdownGracefully()
+        let received = try await client.bytesUntilClose()
+        var reader = received
+        #expect(reader.readErrorResponse() == ErrorResponsePacket(status: .shutdown, identifier: .init(rawValue: 50)))
+        #expect(reader.readableBytes == 0)
+        // The named notification is remembered: a client that resends it does not duplicate it.
+        #expect(harness.resendRecords.count == 1)
+    }
+
+    @Test("Shutdown after the grace period: in-flight notifications become resend records")
+    func shutdownGraceExpires() async throws {
+        let harness = try await GatewayHarness.start(script: { notification, _ in
+            notification.frame.identifier.rawValue <= 3 ? .init(.accepted) : .init(.accepted, after: .seconds(3))
+        }) {
+            $0.shutdownGracePeriod = .milliseconds(200)
+        }
+        let client = try await harness.connect()
+        try await client.send(ResendTests.frames(1...6))
+        try await harness.upstream.waitForLedgerCount(6, on: client.channel.eventLoop)
+        try await waitUntil { harness.server.connectionCount == 1 }
+        await harness.server.shutdownGracefully()
+        let received = try await client.bytesUntilClose()
+        var reader = received
+        #expect(reader.readErrorResponse() == ErrorResponsePacket(status: .shutdown, identifier: .init(rawValue: 3)))
+        // 3 (named) and 4...6 (in flight) are remembered.
+        #expect(harness.resendRecords.count == 4)
+    }
+
+    @Test("A slow upstream stops reading at the in-flight bound, and reading resumes when it drains")
+    func backpressure() async throws {
+        let release = ReleaseGate()
+        let harness = try await GatewayHarness.start(script: { _, _ in
+            .init(.accepted, after: release.isOpen ? .zero : .milliseconds(500))
+        }) {
+            $0.session.maximumInFlight = 16
+        }
+        defer { Task { await harness.stop() } }
+        let client = try await harness.connect()
+        try await client.send(ResendTests.frames(1...400))
+        try await harness.upstream.waitForLedgerCount(16, on: client.channel.eventLoop)
+        // While the first 16 are outstanding nothing more is forwarded.
+        #expect(harness.upstream.ledger.count == 16)
+        release.open()
+        try await harness.upstream.waitForLedgerCount(400, timeout: .seconds(20), on: client.channel.eventLoop)
+        #expect(Set(harness.upstream.ledger.map(\.frame.identifier.rawValue)) == Set(1...400))
+        #expect(client.isActive)
+        await client.close()
+    }
+
+    @Test("Connections beyond the cap are closed at once")
+    func connectionCap() async throws {
+        let harness = try await GatewayHarness.start(configure: { $0.maximumConnections = 2 })
+        defer { Task { await harness.stop() } }
+        let a = try await harness.connect()
+        let b = try await harness.connect()
+        try await waitUntil { harness.server.connectionCount == 2 }
+        let c = try await harness.connect()
+        #expect(try await c.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
+        #expect(a.isActive && b.isActive)
+        await a.close()
+        await b.close()
+    }
+
+    @Test("A connection that never finishes its handshake is closed after the timeout")
+    func handshakeTimeout() async throws {
+        let harness = try await GatewayHarness.start(configure: { $0.handshakeTimeout = .milliseconds(200) })
+        defer { Task { await harness.stop() } }
+        let closed = try await RawTCPClient.connectAndWaitForClose(to: harness.server.localAddress, timeout: .seconds(5))
+        #expect(closed)
+    }
+}
+
+/// A flag the upstream script reads; tests open it to let a slow upstream go fast.
+final class ReleaseGate: Sendable {
+    private let state = Mutex(false)
+    var isOpen: Bool { self.state.withLock { $0 } }
+    func open() { self.state.withLock { $0 = true } }
+}
