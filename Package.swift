@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "LegacyProtocol", targets: ["LegacyProtocol"]),
         .library(name: "BridgeCore", targets: ["BridgeCore"]),
         .library(name: "BridgeServer", targets: ["BridgeServer"]),
+        .executable(name: "apns-bridge", targets: ["apns-bridge"]),
         .executable(name: "LegacyProtocolFuzzer", targets: ["LegacyProtocolFuzzer"]),
     ],
     dependencies: [
@@ -72,14 +73,34 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // libFuzzer entry point over the decoders and the session (see docs/fuzzing.md).
+        // The command-line tool (for now: `demo`).
         .executableTarget(
-            name: "LegacyProtocolFuzzer",
+            name: "apns-bridge",
+            dependencies: [
+                "LegacyProtocol",
+                "BridgeCore",
+                "BridgeServer",
+                "BridgeTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // One fuzz input through the decoder and the session: used by the fuzzer and by the
+        // tests that replay its corpus and crashers.
+        .target(
+            name: "LegacyStreamFuzzing",
             dependencies: [
                 "LegacyProtocol",
                 "BridgeCore",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        // libFuzzer entry point (see docs/fuzzing.md).
+        .executableTarget(
+            name: "LegacyProtocolFuzzer",
+            dependencies: ["LegacyStreamFuzzing"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -96,10 +117,11 @@ let package = Package(
             dependencies: [
                 "LegacyProtocol",
                 "BridgeCore",
+                "LegacyStreamFuzzing",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
-            resources: [.copy("FuzzCrashers")],
+            resources: [.copy("FuzzCorpus")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -46,7 +46,8 @@ public struct ResendRecordKey: Hashable, Sendable, CustomStringConvertible {
 
     /// Shortened: the first 4 bytes of the token only.
     public var description: String {
-        "\(self.tenant)/\(self.identifier)/\(self.deviceToken.hexDump(format: .compact(maxBytes: 4)))"
+        let head = self.deviceToken.getSlice(at: self.deviceToken.readerIndex, length: min(4, self.deviceToken.readableBytes)) ?? ByteBuffer()
+        return "\(self.tenant)/\(self.identifier)/\(head.hexDump(format: .compact))…"
     }
 }
 

@@ -1,9 +1,10 @@
 import NIOCore
 
 /// Shortening for logs: a whole device token is never logged at info level.
-enum LogRedaction {
+public enum LogRedaction {
     /// The first 4 bytes in hex and the length, e.g. `1a2b3c4d…(32 B)`.
-    static func token(_ token: ByteBuffer) -> String {
-        "\(token.hexDump(format: .compact(maxBytes: 4)))…(\(token.readableBytes) B)"
+    public static func token(_ token: ByteBuffer) -> String {
+        let head = token.getSlice(at: token.readerIndex, length: min(4, token.readableBytes)) ?? ByteBuffer()
+        return "\(head.hexDump(format: .compact))…(\(token.readableBytes) B)"
     }
 }
