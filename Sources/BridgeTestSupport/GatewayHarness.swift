@@ -62,11 +62,16 @@ public final class GatewayHarness: Sendable {
     }
 
     /// A provider connection with a certificate for `bundleID` (`nil`: a certificate without `UID=`).
-    public func connect(bundleID: String? = "com.example.app", maximumTLSVersion: TLSVersion? = .tlsv12) async throws -> LegacyTestClient {
+    public func connect(
+        bundleID: String? = "com.example.app",
+        minimumTLSVersion: TLSVersion = .tlsv1,
+        maximumTLSVersion: TLSVersion? = .tlsv12
+    ) async throws -> LegacyTestClient {
         try await LegacyTestClient.connect(
             to: self.server.localAddress,
             identity: try self.pki.providerIdentity(bundleID: bundleID),
             trusting: self.pki.caCertificate,
+            minimumTLSVersion: minimumTLSVersion,
             maximumTLSVersion: maximumTLSVersion
         )
     }

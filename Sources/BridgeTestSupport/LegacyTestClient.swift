@@ -17,11 +17,13 @@ public final class LegacyTestClient: Sendable {
         to address: SocketAddress,
         identity: TestIdentity?,
         trusting ca: NIOSSLCertificate,
+        minimumTLSVersion: TLSVersion = .tlsv1,
         maximumTLSVersion: TLSVersion? = .tlsv12,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> LegacyTestClient {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.trustRoots = .certificates([ca])
+        tls.minimumTLSVersion = minimumTLSVersion
         tls.maximumTLSVersion = maximumTLSVersion
         if let identity {
             tls.certificateChain = [.certificate(identity.certificate)]

@@ -52,3 +52,17 @@ struct ResendRecordStoreTests {
         #expect(store.count == 0)
     }
 }
+
+extension ResendRecordStoreTests {
+    @Test("Remembering sweeps records that expired without being claimed")
+    func sweepOnRemember() throws {
+        let loop = EmbeddedEventLoop()
+        let now = Mutex(NIODeadline.uptimeNanoseconds(1_000))
+        let store = InMemoryResendRecordStore(window: .minutes(2), now: { now.withLock { $0 } })
+        try store.remember((1...50).map { ResendRecord(key: Self.key($0), outcome: .accepted) }, on: loop).wait()
+        #expect(store.count == 50)
+        now.withLock { $0 = $0 + .minutes(3) }
+        try store.remember([ResendRecord(key: Self.key(99), outcome: .accepted)], on: loop).wait()
+        #expect(store.count == 1)
+    }
+}

@@ -24,6 +24,17 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
         var waiters: [ResendRecordKey: [Waiter]] = [:]
         var count = 0
         var nextSerial: UInt64 = 0
+        var lastSweep: NIODeadline?
+
+        /// Drops expired records.
+        mutating func removeExpired(now: NIODeadline) {
+            for (key, list) in self.entries {
+                let kept = list.filter { $0.expiry >= now }
+                self.count -= list.count - kept.count
+                self.entries[key] = kept.isEmpty ? nil : kept
+            }
+            self.lastSweep = now
+        }
     }
 
     public let window: TimeAmount
@@ -44,8 +55,14 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
     }
 
     public func remember(_ newRecords: [ResendRecord], on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
-        let expiry = self.now() + self.window
+        let now = self.now()
+        let expiry = now + self.window
         self.records.withLock { records in
+            // Records nobody resends expire; sweep once per window so memory stays bounded.
+            if let lastSweep = records.lastSweep, now - lastSweep < self.window {
+            } else {
+                records.removeExpired(now: now)
+            }
             for record in newRecords {
                 var key = record.key
                 key.deviceToken = ByteBuffer(buffer: key.deviceToken)  // do not pin the read buffer
@@ -121,16 +138,11 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
         }
     }
 
-    /// Drops expired records. Claims drop the expired records of their own key; this sweeps the
-    /// rest so memory stays bounded when nobody resends.
+    /// Drops expired records now. Claims drop the expired records of their own key, and
+    /// ``remember(_:on:)`` sweeps everything once per window, so memory stays bounded when nobody
+    /// resends.
     public func removeExpired() {
         let now = self.now()
-        self.records.withLock { records in
-            for (key, list) in records.entries {
-                let kept = list.filter { $0.expiry >= now }
-                records.count -= list.count - kept.count
-                records.entries[key] = kept.isEmpty ? nil : kept
-            }
-        }
+        self.records.withLock { $0.removeExpired(now: now) }
     }
 }

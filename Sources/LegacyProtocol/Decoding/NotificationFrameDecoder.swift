@@ -43,31 +43,24 @@ public struct NotificationFrameDecoder: NIOSingleStepByteToMessageDecoder {
     // MARK: command 0
 
     private static func decodeSimple(_ buffer: inout ByteBuffer) throws -> NotificationFrame? {
-        let start = buffer.readerIndex
         // 0 | token length (2)
-        guard let tokenLength = buffer.getInteger(at: start + 1, as: UInt16.self) else { return nil }
+        guard let tokenLength = buffer.getInteger(at: buffer.readerIndex + 1, as: UInt16.self) else { return nil }
         guard tokenLength <= LegacyProtocolLimits.maximumTokenLength else {
             throw LegacyProtocolError.tokenTooLong(tokenLength, identifier: .zero, command: .simple)
         }
-        let payloadLengthIndex = start + 3 + Int(tokenLength)
-        guard let payloadLength = buffer.getInteger(at: payloadLengthIndex, as: UInt16.self) else { return nil }
-        let frameLength = 3 + Int(tokenLength) + 2 + Int(payloadLength)
-        guard buffer.readableBytes >= frameLength else { return nil }
-
-        let token = buffer.getSlice(at: start + 3, length: Int(tokenLength))!
-        let payload = buffer.getSlice(at: payloadLengthIndex + 2, length: Int(payloadLength))!
-        buffer.moveReaderIndex(forwardBy: frameLength)
+        guard let (token, payload) = Self.readTokenAndPayload(&buffer, headerLength: 3, tokenLength: tokenLength) else {
+            return nil
+        }
         return NotificationFrame(command: .simple, deviceToken: token, payload: payload)
     }
 
     // MARK: command 1
 
     private static func decodeEnhanced(_ buffer: inout ByteBuffer) throws -> NotificationFrame? {
-        let start = buffer.readerIndex
         // 1 | identifier (4) | expiry (4) | token length (2)
         guard
             let (_, identifierBytes, expiration, tokenLength) = buffer.getMultipleIntegers(
-                at: start,
+                at: buffer.readerIndex,
                 as: (UInt8, UInt32, UInt32, UInt16).self
             )
         else { return nil }
@@ -75,14 +68,9 @@ public struct NotificationFrameDecoder: NIOSingleStepByteToMessageDecoder {
         guard tokenLength <= LegacyProtocolLimits.maximumTokenLength else {
             throw LegacyProtocolError.tokenTooLong(tokenLength, identifier: identifier, command: .enhanced)
         }
-        let payloadLengthIndex = start + 11 + Int(tokenLength)
-        guard let payloadLength = buffer.getInteger(at: payloadLengthIndex, as: UInt16.self) else { return nil }
-        let frameLength = 11 + Int(tokenLength) + 2 + Int(payloadLength)
-        guard buffer.readableBytes >= frameLength else { return nil }
-
-        let token = buffer.getSlice(at: start + 11, length: Int(tokenLength))!
-        let payload = buffer.getSlice(at: payloadLengthIndex + 2, length: Int(payloadLength))!
-        buffer.moveReaderIndex(forwardBy: frameLength)
+        guard let (token, payload) = Self.readTokenAndPayload(&buffer, headerLength: 11, tokenLength: tokenLength) else {
+            return nil
+        }
         return NotificationFrame(
             command: .enhanced,
             identifier: identifier,
@@ -90,6 +78,24 @@ public struct NotificationFrameDecoder: NIOSingleStepByteToMessageDecoder {
             deviceToken: token,
             payload: payload
         )
+    }
+
+    /// Commands 0 and 1 end alike: the token (its length already checked), a 2-byte payload
+    /// length and the payload. Consumes the whole frame, or nothing when it is not all here.
+    private static func readTokenAndPayload(
+        _ buffer: inout ByteBuffer,
+        headerLength: Int,
+        tokenLength: UInt16
+    ) -> (token: ByteBuffer, payload: ByteBuffer)? {
+        let start = buffer.readerIndex
+        let payloadLengthIndex = start + headerLength + Int(tokenLength)
+        guard let payloadLength = buffer.getInteger(at: payloadLengthIndex, as: UInt16.self) else { return nil }
+        let frameLength = headerLength + Int(tokenLength) + 2 + Int(payloadLength)
+        guard buffer.readableBytes >= frameLength else { return nil }
+        let token = buffer.getSlice(at: start + headerLength, length: Int(tokenLength))!
+        let payload = buffer.getSlice(at: payloadLengthIndex + 2, length: Int(payloadLength))!
+        buffer.moveReaderIndex(forwardBy: frameLength)
+        return (token, payload)
     }
 
     // MARK: command 2
