@@ -23,7 +23,6 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
 
     struct Dependencies: Sendable {
         var dispatcher: NotificationDispatcher
-        var resendRecords: any ResendRecordStore
         var feedback: any FeedbackRecorder
         var tenantResolver: any TenantResolver
     }
@@ -224,7 +223,7 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         }
         if let record = action.resolvedRecord, let outcome = record.outcome {
             let key = ResendRecordKey(tenant: session.tenant.name, frame: record.frame)
-            self.dependencies.resendRecords.resolve(key, outcome: outcome, on: eventLoop).whenFailure { [logger] error in
+            self.dependencies.dispatcher.resendRecords.resolve(key, outcome: outcome, on: eventLoop).whenFailure { [logger] error in
                 logger.error("could not store a resend record's outcome", metadata: ["error": "\(error)"])
             }
         }
@@ -286,7 +285,7 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         let stored =
             records.isEmpty
             ? context.eventLoop.makeSucceededVoidFuture()
-            : self.dependencies.resendRecords.remember(records, on: context.eventLoop)
+            : self.dependencies.dispatcher.resendRecords.remember(records, on: context.eventLoop)
         stored.hop(to: context.eventLoop).assumeIsolated().whenComplete { result in
             if case .failure(let error) = result {
                 self.logger.error("could not store resend records; resends may be duplicated", metadata: ["error": "\(error)"])

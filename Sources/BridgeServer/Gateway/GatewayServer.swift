@@ -52,7 +52,6 @@ public final class GatewayServer: Sendable {
         let sslContext = try configuration.tls.makeServerContext()
         let dependencies = GatewayConnectionHandler.Dependencies(
             dispatcher: NotificationDispatcher(upstream: upstream, resendRecords: resendRecords),
-            resendRecords: resendRecords,
             feedback: feedback,
             tenantResolver: tenantResolver
         )
