@@ -48,7 +48,7 @@ struct TLSPolicyTests {
 
     @Test("An idle connection with nothing in flight is closed after the idle timeout")
     func idleTimeout() async throws {
-        let harness = try await GatewayHarness.start(configure: { $0.idleTimeout = .seconds(1) })
+        let harness = try await GatewayHarness.start(configure: { $0.idleTimeout = .seconds(2) })
         defer { Task { await harness.stop() } }
         let client = try await harness.connect()
         try await client.send(Self.frame)

@@ -10,7 +10,8 @@ public struct GatewayConfiguration: Sendable {
     /// swift-nio-ssl has no handshake timeout of its own: a connection that has not finished its
     /// handshake by then is closed.
     public var handshakeTimeout: TimeAmount = .seconds(10)
-    /// A connection that sent nothing for this long, with nothing in flight, is closed.
+    /// A connection that sent nothing for this long after its handshake, with nothing in flight,
+    /// is closed.
     public var idleTimeout: TimeAmount? = .minutes(60)
     /// Connections beyond this are closed as soon as they are accepted.
     public var maximumConnections: Int = 10_000

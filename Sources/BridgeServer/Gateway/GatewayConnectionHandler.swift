@@ -165,6 +165,16 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         self.logger.debug("provider connected")
         self.session = ProviderSessionStateMachine(tenant: tenant, configuration: self.configuration.session)
         self.phase = .open
+        // The idle clock starts now: the handshake has its own timeout, and a slow handshake
+        // must not eat into the time a provider has to send its first frame.
+        if let idle = self.configuration.idleTimeout {
+            do {
+                try context.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: idle), position: .before(self))
+            } catch {
+                self.logger.error("could not start the idle timer; closing", metadata: ["error": "\(error)"])
+                context.close(promise: nil)
+            }
+        }
     }
 
     private func processBufferedFrames(context: ChannelHandlerContext) {

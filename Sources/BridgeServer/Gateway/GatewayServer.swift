@@ -73,9 +73,6 @@ public final class GatewayServer: Sendable {
                     connectionLogger[metadataKey: "peer"] = "\(channel.remoteAddress.map { "\($0)" } ?? "?")"
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLServerHandler(context: sslContext))
-                    if let idle = configuration.idleTimeout {
-                        try sync.addHandler(IdleStateHandler(readTimeout: idle))
-                    }
                     try sync.addHandler(
                         GatewayConnectionHandler(
                             configuration: configuration,
