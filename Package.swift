@@ -13,12 +13,16 @@ let package = Package(
         .library(name: "LegacyProtocol", targets: ["LegacyProtocol"]),
         .library(name: "BridgeCore", targets: ["BridgeCore"]),
         .library(name: "BridgeServer", targets: ["BridgeServer"]),
+        .library(name: "UpstreamAPNs", targets: ["UpstreamAPNs"]),
+        .library(name: "MockAPNs", targets: ["MockAPNs"]),
         .executable(name: "apns-bridge", targets: ["apns-bridge"]),
         .executable(name: "LegacyProtocolFuzzer", targets: ["LegacyProtocolFuzzer"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
@@ -57,6 +61,40 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The HTTP/2 APNs client: connection pool, provider tokens, retries.
+        .target(
+            name: "UpstreamAPNs",
+            dependencies: [
+                "LegacyProtocol",
+                "BridgeCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // A TLS HTTP/2 server that validates and answers like APNs, with scripted faults.
+        .target(
+            name: "MockAPNs",
+            dependencies: [
+                "BridgeCore",
+                "UpstreamAPNs",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // Shared by tests, the fuzzer's replay and (later) the demo: generated certificates,
         // frame builders, a legacy TLS client and a scripted upstream.
         .target(
@@ -65,6 +103,9 @@ let package = Package(
                 "LegacyProtocol",
                 "BridgeCore",
                 "BridgeServer",
+                "UpstreamAPNs",
+                "MockAPNs",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -131,6 +172,10 @@ let package = Package(
                 "BridgeCore",
                 "BridgeServer",
                 "BridgeTestSupport",
+                "UpstreamAPNs",
+                "MockAPNs",
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

@@ -1,0 +1,124 @@
+import BridgeCore
+import Crypto
+import Foundation
+import LegacyProtocol
+import Logging
+import MockAPNs
+import NIOCore
+import NIOPosix
+import NIOSSL
+import Synchronization
+import UpstreamAPNs
+
+/// A clock tests move by hand (provider-token ages, 410 timestamps).
+public final class TestClock: Sendable {
+    private let current: Mutex<Date>
+
+    public init(_ start: Date = Date()) {
+        self.current = Mutex(start)
+    }
+
+    public var now: Date { self.current.withLock { $0 } }
+
+    public func advance(by interval: TimeInterval) {
+        self.current.withLock { $0 += interval }
+    }
+
+    public var function: @Sendable () -> Date { { self.now } }
+}
+
+/// A ``MockAPNsServer`` on 127.0.0.1 with a throwaway PKI and signing key, and an
+/// ``APNsClient`` using provider tokens against it: the upstream tests drive this over real
+/// TLS and HTTP/2.
+public final class UpstreamHarness: Sendable {
+    public static let keyID = "KEY1234567"
+    public static let teamID = "TEAM123456"
+    public static let topic = "com.example.app"
+
+    public let pki: TestPKI
+    public let mock: MockAPNsServer
+    public let client: APNsClient
+    public let tokens: ProviderTokenSource
+    public let clock: TestClock
+
+    private init(pki: TestPKI, mock: MockAPNsServer, client: APNsClient, tokens: ProviderTokenSource, clock: TestClock) {
+        self.pki = pki
+        self.mock = mock
+        self.client = client
+        self.tokens = tokens
+        self.clock = clock
+    }
+
+    public static func start(
+        configureMock: (inout MockAPNsConfiguration) -> Void = { _ in },
+        configureClient: (inout APNsClient.Configuration) -> Void = { _ in }
+    ) async throws -> UpstreamHarness {
+        let pki = try TestPKI()
+        let clock = TestClock()
+        let signingKey = P256.Signing.PrivateKey()
+        var mockConfiguration = MockAPNsConfiguration(
+            certificateChain: [pki.server.certificate],
+            privateKey: pki.server.privateKey
+        )
+        mockConfiguration.port = 0
+        mockConfiguration.signingKeys = [.init(keyID: keyID, teamID: teamID, publicKey: signingKey.publicKey)]
+        mockConfiguration.topics = [topic, topic + ".voip"]
+        mockConfiguration.now = clock.function
+        configureMock(&mockConfiguration)
+        var quiet = Logger(label: "apns-bridge.test")
+        quiet.logLevel = .error
+        let mock = try await MockAPNsServer.start(configuration: mockConfiguration, logger: quiet)
+
+        let tokens = ProviderTokenSource(
+            signer: ProviderTokenSigner(key: signingKey, keyID: keyID, teamID: teamID),
+            logger: quiet,
+            now: clock.function
+        )
+        var clientConfiguration = APNsClient.Configuration()
+        let endpoint = APNsEndpoint(
+            host: "127.0.0.1",
+            port: mock.port,
+            serverHostname: "localhost",
+            trustRoots: .certificates([pki.caCertificate])
+        )
+        clientConfiguration.endpoints = [.sandbox: endpoint, .production: endpoint]
+        clientConfiguration.reconnectBackoffBase = .milliseconds(20)
+        clientConfiguration.reconnectBackoffLimit = .milliseconds(500)
+        clientConfiguration.retryBackoffBase = .milliseconds(5)
+        clientConfiguration.retryBackoffLimit = .milliseconds(200)
+        configureClient(&clientConfiguration)
+        let client = try APNsClient(configuration: clientConfiguration, credentials: .token(tokens), logger: quiet)
+        return UpstreamHarness(pki: pki, mock: mock, client: client, tokens: tokens, clock: clock)
+    }
+
+    public static let tenant = Tenant(name: topic, topic: topic, environment: .sandbox)
+
+    /// A notification for the harness's tenant; token `seed` is unique per seed.
+    public static func notification(
+        _ seed: Int,
+        payload: ByteBuffer = FrameBuilder.payload(),
+        expiration: UInt32 = 0,
+        tenant: Tenant = UpstreamHarness.tenant
+    ) -> UpstreamNotification {
+        UpstreamNotification(
+            tenant: tenant,
+            frame: NotificationFrame(
+                command: .itemized,
+                identifier: NotificationIdentifier(rawValue: UInt32(truncatingIfNeeded: seed)),
+                expiration: expiration,
+                deviceToken: FrameBuilder.token(seed),
+                payload: payload
+            )
+        )
+    }
+
+    /// Sends `notification` and waits for its outcome.
+    public func send(_ notification: UpstreamNotification) async throws -> NotificationOutcome {
+        try await self.client.send(notification, on: MultiThreadedEventLoopGroup.singleton.any()).get()
+    }
+
+    public func stop() async {
+        self.client.shutdown()
+        await self.mock.close()
+    }
+}

@@ -1,0 +1,46 @@
+import Crypto
+import Foundation
+import NIOCore
+import NIOSSL
+
+/// How a ``MockAPNsServer`` listens and what it accepts.
+public struct MockAPNsConfiguration: Sendable {
+    /// A signing key the mock accepts provider tokens from: its `kid`, the team (`iss`) and the
+    /// public half of the `.p8` key.
+    public struct SigningKey: Sendable {
+        public var keyID: String
+        public var teamID: String
+        public var publicKey: P256.Signing.PublicKey
+
+        public init(keyID: String, teamID: String, publicKey: P256.Signing.PublicKey) {
+            self.keyID = keyID
+            self.teamID = teamID
+            self.publicKey = publicKey
+        }
+    }
+
+    public var host: String = "127.0.0.1"
+    /// 0 picks a free port.
+    public var port: Int = 2197
+    public var certificateChain: [NIOSSLCertificate]
+    public var privateKey: NIOSSLPrivateKey
+    /// Client certificates (certificate auth) are checked against these; a connection without
+    /// one must send provider tokens.
+    public var clientCertificateTrustRoots: NIOSSLTrustRoots?
+    public var signingKeys: [SigningKey] = []
+    /// Topics the mock accepts; `nil` accepts any.
+    public var topics: Set<String>?
+    /// `MAX_CONCURRENT_STREAMS` sent to new connections (APNs sends 1000 or fewer).
+    public var maximumConcurrentStreams: Int = 1000
+    /// Provider tokens older than this are refused with `ExpiredProviderToken`.
+    public var providerTokenMaximumAge: TimeInterval = 3600
+    /// Keep every request in the ledger (tests); `false` keeps counters only (load tests).
+    public var recordsRequests: Bool = true
+    /// The clock used for provider-token ages and 410 timestamps.
+    public var now: @Sendable () -> Date = { Date() }
+
+    public init(certificateChain: [NIOSSLCertificate], privateKey: NIOSSLPrivateKey) {
+        self.certificateChain = certificateChain
+        self.privateKey = privateKey
+    }
+}

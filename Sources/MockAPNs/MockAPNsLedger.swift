@@ -1,0 +1,103 @@
+import BridgeCore
+import NIOCore
+import NIOHPACK
+import Synchronization
+
+/// One request the mock received and answered (refused, dropped and unprocessed streams are
+/// counted, not recorded).
+public struct MockAPNsRequestRecord: Sendable {
+    public var connectionID: Int
+    public var streamID: Int
+    /// Lowercase hex, from the path.
+    public var token: String
+    public var apnsID: String?
+    public var topic: String?
+    public var pushType: String?
+    public var priority: String?
+    public var expiration: String?
+    public var payload: ByteBuffer
+    /// `kid` and `iat` of the provider token, when one was used.
+    public var keyID: String?
+    public var tokenIssuedAt: Int64?
+    /// How the HPACK encoder sent `:path` and `authorization` (Apple asks for no indexing).
+    public var pathIndexing: HPACKIndexing?
+    public var authorizationIndexing: HPACKIndexing?
+    public var status: Int
+    public var reason: APNsReason?
+    /// Sent with 410 (milliseconds since 1970).
+    public var timestamp: UInt64?
+
+    public var wasAccepted: Bool { self.status == 200 }
+}
+
+/// What a ``MockAPNsServer`` received: for tests, benchmarks and operators.
+public final class MockAPNsLedger: Sendable {
+    public struct Counters: Sendable, Hashable {
+        /// Requests answered, by any status.
+        public var answered = 0
+        /// Requests answered 200.
+        public var accepted = 0
+        /// Streams reset with REFUSED_STREAM.
+        public var refused = 0
+        /// Requests left unprocessed by a GOAWAY.
+        public var unprocessed = 0
+        /// GOAWAY frames sent.
+        public var goAways = 0
+        /// Connections dropped by script.
+        public var dropped = 0
+        public var connectionsAccepted = 0
+        public var pingsReceived = 0
+        public var pingsIgnored = 0
+        /// New streams opened while the acknowledged `MAX_CONCURRENT_STREAMS` was reached.
+        public var streamLimitViolations = 0
+        /// The most streams open at once on one connection.
+        public var maximumOpenStreams = 0
+    }
+
+    private struct State {
+        var records: [MockAPNsRequestRecord] = []
+        var counters = Counters()
+    }
+
+    private let state = Mutex(State())
+    private let keepsRecords: Bool
+
+    init(keepsRecords: Bool) {
+        self.keepsRecords = keepsRecords
+    }
+
+    public var records: [MockAPNsRequestRecord] { self.state.withLock { $0.records } }
+    public var accepted: [MockAPNsRequestRecord] { self.state.withLock { $0.records.filter(\.wasAccepted) } }
+    public var counters: Counters { self.state.withLock { $0.counters } }
+
+    /// Waits until at least `count` requests were accepted (answered 200), or the timeout;
+    /// returns whether the count was reached. Checks every 5 ms.
+    public func waitForAccepted(_ count: Int, timeout: Duration = .seconds(30)) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while self.counters.accepted < count {
+            if ContinuousClock.now >= deadline { return false }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return true
+    }
+
+    func record(_ record: MockAPNsRequestRecord) {
+        self.state.withLock { state in
+            state.counters.answered += 1
+            if record.wasAccepted { state.counters.accepted += 1 }
+            if self.keepsRecords { state.records.append(record) }
+        }
+    }
+
+    func count(_ update: (inout Counters) -> Void) {
+        self.state.withLock { update(&$0.counters) }
+    }
+
+    /// Forgets every record and counter.
+    public func reset() {
+        self.state.withLock {
+            $0.records.removeAll()
+            $0.counters = Counters()
+        }
+    }
+}

@@ -1,0 +1,100 @@
+import BridgeCore
+import NIOCore
+import Synchronization
+
+/// Scripted behaviours of a ``MockAPNsServer``: the faults and answers a test (or an operator
+/// staging a migration) asks for. Every method may be called at any time, from any thread; a
+/// change applies to the requests that arrive after it.
+public final class MockAPNsScript: Sendable {
+    struct FailureRule {
+        var token: String?
+        var remaining: Int
+        var status: Int
+        var reason: APNsReason
+    }
+
+    struct State {
+        var unregistered: [String: UInt64] = [:]
+        var badTokens: Set<String> = []
+        var failures: [FailureRule] = []
+        var goAwayEvery: Int?
+        var goAwayReason: APNsReason = .shutdown
+        var responseDelay: TimeAmount = .zero
+        var refuseNext = 0
+        var dropConnectionAfter: Int?
+        var ignoresPings = false
+    }
+
+    let state = Mutex(State())
+
+    public init() {}
+
+    /// Answers `410 Unregistered` for this token (lowercase hex), with this timestamp
+    /// (milliseconds since 1970).
+    public func unregister(token: String, atMilliseconds timestamp: UInt64) {
+        self.state.withLock { $0.unregistered[token.lowercased()] = timestamp }
+    }
+
+    /// Answers `400 BadDeviceToken` for this token (lowercase hex).
+    public func rejectAsBadToken(_ token: String) {
+        self.state.withLock { _ = $0.badTokens.insert(token.lowercased()) }
+    }
+
+    /// Answers the next `count` requests (for `token` only, when given) with this status and
+    /// reason, then succeeds again: `fail(2, status: 503, reason: .serviceUnavailable)`.
+    public func fail(_ count: Int, status: Int, reason: APNsReason, token: String? = nil) {
+        self.state.withLock {
+            $0.failures.append(FailureRule(token: token?.lowercased(), remaining: count, status: status, reason: reason))
+        }
+    }
+
+    /// Sends GOAWAY (with this reason in its JSON debug data) on every connection's `k`-th
+    /// request, whose `lastStreamID` leaves that request and every later one unprocessed.
+    public func goAway(every k: Int?, reason: APNsReason = .shutdown) {
+        self.state.withLock {
+            $0.goAwayEvery = k
+            $0.goAwayReason = reason
+        }
+    }
+
+    /// Delays every answer by this much.
+    public func delayResponses(by delay: TimeAmount) {
+        self.state.withLock { $0.responseDelay = delay }
+    }
+
+    /// Resets the next `count` streams with `REFUSED_STREAM`, unprocessed.
+    public func refuseStreams(_ count: Int) {
+        self.state.withLock { $0.refuseNext += count }
+    }
+
+    /// Drops each connection (TCP close, no GOAWAY) when its `k`-th request arrives, unanswered.
+    public func dropConnections(after k: Int?) {
+        self.state.withLock { $0.dropConnectionAfter = k }
+    }
+
+    /// Stops (or resumes) answering PINGs; everything else is still served.
+    public func ignorePings(_ ignore: Bool) {
+        self.state.withLock { $0.ignoresPings = ignore }
+    }
+
+    var ignoresPings: Bool { self.state.withLock { $0.ignoresPings } }
+
+    /// The scripted answer for one request that passed validation, if any.
+    func scriptedAnswer(token: String, now: UInt64) -> (status: Int, reason: APNsReason, timestamp: UInt64?)? {
+        self.state.withLock { state in
+            if let index = state.failures.firstIndex(where: { $0.remaining > 0 && ($0.token == nil || $0.token == token) }) {
+                state.failures[index].remaining -= 1
+                let rule = state.failures[index]
+                if rule.remaining == 0 { state.failures.remove(at: index) }
+                return (rule.status, rule.reason, nil)
+            }
+            if let timestamp = state.unregistered[token] {
+                return (410, .unregistered, timestamp)
+            }
+            if state.badTokens.contains(token) {
+                return (400, .badDeviceToken, nil)
+            }
+            return nil
+        }
+    }
+}

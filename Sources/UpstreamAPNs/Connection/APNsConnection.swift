@@ -1,0 +1,109 @@
+import Logging
+import NIOCore
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+
+/// One long-lived HTTP/2 connection to APNs: TLS (ALPN h2) → `NIOHTTP2Handler` →
+/// ``APNsConnectionHandler``. Sendable; requests are handed to the handler on its event loop.
+final class APNsConnection: Sendable {
+    let id: Int
+    let channel: any Channel
+    private let handler: NIOLoopBound<APNsConnectionHandler>
+
+    private init(id: Int, channel: any Channel, handler: NIOLoopBound<APNsConnectionHandler>) {
+        self.id = id
+        self.channel = channel
+        self.handler = handler
+    }
+
+    var eventLoop: any EventLoop { self.channel.eventLoop }
+
+    /// Opens a connection; the future completes when the server's first SETTINGS arrived.
+    static func connect(
+        id: Int,
+        endpoint: APNsEndpoint,
+        sslContext: NIOSSLContext,
+        configuration: APNsConnectionHandler.Configuration,
+        connectTimeout: TimeAmount,
+        eventLoop: any EventLoop,
+        logger: Logger
+    ) -> EventLoopFuture<APNsConnection> {
+        let readyPromise = eventLoop.makePromise(of: Void.self)
+        var connectionLogger = logger
+        connectionLogger[metadataKey: "upstream_connection"] = "\(id)"
+        let finalLogger = connectionLogger
+        let sniHostname = endpoint.serverHostname.isIPAddress ? nil : endpoint.serverHostname
+        let timeout = eventLoop.scheduleTask(in: connectTimeout) {
+            readyPromise.fail(APNsStreamFailure.unprocessed("HTTP/2 set-up timed out"))
+        }
+        readyPromise.futureResult.whenComplete { _ in timeout.cancel() }
+
+        return ClientBootstrap(group: eventLoop)
+            .connectTimeout(connectTimeout)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: sniHostname))
+                    var http2 = NIOHTTP2Handler.ConnectionConfiguration()
+                    http2.initialSettings = [
+                        HTTP2Setting(parameter: .enablePush, value: 0),
+                        HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
+                        HTTP2Setting(parameter: .initialWindowSize, value: 65_535),
+                        HTTP2Setting(parameter: .maxHeaderListSize, value: 16_384),
+                    ]
+                    try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: http2))
+                    try sync.addHandler(
+                        APNsConnectionHandler(configuration: configuration, readyPromise: readyPromise, logger: finalLogger)
+                    )
+                }
+            }
+            .connect(host: endpoint.host, port: endpoint.port)
+            .flatMapError { error in
+                readyPromise.fail(error)
+                return eventLoop.makeFailedFuture(error)
+            }
+            .flatMap { channel in
+                readyPromise.futureResult.flatMapErrorThrowing { error in
+                    channel.close(promise: nil)
+                    throw error
+                }.flatMapThrowing {
+                    let handler = try channel.pipeline.syncOperations.handler(type: APNsConnectionHandler.self)
+                    return APNsConnection(id: id, channel: channel, handler: NIOLoopBound(handler, eventLoop: channel.eventLoop))
+                }
+            }
+    }
+
+    /// Connects the handler to its pool. Call once, right after `connect`.
+    func setEvents(limitChanged: @escaping @Sendable (Int) -> Void, closed: @escaping @Sendable () -> Void) {
+        self.eventLoop.execute {
+            self.handler.value.setEvents(.init(limitChanged: limitChanged, closed: closed))
+            if !self.channel.isActive {
+                closed()
+            }
+        }
+    }
+
+    func send(_ request: APNsRequest, authorization: String?) -> EventLoopFuture<APNsResponse> {
+        let promise = self.eventLoop.makePromise(of: APNsResponse.self)
+        if self.eventLoop.inEventLoop {
+            self.handler.value.send(request, authorization: authorization, promise: promise)
+        } else {
+            self.eventLoop.execute {
+                self.handler.value.send(request, authorization: authorization, promise: promise)
+            }
+        }
+        return promise.futureResult
+    }
+
+    func close() {
+        self.channel.close(promise: nil)
+    }
+}
+
+extension String {
+    var isIPAddress: Bool {
+        (try? SocketAddress(ipAddress: self, port: 0)) != nil
+    }
+}

@@ -1,0 +1,60 @@
+import BridgeCore
+import NIOSSL
+
+/// Where an APNs environment is reached, and how its certificate is checked.
+public struct APNsEndpoint: Sendable {
+    /// The address to connect to (a name or an IP address).
+    public var host: String
+    public var port: Int
+    /// The name in the server's certificate, sent as SNI and `:authority`. Defaults to `host`.
+    public var serverHostname: String
+    /// `nil`: the system's trust store.
+    public var trustRoots: NIOSSLTrustRoots?
+
+    public init(host: String, port: Int = 443, serverHostname: String? = nil, trustRoots: NIOSSLTrustRoots? = nil) {
+        self.host = host
+        self.port = port
+        self.serverHostname = serverHostname ?? host
+        self.trustRoots = trustRoots
+    }
+
+    public static let production = APNsEndpoint(host: "api.push.apple.com")
+    public static let sandbox = APNsEndpoint(host: "api.sandbox.push.apple.com")
+
+    public static func apple(_ environment: APNsEnvironment) -> APNsEndpoint {
+        switch environment {
+        case .production: .production
+        case .sandbox: .sandbox
+        }
+    }
+
+    var authority: String {
+        self.port == 443 ? self.serverHostname : "\(self.serverHostname):\(self.port)"
+    }
+}
+
+/// How the bridge proves who it is to APNs: a provider token (JWT) signed with a `.p8` key, or
+/// a client certificate.
+public enum APNsCredentials: Sendable {
+    case token(ProviderTokenSource)
+    case certificate(chain: [NIOSSLCertificate], privateKey: NIOSSLPrivateKey)
+
+    /// Loads a certificate and key from PEM files.
+    public static func certificate(pemCertificateFile: String, pemKeyFile: String) throws -> APNsCredentials {
+        .certificate(
+            chain: try NIOSSLCertificate.fromPEMFile(pemCertificateFile),
+            privateKey: try NIOSSLPrivateKey(file: pemKeyFile, format: .pem)
+        )
+    }
+
+    /// Loads a certificate and key from a PKCS#12 (`.p12`) file.
+    public static func certificate(pkcs12File: String, passphrase: String?) throws -> APNsCredentials {
+        let bundle = try NIOSSLPKCS12Bundle(file: pkcs12File, passphrase: passphrase.map { Array($0.utf8) })
+        return .certificate(chain: bundle.certificateChain, privateKey: bundle.privateKey)
+    }
+
+    var usesProviderTokens: Bool {
+        if case .token = self { return true }
+        return false
+    }
+}

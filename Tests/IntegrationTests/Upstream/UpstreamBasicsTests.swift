@@ -1,0 +1,117 @@
+import BridgeCore
+import BridgeTestSupport
+import LegacyProtocol
+import MockAPNs
+import NIOCore
+import NIOHPACK
+import Foundation
+import Testing
+import UpstreamAPNs
+
+@Suite("Upstream client against MockAPNs: requests and answers")
+struct UpstreamBasicsTests {
+    @Test("A notification arrives with the headers of CONTRACT §2 and HPACK as Apple asks")
+    func headersAndIndexing() async throws {
+        let harness = try await UpstreamHarness.start()
+        defer { Task { await harness.stop() } }
+        #expect(try await harness.send(UpstreamHarness.notification(1)) == .accepted)
+        #expect(try await harness.send(UpstreamHarness.notification(2, expiration: 2_000_000_000)) == .accepted)
+
+        let records = harness.mock.ledger.accepted
+        try #require(records.count == 2)
+        let first = records[0]
+        #expect(first.token == FrameBuilder.token(1).hexDump(format: .compact))
+        #expect(first.topic == UpstreamHarness.topic)
+        #expect(first.pushType == "alert")
+        #expect(first.priority == "10")
+        #expect(first.expiration == "0")
+        #expect(records[1].expiration == "2000000000")
+        #expect(first.keyID == UpstreamHarness.keyID)
+        #expect(String(buffer: first.payload) == #"{"aps":{"alert":"hello"}}"#)
+        #expect(first.apnsID != nil && first.apnsID != records[1].apnsID)
+        // :path and authorization never enter the dynamic table.
+        #expect(records.allSatisfy { $0.pathIndexing == .nonIndexable })
+        #expect(records.allSatisfy { $0.authorizationIndexing == .neverIndexed })
+        #expect(harness.tokens.mintCount == 1)
+    }
+
+    @Test("Push type and priority are inferred from the topic and the payload")
+    func pushTypeInference() async throws {
+        let harness = try await UpstreamHarness.start()
+        defer { Task { await harness.stop() } }
+        let background = UpstreamHarness.notification(1, payload: FrameBuilder.payload(#"{"aps":{"content-available":1}}"#))
+        var voipTenant = UpstreamHarness.tenant
+        voipTenant.topic = UpstreamHarness.topic + ".voip"
+        let voip = UpstreamHarness.notification(2, payload: FrameBuilder.payload(length: 5000), tenant: voipTenant)
+        let mixed = UpstreamHarness.notification(3, payload: FrameBuilder.payload(#"{"aps":{"content-available":1,"alert":"x"}}"#))
+        #expect(try await harness.send(background) == .accepted)
+        #expect(try await harness.send(voip) == .accepted)
+        #expect(try await harness.send(mixed) == .accepted)
+        let byToken = Dictionary(uniqueKeysWithValues: harness.mock.ledger.accepted.map { ($0.token, $0) })
+        let b = try #require(byToken[FrameBuilder.token(1).hexDump(format: .compact)])
+        #expect(b.pushType == "background" && b.priority == "5")
+        let v = try #require(byToken[FrameBuilder.token(2).hexDump(format: .compact)])
+        #expect(v.pushType == "voip" && v.topic == UpstreamHarness.topic + ".voip")
+        let m = try #require(byToken[FrameBuilder.token(3).hexDump(format: .compact)])
+        #expect(m.pushType == "alert" && m.priority == "10")
+    }
+
+    @Test("APNs reasons map to legacy outcomes (CONTRACT §1.7)")
+    func reasonMapping() async throws {
+        let harness = try await UpstreamHarness.start()
+        defer { Task { await harness.stop() } }
+        let unregistered = FrameBuilder.token(10).hexDump(format: .compact)
+        harness.mock.script.unregister(token: unregistered, atMilliseconds: 1_700_000_000_123)
+        harness.mock.script.rejectAsBadToken(FrameBuilder.token(11).hexDump(format: .compact))
+        #expect(try await harness.send(UpstreamHarness.notification(10)) == .unregistered(timestamp: 1_700_000_000))
+        #expect(try await harness.send(UpstreamHarness.notification(11)) == .rejected(.invalidToken))
+        // The mock validates the payload like APNs.
+        #expect(try await harness.send(UpstreamHarness.notification(12, payload: ByteBuffer())) == .rejected(.missingPayload))
+        #expect(try await harness.send(UpstreamHarness.notification(13, payload: FrameBuilder.payload(length: 4097))) == .rejected(.invalidPayloadSize))
+        // A topic APNs refuses is the operator's problem: status 3.
+        let wrongTopic = Tenant(name: "other", topic: "com.example.other", environment: .sandbox)
+        #expect(try await harness.send(UpstreamHarness.notification(14, tenant: wrongTopic)) == .rejected(.missingTopic))
+        // Credentials refused: status 1.
+        harness.mock.script.fail(1, status: 403, reason: .invalidProviderToken)
+        #expect(try await harness.send(UpstreamHarness.notification(15)) == .rejected(.processingError))
+        // A header APNs refuses means the bridge built a bad request: 255.
+        harness.mock.script.fail(1, status: 400, reason: .badPriority)
+        #expect(try await harness.send(UpstreamHarness.notification(16)) == .rejected(.unknown))
+        #expect(harness.client.currentStatistics.bridgeBugs == 1)
+    }
+
+    @Test("503, 500 and 429 twice then 200: delivered once, no failure reported", arguments: [
+        (503, APNsReason.serviceUnavailable), (500, APNsReason.internalServerError), (429, APNsReason.tooManyRequests),
+    ])
+    func transientErrors(status: Int, reason: APNsReason) async throws {
+        let harness = try await UpstreamHarness.start()
+        defer { Task { await harness.stop() } }
+        harness.mock.script.fail(2, status: status, reason: reason)
+        #expect(try await harness.send(UpstreamHarness.notification(1)) == .accepted)
+        let records = harness.mock.ledger.records
+        #expect(records.map(\.status) == [status, status, 200])
+        #expect(Set(records.map(\.apnsID)).count == 1, "a retry keeps the apns-id")
+        #expect(harness.mock.ledger.accepted.count == 1)
+    }
+
+    @Test("After the retry budget: 429 is dropped silently, 503 becomes status 1")
+    func retryBudgetExhausted() async throws {
+        let harness = try await UpstreamHarness.start(configureClient: { $0.retryBudget = .milliseconds(300) })
+        defer { Task { await harness.stop() } }
+        harness.mock.script.fail(1_000, status: 429, reason: .tooManyRequests, token: FrameBuilder.token(1).hexDump(format: .compact))
+        harness.mock.script.fail(1_000, status: 503, reason: .serviceUnavailable, token: FrameBuilder.token(2).hexDump(format: .compact))
+        #expect(try await harness.send(UpstreamHarness.notification(1)) == .dropped)
+        #expect(try await harness.send(UpstreamHarness.notification(2)) == .rejected(.processingError))
+        #expect(harness.mock.ledger.accepted.isEmpty)
+    }
+
+    @Test("A notification whose expiry has passed is not retried")
+    func expiredNotificationNotRetried() async throws {
+        let harness = try await UpstreamHarness.start()
+        defer { Task { await harness.stop() } }
+        harness.mock.script.fail(5, status: 503, reason: .serviceUnavailable)
+        let expired = UInt32(Date().timeIntervalSince1970) - 1
+        #expect(try await harness.send(UpstreamHarness.notification(1, expiration: expired)) == .rejected(.processingError))
+        #expect(harness.mock.ledger.records.count == 1)
+    }
+}
