@@ -8,6 +8,18 @@ import X509
 public struct TestIdentity: Sendable {
     public var certificate: NIOSSLCertificate
     public var privateKey: NIOSSLPrivateKey
+    /// The same certificate and key as PEM, for tools that read files (nghttpd, staging).
+    public var certificatePEM: String
+    public var privateKeyPEM: String
+
+    /// Writes `<name>.crt` and `<name>.key` into `directory`; returns their paths.
+    public func writePEMFiles(to directory: String, name: String) throws -> (certificate: String, privateKey: String) {
+        let certificatePath = directory + "/" + name + ".crt"
+        let keyPath = directory + "/" + name + ".key"
+        try self.certificatePEM.write(toFile: certificatePath, atomically: true, encoding: .utf8)
+        try self.privateKeyPEM.write(toFile: keyPath, atomically: true, encoding: .utf8)
+        return (certificatePath, keyPath)
+    }
 }
 
 /// A throwaway certificate authority made in-process with swift-certificates: a CA, a server
@@ -18,6 +30,7 @@ public struct TestPKI: Sendable {
     static let userIDAttribute: ASN1ObjectIdentifier = [0, 9, 2342, 19_200_300, 100, 1, 1]
 
     public let caCertificate: NIOSSLCertificate
+    public let caCertificatePEM: String
     public let server: TestIdentity
     private let caKey: P256.Signing.PrivateKey
     private let caName: DistinguishedName
@@ -44,6 +57,7 @@ public struct TestPKI: Sendable {
         self.caKey = caKey
         self.caName = caName
         self.caCertificate = try Self.nioCertificate(ca)
+        self.caCertificatePEM = try ca.serializeAsPEM().pemString
         self.server = try Self.issue(
             subject: try DistinguishedName { CommonName("localhost") },
             extendedKeyUsage: .serverAuth,
@@ -105,7 +119,9 @@ public struct TestPKI: Sendable {
         )
         return TestIdentity(
             certificate: try self.nioCertificate(certificate),
-            privateKey: try NIOSSLPrivateKey(bytes: Array(key.pemRepresentation.utf8), format: .pem)
+            privateKey: try NIOSSLPrivateKey(bytes: Array(key.pemRepresentation.utf8), format: .pem),
+            certificatePEM: try certificate.serializeAsPEM().pemString,
+            privateKeyPEM: key.pemRepresentation
         )
     }
 

@@ -10,6 +10,16 @@ import NIOSSL
 import Synchronization
 import UpstreamAPNs
 
+extension Logger {
+    /// A logger for tests: errors only, unless APNS_BRIDGE_TEST_LOG names a level (`debug`,
+    /// `trace`) to show what the client and the mock do.
+    public static func forTests(_ label: String = "apns-bridge.test") -> Logger {
+        var logger = Logger(label: label)
+        logger.logLevel = ProcessInfo.processInfo.environment["APNS_BRIDGE_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .error
+        return logger
+    }
+}
+
 /// A clock tests move by hand (provider-token ages, 410 timestamps).
 public final class TestClock: Sendable {
     private let current: Mutex<Date>
@@ -65,8 +75,7 @@ public final class UpstreamHarness: Sendable {
         mockConfiguration.topics = [topic, topic + ".voip"]
         mockConfiguration.now = clock.function
         configureMock(&mockConfiguration)
-        var quiet = Logger(label: "apns-bridge.test")
-        quiet.logLevel = .error
+        let quiet = Logger.forTests()
         let mock = try await MockAPNsServer.start(configuration: mockConfiguration, logger: quiet)
 
         let tokens = ProviderTokenSource(

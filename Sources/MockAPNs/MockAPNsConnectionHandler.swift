@@ -42,6 +42,7 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
     private var unacknowledgedLimits: [Int]
     private var acknowledgedLimit = Int.max
     private var flushScheduled = false
+    private var inboundWindow = InboundConnectionWindow()
 
     init(
         connectionID: Int,
@@ -107,6 +108,10 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
                 self.requestComplete(frame.streamID, context: context)
             }
         case .data(let data):
+            if let increment = self.inboundWindow.received(data) {
+                context.write(self.wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))), promise: nil)
+                self.scheduleFlush(context: context)
+            }
             guard self.requests[frame.streamID] != nil else { return }
             if case .byteBuffer(var bytes) = data.data {
                 // APNs refuses payloads over 5 KB; keep a little more to tell "too large".

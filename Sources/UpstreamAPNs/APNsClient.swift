@@ -117,6 +117,11 @@ public final class APNsClient: NotificationUpstream {
         (self.pools[environment]?.usableConnectionCount ?? 0) > 0
     }
 
+    /// Each pool's connections (requests in flight / stream limit) and queue, for diagnostics.
+    public var poolSnapshot: String {
+        self.pools.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue): \($0.value.snapshot)" }.joined(separator: "; ")
+    }
+
     /// Closes every connection; requests still waiting fail.
     public func shutdown() {
         for pool in self.pools.values {

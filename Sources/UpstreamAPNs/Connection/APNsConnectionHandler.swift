@@ -76,6 +76,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var pingOutstanding = false
     private var pingCounter: UInt64 = 0
     private var refusedTimes: [NIODeadline] = []
+    private var inboundWindow = InboundConnectionWindow()
+    private var closedDuringRead: [HTTP2StreamID] = []
 
     init(configuration: Configuration, readyPromise: EventLoopPromise<Void>, logger: Logger) {
         self.configuration = configuration
@@ -197,6 +199,17 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         context.close(promise: nil)
     }
 
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if !self.closedDuringRead.isEmpty {
+            let closed = self.closedDuringRead
+            self.closedDuringRead.removeAll(keepingCapacity: true)
+            for streamID in closed {
+                self.completeStream(streamID, context: context)  // no-op when already complete
+            }
+        }
+        context.fireChannelReadComplete()
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = self.unwrapInboundIn(data)
         switch frame.payload {
@@ -210,6 +223,10 @@ final class APNsConnectionHandler: ChannelInboundHandler {
                 self.completeStream(frame.streamID, context: context)
             }
         case .data(let data):
+            if let increment = self.inboundWindow.received(data) {
+                context.write(self.wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))), promise: nil)
+                self.scheduleFlush(context: context)
+            }
             guard self.streams[frame.streamID] != nil else { return }
             if case .byteBuffer(var bytes) = data.data {
                 let room = self.configuration.maximumResponseBodyLength - self.streams[frame.streamID]!.body.readableBytes
@@ -263,9 +280,11 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     private func streamClosed(_ streamID: HTTP2StreamID, reason: HTTP2ErrorCode?, context: ChannelHandlerContext) {
         guard let stream = self.streams[streamID] else { return }
-        if reason == nil, stream.status != nil {
-            // Closed normally: the END_STREAM frame may come after this event.
-            self.completeStream(streamID, context: context)
+        if reason == nil {
+            // Closed normally: NIOHTTP2 may report the close before it hands over the frame
+            // that carried END_STREAM (the body of an error answer). That frame arrives in the
+            // same read, so the stream is completed at the end of the read at the latest.
+            self.closedDuringRead.append(streamID)
             return
         }
         self.streams.removeValue(forKey: streamID)

@@ -75,6 +75,14 @@ final class APNsConnectionPool: Sendable {
     /// How many connections were opened so far (tests, metrics).
     var connectionsOpened: Int { self.state.withLock { $0.connectionsOpened } }
 
+    /// Each connection's stream limit and requests in flight, and the queue's length.
+    var snapshot: String {
+        self.state.withLock { state in
+            let connections = state.entries.sorted { $0.key < $1.key }.map { "#\($0.key): \($0.value.inFlight)/\($0.value.limit)" }
+            return "connections [\(connections.joined(separator: ", "))], queued \(state.waiters.count), connecting \(state.connecting)"
+        }
+    }
+
     /// Connections that are ready and take requests now.
     var usableConnectionCount: Int { self.state.withLock { $0.usableConnections } }
 
@@ -207,6 +215,9 @@ final class APNsConnectionPool: Sendable {
                 sends.append((waiter, state.entries[id]!.connection!))
             }
         }
+        if !sends.isEmpty {
+            self.logger.trace("dispatched queued requests", metadata: ["count": "\(sends.count)"])
+        }
         for (waiter, connection) in sends {
             waiter.timeout?.cancel()
             self.send(waiter.request, authorization: waiter.authorization, on: connection, promise: waiter.promise)
@@ -325,10 +336,14 @@ final class APNsConnectionPool: Sendable {
     }
 
     private func limitChanged(on id: Int, to limit: Int) {
+        self.logger.trace("stream limit changed", metadata: ["upstream_connection": "\(id)", "limit": "\(limit)"])
         let connect = self.state.withLock { state -> ConnectAction in
             guard state.entries[id] != nil else { return .none }
             state.entries[id]!.limit = limit
-            return limit == 0 ? self.connectionsToOpen(&state) : .none
+            // A connection going away is replaced at once while there is traffic; an idle pool
+            // opens connections when the next request comes.
+            let hasTraffic = !state.waiters.isEmpty || state.entries.values.contains { $0.inFlight > 0 }
+            return limit == 0 && hasTraffic ? self.connectionsToOpen(&state) : .none
         }
         self.openConnections(connect)
         if limit > 0 {

@@ -115,3 +115,24 @@ struct UpstreamBasicsTests {
         #expect(harness.mock.ledger.records.count == 1)
     }
 }
+
+@Suite("Upstream client against MockAPNs: flow control")
+struct UpstreamFlowControlTests {
+    @Test("More than 64 KB of bodies each way on one connection: the connection windows are replenished")
+    func connectionWindows() async throws {
+        let harness = try await UpstreamHarness.start(configureClient: { $0.connectionsPerPool = 1 })
+        defer { Task { await harness.stop() } }
+        // Requests: 40 × 4,000 bytes = 160 KB towards the mock.
+        for seed in 0..<40 {
+            #expect(try await harness.send(UpstreamHarness.notification(seed, payload: FrameBuilder.payload(length: 4_000))) == .accepted)
+        }
+        // Answers: 3,000 error bodies of about 30 bytes = 90 KB towards the client.
+        for seed in 100..<3_100 {
+            harness.mock.script.rejectAsBadToken(FrameBuilder.token(seed).hexDump(format: .compact))
+        }
+        let outcomes = try await sendMany(harness, count: 3_000, concurrency: 50, seedOffset: 100)
+        let histogram = Dictionary(grouping: outcomes.values, by: { "\($0)" }).mapValues(\.count)
+        #expect(histogram == ["\(NotificationOutcome.rejected(.invalidToken))": 3_000])
+        #expect(harness.client.connectionsOpened(.sandbox) == 1)
+    }
+}

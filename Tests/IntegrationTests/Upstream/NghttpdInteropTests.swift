@@ -1,0 +1,123 @@
+import BridgeCore
+import Crypto
+import BridgeTestSupport
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import Testing
+import UpstreamAPNs
+
+/// Where an external tool is, from PATH.
+func executablePath(_ name: String) -> String? {
+    let paths = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
+    return paths.map { "\($0)/\(name)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
+}
+
+/// Interop tests need tools from Debian packages. `.ci/run` installs them and sets
+/// APNS_BRIDGE_REQUIRE_INTEROP=1, so in CI they always run (and fail if a tool is missing);
+/// elsewhere they run when the tool is installed.
+let interopRequired = ProcessInfo.processInfo.environment["APNS_BRIDGE_REQUIRE_INTEROP"] == "1"
+
+@Suite("Interop: the upstream client against nghttpd (nghttp2, C)")
+struct NghttpdInteropTests {
+    @Test(
+        "nghttpd --echo-upload receives the client's POSTs over TLS + h2 and answers 200",
+        .enabled(if: interopRequired || executablePath("nghttpd") != nil, "nghttpd is not installed (Debian: nghttp2-server)")
+    )
+    func nghttpdEchoUpload() async throws {
+        let nghttpd = try #require(executablePath("nghttpd"), "install nghttp2-server")
+        let pki = try TestPKI()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-nghttpd-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let files = try pki.server.writePEMFiles(to: directory, name: "server")
+        let port = try await freeLoopbackPort()
+
+        let process = Process()
+        // stdbuf: nghttpd's log is line-buffered, so nothing is lost when it is terminated.
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/stdbuf")
+        process.arguments = ["-oL", nghttpd, "--echo-upload", "--verbose", "--address=127.0.0.1", "--htdocs=\(directory)", "\(port)", files.privateKey, files.certificate]
+        // A file, not a pipe: nghttpd would block once a pipe's buffer is full.
+        let logPath = directory + "/nghttpd.log"
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        let logFile = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process.standardOutput = logFile
+        process.standardError = logFile
+        try process.run()
+        defer { process.terminate() }
+        try await waitForListener(port: port)
+
+        let signer = ProviderTokenSigner(key: .init(), keyID: "KEY1234567", teamID: "TEAM123456")
+        var configuration = APNsClient.Configuration()
+        configuration.endpoints = [
+            .sandbox: APNsEndpoint(host: "127.0.0.1", port: port, serverHostname: "localhost", trustRoots: .certificates([pki.caCertificate]))
+        ]
+        let client = try APNsClient(
+            configuration: configuration,
+            credentials: .token(ProviderTokenSource(signer: signer, logger: .forTests())),
+            logger: .forTests()
+        )
+        defer { client.shutdown() }
+
+        let count = 200
+        let outcomes = try await withThrowingTaskGroup(of: NotificationOutcome.self) { group in
+            for seed in 0..<count {
+                group.addTask {
+                    try await client.send(UpstreamHarness.notification(seed), on: MultiThreadedEventLoopGroup.singleton.any()).get()
+                }
+            }
+            return try await group.reduce(into: [NotificationOutcome]()) { $0.append($1) }
+        }
+        #expect(outcomes.count == count)
+        #expect(outcomes.allSatisfy { $0 == .accepted })
+
+        try await stop(process)
+        try logFile.close()
+        let log = try String(contentsOfFile: logPath, encoding: .utf8)
+        // nghttpd's verbose log shows each request's headers as it decoded them.
+        let posts = log.components(separatedBy: ":method: POST").count - 1
+        let paths = log.components(separatedBy: ":path: /3/device/").count - 1
+        #expect(posts == count, "nghttpd logged \(posts) POSTs")
+        #expect(paths == count)
+        #expect(log.contains("apns-topic: \(UpstreamHarness.topic)"))
+        #expect(log.contains("apns-push-type: alert"))
+        #expect(log.contains(":status: 200"))
+    }
+}
+
+/// Stops a child process and waits (5 s at most) until it has exited. (`waitUntilExit()` can
+/// hang when called from a task.)
+func stop(_ process: Process) async throws {
+    process.terminate()
+    let deadline = ContinuousClock.now + .seconds(5)
+    var status: Int32 = 0
+    while waitpid(process.processIdentifier, &status, WNOHANG) == 0, ContinuousClock.now < deadline {
+        try await Task.sleep(for: .milliseconds(10))
+    }
+}
+
+/// A port that was free a moment ago on 127.0.0.1.
+func freeLoopbackPort() async throws -> Int {
+    let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+    let port = channel.localAddress!.port!
+    try await channel.close()
+    return port
+}
+
+/// Waits until something accepts TCP connections on 127.0.0.1:`port` (10 s at most).
+func waitForListener(port: Int) async throws {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while ContinuousClock.now < deadline {
+        if let channel = try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port).get() {
+            try? await channel.close()
+            return
+        }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    throw TimedOut(what: "a listener on port \(port)")
+}
