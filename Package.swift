@@ -114,7 +114,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The command-line tool (for now: `demo`).
+        // The command-line tool: `demo` and `mock-apns` for now.
         .executableTarget(
             name: "apns-bridge",
             dependencies: [
@@ -122,8 +122,14 @@ let package = Package(
                 "BridgeCore",
                 "BridgeServer",
                 "BridgeTestSupport",
+                "UpstreamAPNs",
+                "MockAPNs",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -163,6 +169,19 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
             resources: [.copy("FuzzCorpus")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "UpstreamAPNsTests",
+            dependencies: [
+                "BridgeCore",
+                "UpstreamAPNs",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,0 +1,140 @@
+import BridgeCore
+import Crypto
+import Foundation
+import Logging
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+import Synchronization
+import Testing
+import UpstreamAPNs
+
+@Suite("apns-id generator")
+struct APNsIDGeneratorTests {
+    @Test("Ids are lowercase UUIDs of version 4 layout, and unique")
+    func shapeAndUniqueness() {
+        let generator = APNsIDGenerator()
+        var seen = Set<String>()
+        for _ in 0..<10_000 {
+            let id = generator.next()
+            #expect(UUID(uuidString: id) != nil)
+            #expect(id == id.lowercased())
+            let groups = id.split(separator: "-")
+            #expect(groups[2].first == "4")
+            #expect("89ab".contains(groups[3].first!))
+            seen.insert(id)
+        }
+        #expect(seen.count == 10_000)
+        #expect(APNsIDGenerator().next() != generator.next(), "another generator has another prefix")
+    }
+}
+
+@Suite("Push type inference (CONTRACT §2)")
+struct APNsPushTypeTests {
+    @Test("Topic suffixes", arguments: [
+        ("com.example.app.voip", APNsPushType.voip),
+        ("com.example.app.complication", .complication),
+        ("com.example.app.pushkit.fileprovider", .fileprovider),
+        ("com.example.app.push-type.liveactivity", .liveactivity),
+        ("com.example.app", .alert),
+    ])
+    func topics(topic: String, expected: APNsPushType) {
+        #expect(APNsPushType.infer(topic: topic, payload: ByteBuffer(string: #"{"aps":{"alert":"x"}}"#)) == expected)
+    }
+
+    @Test("Payloads", arguments: [
+        (#"{"aps":{"content-available":1}}"#, APNsPushType.background),
+        (#"{"aps":{"content-available":1},"custom":2}"#, .background),
+        (#"{"aps":{"content-available":1,"sound":"a"}}"#, .alert),
+        (#"{"aps":{"alert":"content-available"}}"#, .alert),
+        (#"{"aps":{}}"#, .alert),
+        (#"not json content-available"#, .alert),
+    ])
+    func payloads(payload: String, expected: APNsPushType) {
+        #expect(APNsPushType.infer(topic: "com.example.app", payload: ByteBuffer(string: payload)) == expected)
+    }
+}
+
+@Suite("Request headers")
+struct APNsRequestHeaderEncoderTests {
+    @Test("HPACK indexing as Apple asks: apns-id and apns-expiration indexed once, then not")
+    func indexing() {
+        var encoder = APNsRequestHeaderEncoder(authority: "api.push.apple.com")
+        let request = APNsRequest(
+            path: "/3/device/00", topic: "t", pushType: .alert, priority: 10, expiration: 0,
+            apnsID: "00000000-0000-4000-8000-000000000000", payload: ByteBuffer(string: "{}")
+        )
+        func indexing(_ headers: HPACKHeaders, _ name: String) -> HPACKIndexing? {
+            headers.first { $0.name == name }?.indexable
+        }
+        let first = encoder.headers(for: request, authorization: "bearer x")
+        let second = encoder.headers(for: request, authorization: "bearer x")
+        #expect(indexing(first, ":path") == .nonIndexable)
+        #expect(indexing(first, "authorization") == .neverIndexed)
+        #expect(indexing(first, "apns-id") == .indexable)
+        #expect(indexing(second, "apns-id") == .nonIndexable)
+        #expect(indexing(first, "apns-expiration") == .indexable)
+        #expect(indexing(second, "apns-expiration") == .nonIndexable)
+        #expect(indexing(second, "apns-topic") == .indexable)
+        #expect(second.first(name: ":authority") == "api.push.apple.com")
+        #expect(encoder.headers(for: request, authorization: nil).first(name: "authorization") == nil)
+    }
+}
+
+@Suite("Provider tokens")
+struct ProviderTokenSourceTests {
+    final class Clock: Sendable {
+        let value = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
+        func advance(_ seconds: TimeInterval) { self.value.withLock { $0 += seconds } }
+    }
+
+    @Test("One token reused for 50 minutes; ExpiredProviderToken mints only when 20 minutes allow")
+    func refreshPolicy() throws {
+        let clock = Clock()
+        let key = P256.Signing.PrivateKey()
+        let source = ProviderTokenSource(
+            signer: ProviderTokenSigner(key: key, keyID: "KEY", teamID: "TEAM"),
+            logger: Logger(label: "test"),
+            now: { clock.value.withLock { $0 } }
+        )
+        let first = try source.currentToken()
+        clock.advance(49 * 60)
+        #expect(try source.currentToken() == first)
+        clock.advance(60)
+        let second = try source.currentToken()
+        #expect(second.generation == 2)
+        clock.advance(5 * 60)
+        #expect(try source.tokenAfterExpiry(of: 2) == second, "too soon after the last mint")
+        clock.advance(16 * 60)
+        let third = try source.tokenAfterExpiry(of: 2)
+        #expect(third.generation == 3)
+        #expect(try source.tokenAfterExpiry(of: 2) == third, "another request already replaced it")
+        #expect(source.mintCount == 3)
+    }
+
+    @Test("The JWT is ES256 with kid, iss and iat, and verifies with the key")
+    func tokenShape() throws {
+        let key = P256.Signing.PrivateKey()
+        let jwt = try ProviderTokenSigner(key: key, keyID: "ABC123DEFG", teamID: "DEF123GHIJ").sign(issuedAt: Date(timeIntervalSince1970: 1_700_000_000))
+        let parts = jwt.split(separator: ".")
+        #expect(parts.count == 3)
+        let header = String(decoding: Base64URL.decode(parts[0])!, as: UTF8.self)
+        let claims = String(decoding: Base64URL.decode(parts[1])!, as: UTF8.self)
+        #expect(header == #"{"alg":"ES256","kid":"ABC123DEFG"}"#)
+        #expect(claims == #"{"iss":"DEF123GHIJ","iat":1700000000}"#)
+        let signature = try P256.Signing.ECDSASignature(rawRepresentation: Base64URL.decode(parts[2])!)
+        #expect(key.publicKey.isValidSignature(signature, for: Data((parts[0] + "." + parts[1]).utf8)))
+    }
+}
+
+@Suite("Connection flow-control window")
+struct InboundConnectionWindowTests {
+    @Test("A WINDOW_UPDATE is due once half the window was consumed, for what was consumed")
+    func updates() {
+        var window = InboundConnectionWindow(size: 1000)
+        let body = HTTP2Frame.FramePayload.Data(data: .byteBuffer(ByteBuffer(repeating: 0, count: 300)))
+        #expect(window.received(body) == nil)
+        #expect(window.received(body) == 600)
+        #expect(window.received(body) == nil)
+    }
+}
