@@ -34,16 +34,7 @@ public final class GatewayHarness: Sendable {
         configure: (inout GatewayConfiguration) -> Void = { _ in }
     ) async throws -> GatewayHarness {
         let pki = try TestPKI()
-        var configuration = GatewayConfiguration(
-            tls: LegacyTLSConfiguration(
-                certificateChain: [pki.server.certificate],
-                privateKey: pki.server.privateKey,
-                clientCertificateAuthorities: [pki.caCertificate]
-            )
-        )
-        configuration.host = "127.0.0.1"
-        configuration.port = 0
-        configuration.errorDrainTime = .milliseconds(200)
+        var configuration = GatewayConfiguration.loopback(pki: pki)
         configure(&configuration)
         let upstream = ScriptedUpstream(script: script)
         let resendRecords = InMemoryResendRecordStore()
@@ -78,5 +69,23 @@ public final class GatewayHarness: Sendable {
 
     public func stop() async {
         await self.server.close()
+    }
+}
+
+extension GatewayConfiguration {
+    /// A gateway on 127.0.0.1 (any free port) with the PKI's server certificate, trusting its
+    /// CA for client certificates, and a short drain time.
+    public static func loopback(pki: TestPKI) -> GatewayConfiguration {
+        var configuration = GatewayConfiguration(
+            tls: LegacyTLSConfiguration(
+                certificateChain: [pki.server.certificate],
+                privateKey: pki.server.privateKey,
+                clientCertificateAuthorities: [pki.caCertificate]
+            )
+        )
+        configuration.host = "127.0.0.1"
+        configuration.port = 0
+        configuration.errorDrainTime = .milliseconds(200)
+        return configuration
     }
 }

@@ -108,8 +108,8 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
                 self.requestComplete(frame.streamID, context: context)
             }
         case .data(let data):
-            if let increment = self.inboundWindow.received(data) {
-                context.write(self.wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))), promise: nil)
+            if let update = self.inboundWindow.windowUpdate(afterReceiving: data) {
+                context.write(self.wrapOutboundOut(update), promise: nil)
                 self.scheduleFlush(context: context)
             }
             guard self.requests[frame.streamID] != nil else { return }

@@ -52,16 +52,7 @@ struct DemoCommand: AsyncParsableCommand {
         let client = try APNsClient(configuration: clientConfiguration, credentials: .token(tokens), logger: logger)
 
         // The legacy gateway.
-        var gatewayConfiguration = GatewayConfiguration(
-            tls: LegacyTLSConfiguration(
-                certificateChain: [pki.server.certificate],
-                privateKey: pki.server.privateKey,
-                clientCertificateAuthorities: [pki.caCertificate]
-            )
-        )
-        gatewayConfiguration.host = "127.0.0.1"
-        gatewayConfiguration.port = 0
-        gatewayConfiguration.errorDrainTime = .milliseconds(200)
+        let gatewayConfiguration = GatewayConfiguration.loopback(pki: pki)
         let feedback = InMemoryFeedbackRecorder()
         let gateway = try await GatewayServer.start(
             configuration: gatewayConfiguration,

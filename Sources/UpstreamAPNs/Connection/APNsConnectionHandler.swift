@@ -223,8 +223,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
                 self.completeStream(frame.streamID, context: context)
             }
         case .data(let data):
-            if let increment = self.inboundWindow.received(data) {
-                context.write(self.wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))), promise: nil)
+            if let update = self.inboundWindow.windowUpdate(afterReceiving: data) {
+                context.write(self.wrapOutboundOut(update), promise: nil)
                 self.scheduleFlush(context: context)
             }
             guard self.streams[frame.streamID] != nil else { return }

@@ -23,4 +23,9 @@ public struct InboundConnectionWindow: Sendable {
         defer { self.consumed = 0 }
         return self.consumed
     }
+
+    /// Counts one DATA frame; returns the WINDOW_UPDATE frame (stream 0) to send, if it is time.
+    public mutating func windowUpdate(afterReceiving data: HTTP2Frame.FramePayload.Data) -> HTTP2Frame? {
+        self.received(data).map { HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: $0)) }
+    }
 }

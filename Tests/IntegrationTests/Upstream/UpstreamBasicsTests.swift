@@ -4,6 +4,9 @@ import LegacyProtocol
 import MockAPNs
 import NIOCore
 import NIOHPACK
+import NIOPosix
+import NIOSSL
+import Crypto
 import Foundation
 import Testing
 import UpstreamAPNs
@@ -134,5 +137,43 @@ struct UpstreamFlowControlTests {
         let histogram = Dictionary(grouping: outcomes.values, by: { "\($0)" }).mapValues(\.count)
         #expect(histogram == ["\(NotificationOutcome.rejected(.invalidToken))": 3_000])
         #expect(harness.client.connectionsOpened(.sandbox) == 1)
+    }
+}
+
+@Suite("Upstream client against MockAPNs: certificate credentials")
+struct UpstreamCertificateTests {
+    @Test("A client certificate stands in for provider tokens; a token from an unknown key is a credential failure (status 1)")
+    func certificateCredentials() async throws {
+        let pki = try TestPKI()
+        var mockConfiguration = MockAPNsConfiguration(certificateChain: [pki.server.certificate], privateKey: pki.server.privateKey)
+        mockConfiguration.port = 0
+        mockConfiguration.clientCertificateTrustRoots = .certificates([pki.caCertificate])
+        let mock = try await MockAPNsServer.start(configuration: mockConfiguration, logger: .forTests())
+        defer { Task { await mock.close() } }
+
+        func client(certificate: Bool) throws -> APNsClient {
+            var configuration = APNsClient.Configuration()
+            configuration.endpoints = [
+                .sandbox: APNsEndpoint(host: "127.0.0.1", port: mock.port, serverHostname: "localhost", trustRoots: .certificates([pki.caCertificate]))
+            ]
+            let identity = try pki.providerIdentity(bundleID: UpstreamHarness.topic)
+            let credentials: APNsCredentials = certificate
+                ? .certificate(chain: [identity.certificate], privateKey: identity.privateKey)
+                : .token(ProviderTokenSource(signer: ProviderTokenSigner(key: .init(), keyID: "UNKNOWNKEY", teamID: "TEAM123456"), logger: .forTests()))
+            return try APNsClient(configuration: configuration, credentials: credentials, logger: .forTests())
+        }
+
+        let withCertificate = try client(certificate: true)
+        defer { withCertificate.shutdown() }
+        #expect(try await withCertificate.send(UpstreamHarness.notification(1), on: MultiThreadedEventLoopGroup.singleton.any()).get() == .accepted)
+        let record = try #require(mock.ledger.accepted.first)
+        #expect(record.keyID == nil && record.authorizationIndexing == nil, "no provider token was sent")
+
+        // A token signed by a key the server does not know: a credential failure, status 1.
+        let withUnknownKey = try client(certificate: false)
+        defer { withUnknownKey.shutdown() }
+        #expect(try await withUnknownKey.send(UpstreamHarness.notification(2), on: MultiThreadedEventLoopGroup.singleton.any()).get() == .rejected(.processingError))
+        #expect(mock.ledger.records.last?.reason == .invalidProviderToken)
+        #expect(withUnknownKey.currentStatistics.credentialFailures == 1)
     }
 }
