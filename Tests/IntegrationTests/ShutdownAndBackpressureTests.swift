@@ -47,7 +47,8 @@ struct ShutdownAndBackpressureTests {
     func backpressure() async throws {
         let release = ReleaseGate()
         let harness = try await GatewayHarness.start(script: { _, _ in
-            .init(.accepted, after: release.isOpen ? .zero : .milliseconds(500))
+            // Held long enough that a loaded machine cannot finish them before the check below.
+            .init(.accepted, after: release.isOpen ? .zero : .seconds(5))
         }) {
             $0.session.maximumInFlight = 16
         }
@@ -56,6 +57,7 @@ struct ShutdownAndBackpressureTests {
         try await client.send(ResendTests.frames(1...400))
         try await harness.upstream.waitForLedgerCount(16, on: client.channel.eventLoop)
         // While the first 16 are outstanding nothing more is forwarded.
+        try await Task.sleep(for: .milliseconds(300))
         #expect(harness.upstream.ledger.count == 16)
         release.open()
         try await harness.upstream.waitForLedgerCount(400, timeout: .seconds(20), on: client.channel.eventLoop)
