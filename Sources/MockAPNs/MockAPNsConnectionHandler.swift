@@ -126,8 +126,6 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
             if !self.unacknowledgedLimits.isEmpty {
                 self.acknowledgedLimit = self.unacknowledgedLimits.removeFirst()
             }
-        case .ping(_, ack: false):
-            break  // counted by PingDroppingHandler
         default:
             break
         }
@@ -140,13 +138,7 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
             return
         }
         self.requestsReceived += 1
-        let behaviour = self.script.state.withLock { state in
-            (goAwayEvery: state.goAwayEvery, goAwayReason: state.goAwayReason, refuse: { () -> Bool in
-                guard state.refuseNext > 0 else { return false }
-                state.refuseNext -= 1
-                return true
-            }(), drop: state.dropConnectionAfter, delay: state.responseDelay)
-        }
+        let behaviour = self.script.behaviourForNextRequest()
         if behaviour.refuse {
             self.ledger.count { $0.refused += 1 }
             context.writeAndFlush(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.refusedStream))), promise: nil)
@@ -201,8 +193,7 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
             record.token = accepted.token
             record.keyID = accepted.claims?.keyID
             record.tokenIssuedAt = accepted.claims?.issuedAt
-            let milliseconds = UInt64(max(0, now.timeIntervalSince1970 * 1000))
-            if let scripted = self.script.scriptedAnswer(token: accepted.token, now: milliseconds) {
+            if let scripted = self.script.scriptedAnswer(token: accepted.token) {
                 record.status = scripted.status
                 record.reason = scripted.reason
                 record.timestamp = scripted.timestamp

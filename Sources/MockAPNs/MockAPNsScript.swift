@@ -79,8 +79,18 @@ public final class MockAPNsScript: Sendable {
 
     var ignoresPings: Bool { self.state.withLock { $0.ignoresPings } }
 
+    /// What the script says about the next request, before it is validated; takes one
+    /// refused stream from the budget when there is one.
+    func behaviourForNextRequest() -> (goAwayEvery: Int?, goAwayReason: APNsReason, refuse: Bool, drop: Int?, delay: TimeAmount) {
+        self.state.withLock { state in
+            let refuse = state.refuseNext > 0
+            if refuse { state.refuseNext -= 1 }
+            return (state.goAwayEvery, state.goAwayReason, refuse, state.dropConnectionAfter, state.responseDelay)
+        }
+    }
+
     /// The scripted answer for one request that passed validation, if any.
-    func scriptedAnswer(token: String, now: UInt64) -> (status: Int, reason: APNsReason, timestamp: UInt64?)? {
+    func scriptedAnswer(token: String) -> (status: Int, reason: APNsReason, timestamp: UInt64?)? {
         self.state.withLock { state in
             if let index = state.failures.firstIndex(where: { $0.remaining > 0 && ($0.token == nil || $0.token == token) }) {
                 state.failures[index].remaining -= 1

@@ -99,8 +99,6 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         return min(self.serverMaximumStreams ?? self.configuration.maximumStreams, self.configuration.maximumStreams)
     }
 
-    var openStreamCount: Int { self.streams.count }
-
     // MARK: Requests
 
     func send(_ request: APNsRequest, authorization: String?, promise: EventLoopPromise<APNsResponse>) {

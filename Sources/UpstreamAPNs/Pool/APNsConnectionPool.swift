@@ -243,7 +243,7 @@ final class APNsConnectionPool: Sendable {
     /// a backoff.
     private func connectionsToOpen(_ state: inout State) -> ConnectAction {
         guard !state.isShutDown, !state.reconnectScheduled else { return .none }
-        let live = state.entries.values.filter { $0.connection != nil && $0.limit > 0 }.count + state.connecting
+        let live = state.usableConnections + state.connecting
         let wanted = max(0, self.configuration.size - live)
         guard wanted > 0 else { return .none }
         if state.consecutiveFailures > 0 {

@@ -1,8 +1,9 @@
 import Foundation
 import NIOCore
 
-/// The little JSON the client has to read: the keys of a payload's `aps` dictionary, and the
-/// body of an APNs error answer or a GOAWAY's debug data. None of it is on the hot path.
+/// The keys of a payload's `aps` dictionary, for push-type inference. Only payloads that mention
+/// `content-available` get here (see `BackgroundPayloadDetector`); error bodies and GOAWAY debug
+/// data are read by `APNsErrorBody`.
 enum JSONScanner {
     private struct AnyKey: CodingKey {
         var stringValue: String
