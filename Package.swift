@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "BridgeCore", targets: ["BridgeCore"]),
         .library(name: "BridgeServer", targets: ["BridgeServer"]),
         .library(name: "UpstreamAPNs", targets: ["UpstreamAPNs"]),
+        .library(name: "BridgeStores", targets: ["BridgeStores"]),
         .library(name: "MockAPNs", targets: ["MockAPNs"]),
         .executable(name: "apns-bridge", targets: ["apns-bridge"]),
         .executable(name: "LegacyProtocolFuzzer", targets: ["LegacyProtocolFuzzer"]),
@@ -27,6 +28,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.2"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // Wire formats of the legacy binary interface. NIOCore only: no sockets, no TLS.
@@ -78,6 +81,22 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The durable store: feedback entries and resend records in SQLite (embedded) or
+        // PostgreSQL (shared by several instances).
+        .target(
+            name: "BridgeStores",
+            dependencies: [
+                "BridgeCore",
+                "LegacyProtocol",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SQLiteNIO", package: "sqlite-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // A TLS HTTP/2 server that validates and answers like APNs, with scripted faults.
         .target(
             name: "MockAPNs",
@@ -105,7 +124,9 @@ let package = Package(
                 "BridgeServer",
                 "UpstreamAPNs",
                 "MockAPNs",
+                "BridgeStores",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -114,13 +135,14 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The command-line tool: `demo` and `mock-apns` for now.
+        // The command-line tool: `serve`, `demo` and `mock-apns` for now.
         .executableTarget(
             name: "apns-bridge",
             dependencies: [
                 "LegacyProtocol",
                 "BridgeCore",
                 "BridgeServer",
+                "BridgeStores",
                 "BridgeTestSupport",
                 "UpstreamAPNs",
                 "MockAPNs",
@@ -185,6 +207,19 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "StoreTests",
+            dependencies: [
+                "LegacyProtocol",
+                "BridgeCore",
+                "BridgeStores",
+                "BridgeTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "IntegrationTests",
             dependencies: [
                 "LegacyProtocol",
@@ -193,6 +228,7 @@ let package = Package(
                 "BridgeTestSupport",
                 "UpstreamAPNs",
                 "MockAPNs",
+                "BridgeStores",
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -16,6 +16,13 @@ struct ProviderSessionStateMachineTests {
         )
     }
 
+    /// What a 200 for frame `identifier` does: its token leaves the feedback list.
+    static func registered(_ identifier: UInt32) -> ProviderSessionStateMachine.UpstreamCompletedAction {
+        var action = ProviderSessionStateMachine.UpstreamCompletedAction()
+        action.feedback = .registered(.init(tenant: tenant.name, environment: tenant.environment, deviceToken: frame(identifier).deviceToken))
+        return action
+    }
+
     static func machine(maximumInFlight: Int = 256) -> ProviderSessionStateMachine {
         var configuration = ProviderSessionStateMachine.Configuration()
         configuration.maximumInFlight = maximumInFlight
@@ -62,7 +69,7 @@ struct ProviderSessionStateMachineTests {
         #expect(machine.frameReceived(Self.frame(3, tokenLength: 5)) == .waitForPredecessors(.invalidTokenSize))
         #expect(!machine.isReading)
         #expect(machine.frameReceived(Self.frame(4)) == .ignore)
-        #expect(machine.upstreamCompleted(second, outcome: .accepted) == .none)
+        #expect(machine.upstreamCompleted(second, outcome: .accepted) == Self.registered(2))
         let action = machine.upstreamCompleted(first, outcome: .rejected(.invalidToken))
         // 1 failed: 2 was forwarded after it and is remembered with its outcome.
         #expect(action.farewell == .init(
@@ -76,8 +83,8 @@ struct ProviderSessionStateMachineTests {
     func upstreamFailureWithPendingSuccessors() {
         var machine = Self.machine()
         let sequences = (1...5).map { Self.forward(&machine, UInt32($0)) }
-        #expect(machine.upstreamCompleted(sequences[0], outcome: .accepted) == .none)
-        #expect(machine.upstreamCompleted(sequences[3], outcome: .accepted) == .none)
+        #expect(machine.upstreamCompleted(sequences[0], outcome: .accepted) == Self.registered(1))
+        #expect(machine.upstreamCompleted(sequences[3], outcome: .accepted).farewell == nil)
         let failed = machine.upstreamCompleted(sequences[1], outcome: .rejected(.invalidToken))
         #expect(failed.farewell?.packet == .init(status: .invalidToken, identifier: .init(rawValue: 2)))
         #expect(failed.farewell?.resendRecords == [
@@ -90,7 +97,7 @@ struct ProviderSessionStateMachineTests {
         #expect(resolved.farewell == nil)
         let unregistered = machine.upstreamCompleted(sequences[2], outcome: .unregistered(timestamp: 42))
         #expect(unregistered.resolvedRecord == .init(frame: Self.frame(3), outcome: .unregistered(timestamp: 42)))
-        #expect(unregistered.feedback?.timestamp == 42)
+        #expect(unregistered.feedback == .unregistered(.init(tenant: "com.example.app", environment: .sandbox, deviceToken: Self.frame(3).deviceToken, timestamp: 42)))
     }
 
     @Test("Reading stops at the in-flight bound and resumes when the head completes")
@@ -146,7 +153,8 @@ struct ProviderSessionStateMachineTests {
         let sequence = Self.forward(&machine, 1)
         machine.inputClosed()
         let action = machine.upstreamCompleted(sequence, outcome: .unregistered(timestamp: 9))
-        #expect(action.feedback?.deviceToken == Self.frame(1).deviceToken)
+        #expect(action.feedback?.key.deviceToken == Self.frame(1).deviceToken)
+        #expect(action.feedback?.key.tenant == "com.example.app")
         #expect(action.farewell == nil)
         #expect(action.resolvedRecord == nil)
     }

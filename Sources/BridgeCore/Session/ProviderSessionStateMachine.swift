@@ -119,14 +119,16 @@ public struct ProviderSessionStateMachine {
     }
 
     public struct UpstreamCompletedAction: Hashable, Sendable {
-        /// A 410: record this token for the tenant's feedback list.
-        public var feedback: FeedbackEntry?
+        /// A 410 puts the token on the tenant's feedback list; a 200 takes it off.
+        public var feedback: FeedbackChange?
         /// The farewell, when this outcome decided it.
         public var farewell: Farewell?
         /// The outcome of a notification that is already a resend record.
         public var resolvedRecord: RecordDraft?
 
         public static let none = UpstreamCompletedAction()
+
+        public init() {}
     }
 
     /// Whether the connection should read (and decode) more frames now.
@@ -204,13 +206,22 @@ public struct ProviderSessionStateMachine {
         let frame = self.entries[index].frame
 
         var action = UpstreamCompletedAction()
-        if case .unregistered(let timestamp) = outcome {
-            action.feedback = FeedbackEntry(
-                tenant: self.tenant.name,
-                environment: self.tenant.environment,
-                deviceToken: frame.deviceToken,
-                timestamp: timestamp
+        switch outcome {
+        case .unregistered(let timestamp):
+            action.feedback = .unregistered(
+                FeedbackEntry(
+                    tenant: self.tenant.name,
+                    environment: self.tenant.environment,
+                    deviceToken: frame.deviceToken,
+                    timestamp: timestamp
+                )
             )
+        case .accepted:
+            action.feedback = .registered(
+                FeedbackKey(tenant: self.tenant.name, environment: self.tenant.environment, deviceToken: frame.deviceToken)
+            )
+        case .rejected, .dropped:
+            break
         }
 
         switch self.state {

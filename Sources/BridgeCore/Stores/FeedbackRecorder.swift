@@ -2,12 +2,25 @@ import LegacyProtocol
 import NIOCore
 import Synchronization
 
+/// Which feedback list an entry is on, and for which token.
+public struct FeedbackKey: Hashable, Sendable {
+    public var tenant: String
+    public var environment: APNsEnvironment
+    public var deviceToken: ByteBuffer
+
+    public init(tenant: String, environment: APNsEnvironment, deviceToken: ByteBuffer) {
+        self.tenant = tenant
+        self.environment = environment
+        self.deviceToken = deviceToken
+    }
+}
+
 /// A token the upstream reported as no longer registered (410), for the feedback service.
 public struct FeedbackEntry: Hashable, Sendable {
     public var tenant: String
     public var environment: APNsEnvironment
     public var deviceToken: ByteBuffer
-    /// UNIX seconds.
+    /// UNIX seconds: when the upstream decided the token is no longer valid.
     public var timestamp: UInt32
 
     public init(tenant: String, environment: APNsEnvironment, deviceToken: ByteBuffer, timestamp: UInt32) {
@@ -16,32 +29,54 @@ public struct FeedbackEntry: Hashable, Sendable {
         self.deviceToken = deviceToken
         self.timestamp = timestamp
     }
+
+    public var key: FeedbackKey {
+        FeedbackKey(tenant: self.tenant, environment: self.environment, deviceToken: self.deviceToken)
+    }
 }
 
-/// Where the gateway puts feedback entries. The durable feedback store implements this.
+/// What an upstream outcome changes on a feedback list (CONTRACT §3, issue 4).
+public enum FeedbackChange: Hashable, Sendable {
+    /// `410 Unregistered` / `ExpiredToken`: one entry per (tenant, environment, token), keeping
+    /// the latest timestamp.
+    case unregistered(FeedbackEntry)
+    /// A later 200 for the token: the device registered again, so its entry (if any) goes.
+    case registered(FeedbackKey)
+
+    public var key: FeedbackKey {
+        switch self {
+        case .unregistered(let entry): entry.key
+        case .registered(let key): key
+        }
+    }
+}
+
+/// Where the gateway puts feedback changes. The durable stores implement this.
 public protocol FeedbackRecorder: Sendable {
-    func record(_ entry: FeedbackEntry, on eventLoop: any EventLoop) -> EventLoopFuture<Void>
+    /// Applies a change. The future completes once the change is stored (durably, for the
+    /// durable stores); the gateway does not wait for it.
+    func apply(_ change: FeedbackChange, on eventLoop: any EventLoop) -> EventLoopFuture<Void>
 }
 
 /// Feedback entries in memory, one per (tenant, environment, token), keeping the latest.
+/// For tests of the gateway alone; the feedback service reads a ``FeedbackStore``.
 public final class InMemoryFeedbackRecorder: FeedbackRecorder {
-    private struct Key: Hashable {
-        var tenant: String
-        var environment: APNsEnvironment
-        var deviceToken: ByteBuffer
-    }
-
-    private let entries = Mutex([Key: FeedbackEntry]())
+    private let entries = Mutex([FeedbackKey: FeedbackEntry]())
 
     public init() {}
 
-    public func record(_ entry: FeedbackEntry, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
-        var entry = entry
-        entry.deviceToken = ByteBuffer(buffer: entry.deviceToken)
-        let key = Key(tenant: entry.tenant, environment: entry.environment, deviceToken: entry.deviceToken)
+    public func apply(_ change: FeedbackChange, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        var key = change.key
+        key.deviceToken = ByteBuffer(buffer: key.deviceToken)  // do not pin the read buffer
         self.entries.withLock { entries in
-            if let existing = entries[key], existing.timestamp > entry.timestamp { return }
-            entries[key] = entry
+            switch change {
+            case .unregistered(var entry):
+                if let existing = entries[key], existing.timestamp > entry.timestamp { return }
+                entry.deviceToken = key.deviceToken
+                entries[key] = entry
+            case .registered:
+                entries[key] = nil
+            }
         }
         return eventLoop.makeSucceededVoidFuture()
     }

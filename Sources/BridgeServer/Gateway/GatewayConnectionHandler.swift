@@ -225,10 +225,17 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         self.session = session
         let eventLoop = self.eventLoop!
 
-        if let feedback = action.feedback {
-            self.logger.debug("token unregistered upstream", metadata: ["token": "\(LogRedaction.token(feedback.deviceToken))"])
-            self.dependencies.feedback.record(feedback, on: eventLoop).whenFailure { [logger] error in
-                logger.error("could not record a feedback entry", metadata: ["error": "\(error)"])
+        if let change = action.feedback {
+            let stored = self.dependencies.feedback.apply(change, on: eventLoop)
+            if case .unregistered(let entry) = change {
+                let token = LogRedaction.token(entry.deviceToken)
+                self.logger.debug("token unregistered upstream", metadata: ["token": "\(token)"])
+                stored.whenSuccess { [logger] in
+                    logger.debug("feedback entry stored", metadata: ["token": "\(token)"])
+                }
+            }
+            stored.whenFailure { [logger] error in
+                logger.error("could not store a feedback change", metadata: ["error": "\(error)"])
             }
         }
         if let record = action.resolvedRecord, let outcome = record.outcome {

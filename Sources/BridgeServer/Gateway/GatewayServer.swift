@@ -10,22 +10,17 @@ import Synchronization
 /// Start it with ``start(configuration:upstream:resendRecords:feedback:tenantResolver:group:logger:)``;
 /// stop it with ``shutdownGracefully()`` (CONTRACT §1.8) or ``close()``.
 public final class GatewayServer: Sendable {
-    fileprivate struct Connections {
-        var channels: [ObjectIdentifier: any Channel] = [:]
-        var isShuttingDown = false
-    }
-
     public let configuration: GatewayConfiguration
     /// The bound address (useful with port 0).
     public let localAddress: SocketAddress
     private let serverChannel: any Channel
-    private let registry: Registry
+    private let registry: ConnectionRegistry
     private let logger: Logger
 
     private init(
         configuration: GatewayConfiguration,
         serverChannel: any Channel,
-        registry: Registry,
+        registry: ConnectionRegistry,
         logger: Logger
     ) {
         self.configuration = configuration
@@ -37,7 +32,7 @@ public final class GatewayServer: Sendable {
 
     /// Provider connections currently open.
     public var connectionCount: Int {
-        self.registry.connections.withLock { $0.channels.count }
+        self.registry.count
     }
 
     public static func start(
@@ -55,7 +50,7 @@ public final class GatewayServer: Sendable {
             feedback: feedback,
             tenantResolver: tenantResolver
         )
-        let registry = Registry()
+        let registry = ConnectionRegistry()
 
         let serverChannel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
@@ -67,7 +62,6 @@ public final class GatewayServer: Sendable {
                                    metadata: ["limit": "\(configuration.maximumConnections)"])
                     return channel.close()
                 }
-                channel.closeFuture.whenComplete { _ in registry.remove(channel) }
                 return channel.eventLoop.makeCompletedFuture {
                     var connectionLogger = logger
                     connectionLogger[metadataKey: "peer"] = "\(channel.remoteAddress.map { "\($0)" } ?? "?")"
@@ -100,10 +94,7 @@ public final class GatewayServer: Sendable {
     /// connection is closed, or after the grace period plus the drain time and a margin, when
     /// the rest are closed by force.
     public func shutdownGracefully() async {
-        let channels = self.registry.connections.withLock { connections in
-            connections.isShuttingDown = true
-            return Array(connections.channels.values)
-        }
+        let channels = self.registry.closeAdmission()
         try? await self.serverChannel.close()
         self.logger.info("gateway shutting down", metadata: ["connections": "\(channels.count)"])
         let event = GatewayShutdownEvent(gracePeriod: self.configuration.shutdownGracePeriod)
@@ -119,10 +110,7 @@ public final class GatewayServer: Sendable {
 
     /// Closes the listener and every connection at once, without farewells.
     public func close() async {
-        let channels = self.registry.connections.withLock { connections in
-            connections.isShuttingDown = true
-            return Array(connections.channels.values)
-        }
+        let channels = self.registry.closeAdmission()
         try? await self.serverChannel.close()
         for channel in channels {
             try? await channel.close()
@@ -138,25 +126,5 @@ public final class GatewayServer: Sendable {
         all.cascade(to: timeout)
         try? await timeout.futureResult.get()
         timer.cancel()
-    }
-}
-
-extension GatewayServer {
-    /// The connection registry, shared with the child channel initializer before the server
-    /// object exists.
-    fileprivate final class Registry: Sendable {
-        let connections = Mutex(Connections())
-
-        func admit(_ channel: any Channel, limit: Int) -> Bool {
-            self.connections.withLock { connections in
-                guard !connections.isShuttingDown, connections.channels.count < limit else { return false }
-                connections.channels[ObjectIdentifier(channel)] = channel
-                return true
-            }
-        }
-
-        func remove(_ channel: any Channel) {
-            _ = self.connections.withLock { $0.channels.removeValue(forKey: ObjectIdentifier(channel)) }
-        }
     }
 }

@@ -1,0 +1,59 @@
+import LegacyProtocol
+
+/// How one poller of the feedback service is served.
+public struct FeedbackDrainOptions: Hashable, Sendable {
+    /// Entries read from the store and written to the poller at a time.
+    public var batchSize: Int = 1000
+    /// For clients that assume 38-byte tuples: tokens that are not 32 bytes are left out (and
+    /// stay pending until retention removes them).
+    public var only32ByteTokens = false
+
+    public init(batchSize: Int = 1000, only32ByteTokens: Bool = false) {
+        self.batchSize = batchSize
+        self.only32ByteTokens = only32ByteTokens
+    }
+}
+
+/// How a drain ended.
+public struct FeedbackDrainResult: Hashable, Sendable {
+    /// Tuples whose bytes were written and flushed to the poller; their entries are deleted.
+    public var delivered: Int
+    /// `false` when the poller went away (or a write failed) before the end of the list; the
+    /// entries not delivered stay pending for the next poll.
+    public var completed: Bool
+
+    public init(delivered: Int, completed: Bool) {
+        self.delivered = delivered
+        self.completed = completed
+    }
+}
+
+/// The feedback lists (CONTRACT §3): written by the gateway through ``FeedbackRecorder``,
+/// read by the feedback listener through ``drain(tenant:environment:options:deliver:finish:)``.
+public protocol FeedbackStore: FeedbackRecorder {
+    /// Serves one poller: the pending entries of this tenant and environment, in batches.
+    ///
+    /// - `deliver` writes a batch and returns once its bytes were written and flushed; it
+    ///   throws when the poller is gone.
+    /// - `finish` is called after the last batch (at once when the list is empty) and closes
+    ///   the connection.
+    ///
+    /// Entries are claimed batch by batch, so concurrent drains (in this process or in other
+    /// instances on the same database) never serve the same entry. Delivered entries are
+    /// deleted only after `finish` returns (or, when the poller went away midway, once the
+    /// drain stops): a crash before that leaves them pending, to be served again.
+    func drain(
+        tenant: String,
+        environment: APNsEnvironment,
+        options: FeedbackDrainOptions,
+        deliver: ([FeedbackTuple]) async throws -> Void,
+        finish: () async -> Void
+    ) async throws -> FeedbackDrainResult
+
+    /// Pending entries (not claimed by a drain in progress) of one list, at most `limit`, in the
+    /// order they would be served. For tests and operators' checks; it does not claim anything.
+    func pendingEntries(tenant: String, environment: APNsEnvironment, limit: Int) async throws -> [FeedbackEntry]
+
+    /// Pending entries in all lists, claimed or not.
+    func pendingCount() async throws -> Int
+}

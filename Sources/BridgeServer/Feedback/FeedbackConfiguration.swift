@@ -1,0 +1,22 @@
+import BridgeCore
+import NIOCore
+
+/// How the feedback listener (default port 2196) behaves (CONTRACT §3).
+public struct FeedbackConfiguration: Sendable {
+    public var host: String = "0.0.0.0"
+    public var port: Int = 2196
+    /// The same TLS rules as the gateway: client certificates requested and required.
+    public var tls: LegacyTLSConfiguration
+    public var handshakeTimeout: TimeAmount = .seconds(10)
+    /// A poller that does not take a batch within this time is disconnected; what it did take
+    /// is deleted, the rest stays pending.
+    public var writeTimeout: TimeAmount = .seconds(60)
+    /// Connections beyond this are closed as soon as they are accepted.
+    public var maximumConnections: Int = 1000
+    /// Batch size, and the 38-byte-tuple option (tokens that are not 32 bytes are left out).
+    public var drain = FeedbackDrainOptions()
+
+    public init(tls: LegacyTLSConfiguration) {
+        self.tls = tls
+    }
+}

@@ -1,0 +1,237 @@
+import BridgeCore
+import LegacyProtocol
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import NIOTLS
+import Synchronization
+
+/// The feedback listener: TLS on port 2196 (CONTRACT §3).
+///
+/// On connect, the client certificate names the tenant (the gateway's resolver); the server
+/// writes every pending tuple of that tenant and environment, streamed from the store a batch
+/// at a time, and closes. Nothing is read from the poller. A batch's entries are deleted only
+/// after its bytes were written and flushed, and only once the drain is over (see
+/// ``FeedbackStore/drain(tenant:environment:options:deliver:finish:)``).
+public final class FeedbackServer: Sendable {
+    public let configuration: FeedbackConfiguration
+    public let localAddress: SocketAddress
+    private let serverChannel: any Channel
+    private let registry: ConnectionRegistry
+    private let drains: DrainCounter
+    private let logger: Logger
+
+    private init(
+        configuration: FeedbackConfiguration,
+        serverChannel: any Channel,
+        registry: ConnectionRegistry,
+        drains: DrainCounter,
+        logger: Logger
+    ) {
+        self.configuration = configuration
+        self.serverChannel = serverChannel
+        self.localAddress = serverChannel.localAddress!
+        self.registry = registry
+        self.drains = drains
+        self.logger = logger
+    }
+
+    /// Poller connections currently open.
+    public var connectionCount: Int { self.registry.count }
+
+    public static func start(
+        configuration: FeedbackConfiguration,
+        store: any FeedbackStore,
+        tenantResolver: any TenantResolver,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger = Logger(label: "apns-bridge.feedback")
+    ) async throws -> FeedbackServer {
+        let sslContext = try configuration.tls.makeServerContext()
+        let registry = ConnectionRegistry()
+        let drains = DrainCounter()
+        let serverChannel = try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                guard registry.admit(channel, limit: configuration.maximumConnections) else {
+                    logger.warning("connection limit reached; refusing a feedback connection",
+                                   metadata: ["limit": "\(configuration.maximumConnections)"])
+                    return channel.close()
+                }
+                return channel.eventLoop.makeCompletedFuture {
+                    var connectionLogger = logger
+                    connectionLogger[metadataKey: "peer"] = "\(channel.remoteAddress.map { "\($0)" } ?? "?")"
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(NIOSSLServerHandler(context: sslContext))
+                    try sync.addHandler(
+                        FeedbackConnectionHandler(
+                            configuration: configuration,
+                            store: store,
+                            tenantResolver: tenantResolver,
+                            drains: drains,
+                            logger: connectionLogger
+                        )
+                    )
+                }
+            }
+            .bind(host: configuration.host, port: configuration.port)
+            .get()
+        let server = FeedbackServer(
+            configuration: configuration,
+            serverChannel: serverChannel,
+            registry: registry,
+            drains: drains,
+            logger: logger
+        )
+        logger.info("feedback service listening", metadata: ["address": "\(server.localAddress)"])
+        return server
+    }
+
+    /// Stops accepting, closes every poller connection (what a poller already took is deleted,
+    /// the rest stays pending), and waits for the drains to settle in the store.
+    public func close() async {
+        let channels = self.registry.closeAdmission()
+        try? await self.serverChannel.close()
+        for channel in channels {
+            try? await channel.close()
+        }
+        await self.drains.waitUntilIdle()
+    }
+}
+
+/// Drains in progress, so that a shutdown waits for them to settle in the store before the
+/// store closes.
+final class DrainCounter: Sendable {
+    private let active = Mutex(0)
+
+    func begin() { self.active.withLock { $0 += 1 } }
+    func end() { self.active.withLock { $0 -= 1 } }
+
+    func waitUntilIdle() async {
+        while self.active.withLock({ $0 }) > 0 {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+    }
+}
+
+/// One poller connection: waits for the handshake, resolves the tenant, and hands the channel
+/// to a task that drains the tenant's list into it. Whatever the poller sends is dropped.
+final class FeedbackConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+
+    private let configuration: FeedbackConfiguration
+    private let store: any FeedbackStore
+    private let tenantResolver: any TenantResolver
+    private let drains: DrainCounter
+    private var logger: Logger
+    private var handshakeTimeout: Scheduled<Void>?
+    private var handshakeDone = false
+
+    init(
+        configuration: FeedbackConfiguration,
+        store: any FeedbackStore,
+        tenantResolver: any TenantResolver,
+        drains: DrainCounter,
+        logger: Logger
+    ) {
+        self.configuration = configuration
+        self.store = store
+        self.tenantResolver = tenantResolver
+        self.drains = drains
+        self.logger = logger
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { self.startHandshakeTimer(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        self.startHandshakeTimer(context: context)
+        context.fireChannelActive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.handshakeTimeout?.cancel()
+    }
+
+    private func startHandshakeTimer(context: ChannelHandlerContext) {
+        guard self.handshakeTimeout == nil else { return }
+        self.handshakeTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: self.configuration.handshakeTimeout) {
+            guard !self.handshakeDone else { return }
+            self.logger.debug("TLS handshake timed out")
+            context.close(promise: nil)
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        // The feedback service takes no commands.
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        self.logger.debug("feedback connection error", metadata: ["error": "\(error)"])
+        context.close(promise: nil)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted = tlsEvent {
+            self.handshakeDone = true
+            self.handshakeTimeout?.cancel()
+            let certificate = try? context.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self).peerCertificate
+            guard let certificate, let tenant = self.tenantResolver.tenant(for: certificate) else {
+                self.logger.warning("refusing feedback connection: no tenant for its client certificate")
+                context.close(promise: nil)
+                return
+            }
+            self.logger[metadataKey: "tenant"] = "\(tenant.name)"
+            self.serve(tenant, channel: context.channel)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    private func serve(_ tenant: Tenant, channel: any Channel) {
+        let store = self.store
+        let configuration = self.configuration
+        let logger = self.logger
+        let drains = self.drains
+        drains.begin()
+        Task {
+            defer { drains.end() }
+            do {
+                let result = try await store.drain(
+                    tenant: tenant.name,
+                    environment: tenant.environment,
+                    options: configuration.drain
+                ) { tuples in
+                    var bytes = channel.allocator.buffer(capacity: tuples.reduce(0) { $0 + 6 + $1.deviceToken.readableBytes })
+                    for tuple in tuples {
+                        bytes.writeFeedbackTuple(tuple)
+                    }
+                    // A poller that stops reading fills the socket buffer and the write waits:
+                    // give up after the write timeout.
+                    let timeout = channel.eventLoop.scheduleTask(in: configuration.writeTimeout) {
+                        channel.close(promise: nil)
+                    }
+                    defer { timeout.cancel() }
+                    try await channel.writeAndFlush(bytes)
+                } finish: {
+                    try? await channel.close()
+                }
+                if !result.completed {
+                    channel.close(promise: nil)
+                }
+                logger.info(
+                    result.completed ? "feedback list served" : "feedback poller went away before the end of the list",
+                    metadata: ["environment": "\(tenant.environment.rawValue)", "tuples": "\(result.delivered)"]
+                )
+            } catch {
+                logger.error("feedback store failed; closing the poller's connection", metadata: ["error": "\(error)"])
+                channel.close(promise: nil)
+            }
+        }
+    }
+}
+
+@available(*, unavailable)
+extension FeedbackConnectionHandler: Sendable {}

@@ -1,0 +1,122 @@
+import BridgeCore
+import Foundation
+import Logging
+import NIOCore
+
+/// The durable store (CONTRACT §4): feedback lists and resend records in one database.
+///
+/// - ``SQLiteBridgeStore``: a local file, the embedded default for one instance.
+/// - ``PostgresBridgeStore``: a PostgreSQL database shared by several instances behind a TCP
+///   load balancer.
+///
+/// Both pass the same behavioural tests (`Tests/StoreTests`).
+public protocol BridgeStore: FeedbackStore, ResendRecordStore {
+    var configuration: BridgeStoreConfiguration { get }
+
+    /// Removes feedback entries older than the retention, expired resend records, and claims
+    /// left behind by a drain that never finished. Runs periodically (see
+    /// ``BridgeStoreMaintenance``); returns the rows removed.
+    func removeExpired() async throws -> StoreSweep
+
+    /// Stops accepting writes, commits what is queued, and closes the database connection.
+    func close() async
+}
+
+/// Settings shared by the stores.
+public struct BridgeStoreConfiguration: Sendable {
+    /// Feedback entries not polled within this time are removed (CONTRACT §3: retention is
+    /// bounded). Default 30 days: cron jobs poll daily.
+    public var feedbackRetention: Duration = .seconds(30 * 24 * 3600)
+    /// How long a resend record is kept (CONTRACT §1.6: 2 minutes by default).
+    public var resendRecordWindow: Duration = .seconds(120)
+    /// A claim older than this is taken to belong to a drain that died with its process, and its
+    /// entries are served again. Longer than the longest drain (a million entries take seconds).
+    public var claimLease: Duration = .seconds(30 * 60)
+    /// Feedback changes waiting for a commit beyond this are refused (and logged by the
+    /// gateway): a store that is down must not grow memory without bound.
+    public var maximumQueuedFeedbackChanges: Int = 100_000
+    /// How often a claim of a pending resend record checks for its outcome.
+    public var resendOutcomePollInterval: Duration = .milliseconds(20)
+    /// The wall clock (records and entries outlive the process, so not a monotonic clock).
+    public var now: @Sendable () -> Date = { Date() }
+
+    public init() {}
+}
+
+/// What ``BridgeStore/removeExpired()`` removed.
+public struct StoreSweep: Hashable, Sendable {
+    public var feedbackEntries: Int
+    public var resendRecords: Int
+    public var releasedClaims: Int
+
+    public init(feedbackEntries: Int, resendRecords: Int, releasedClaims: Int) {
+        self.feedbackEntries = feedbackEntries
+        self.resendRecords = resendRecords
+        self.releasedClaims = releasedClaims
+    }
+}
+
+extension BridgeStoreConfiguration {
+    var nowMilliseconds: Int64 {
+        Int64((self.now().timeIntervalSince1970 * 1000).rounded(.down))
+    }
+
+    var nowSeconds: Int64 {
+        Int64(self.now().timeIntervalSince1970.rounded(.down))
+    }
+}
+
+extension Duration {
+    var milliseconds: Int64 {
+        let (seconds, attoseconds) = self.components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+
+    var timeAmount: TimeAmount {
+        .nanoseconds(self.milliseconds * 1_000_000)
+    }
+}
+
+/// Runs ``BridgeStore/removeExpired()`` periodically until the task is cancelled.
+public enum BridgeStoreMaintenance {
+    public static func run(_ store: any BridgeStore, every interval: Duration = .seconds(600), logger: Logger) async {
+        while !Task.isCancelled {
+            do {
+                let sweep = try await store.removeExpired()
+                if sweep != StoreSweep(feedbackEntries: 0, resendRecords: 0, releasedClaims: 0) {
+                    logger.info(
+                        "store maintenance",
+                        metadata: [
+                            "feedback_entries_expired": "\(sweep.feedbackEntries)",
+                            "resend_records_removed": "\(sweep.resendRecords)",
+                            "stale_claims_released": "\(sweep.releasedClaims)",
+                        ]
+                    )
+                }
+            } catch {
+                logger.error("store maintenance failed", metadata: ["error": "\(error)"])
+            }
+            try? await Task.sleep(for: interval)
+        }
+    }
+}
+
+/// Opens the store a URL names: `sqlite:PATH` (or a path ending in `.sqlite`/`.db`) for the
+/// embedded store, `postgres://…` for the shared one.
+public enum BridgeStoreLocation {
+    public static func open(
+        _ location: String,
+        configuration: BridgeStoreConfiguration = .init(),
+        logger: Logger
+    ) async throws -> any BridgeStore {
+        if location.hasPrefix("postgres://") || location.hasPrefix("postgresql://") {
+            return try await PostgresBridgeStore.connect(url: location, configuration: configuration, logger: logger)
+        }
+        if location.hasPrefix("sqlite:") {
+            let path = String(location.dropFirst("sqlite:".count))
+            guard !path.isEmpty else { throw StoreError.invalidURL("sqlite: needs a file path") }
+            return try await SQLiteBridgeStore.open(path: path, configuration: configuration, logger: logger)
+        }
+        throw StoreError.invalidURL("\(location): expected sqlite:PATH or postgres://user@host/database")
+    }
+}

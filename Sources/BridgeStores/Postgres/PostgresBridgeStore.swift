@@ -1,0 +1,453 @@
+import BridgeCore
+import Foundation
+import LegacyProtocol
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// The shared store: one PostgreSQL database for several bridge instances behind a TCP load
+/// balancer (CONTRACT §4, docs/scaling.md).
+///
+/// Feedback drains claim rows with `FOR UPDATE SKIP LOCKED`, so pollers on different instances
+/// never get the same entry; a claim left by an instance that died is released after
+/// ``BridgeStoreConfiguration/claimLease``. Resend records are looked up in the database for
+/// every notification, so a record written by one instance stops a duplicate on any other.
+public final class PostgresBridgeStore: BridgeStore {
+    static let schemaVersion = 1
+    /// Serialises schema migrations of instances starting at the same time.
+    static let migrationLockID: Int64 = 0x6170_6E73_2195
+
+    public let configuration: BridgeStoreConfiguration
+    public let client: PostgresClient
+    private let runTask: Task<Void, Never>
+    private let batcher: FeedbackWriteBatcher
+    private let logger: Logger
+
+    private init(client: PostgresClient, runTask: Task<Void, Never>, configuration: BridgeStoreConfiguration, logger: Logger) {
+        self.client = client
+        self.runTask = runTask
+        self.configuration = configuration
+        self.logger = logger
+        self.batcher = FeedbackWriteBatcher(maximumQueued: configuration.maximumQueuedFeedbackChanges) { changes in
+            try await Self.retryingConflicts(logger: logger) {
+                try await client.withTransaction(logger: logger) { connection in
+                    try await Self.write(changes, on: connection, now: configuration.nowSeconds, logger: logger)
+                }
+            }
+        }
+    }
+
+    /// Connects (the client runs in a task of its own until ``close()``) and brings the schema
+    /// up to date.
+    ///
+    /// - Parameter url: `postgres://user:password@host:port/database`, or with
+    ///   `?host=/path/to/socket-directory` for a unix socket; `?sslmode=disable|prefer|require`
+    ///   (default `prefer`).
+    public static func connect(
+        url: String,
+        configuration: BridgeStoreConfiguration = .init(),
+        maximumConnections: Int = 20,
+        logger: Logger = Logger(label: "apns-bridge.store")
+    ) async throws -> PostgresBridgeStore {
+        var clientConfiguration = try Self.clientConfiguration(url: url)
+        clientConfiguration.options.maximumConnections = maximumConnections
+        let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
+        let runTask = Task { await client.run() }
+        do {
+            try await Self.migrate(client, logger: logger)
+        } catch {
+            runTask.cancel()
+            throw error
+        }
+        logger.info("store opened", metadata: ["backend": "postgresql", "url": "\(Self.redacted(url))"])
+        return PostgresBridgeStore(client: client, runTask: runTask, configuration: configuration, logger: logger)
+    }
+
+    public func close() async {
+        await self.batcher.close()
+        self.runTask.cancel()
+        _ = await self.runTask.value
+    }
+
+    static func clientConfiguration(url: String) throws -> PostgresClient.Configuration {
+        guard let components = URLComponents(string: url), components.scheme == "postgres" || components.scheme == "postgresql" else {
+            throw StoreError.invalidURL("expected postgres://user:password@host:port/database")
+        }
+        guard let user = components.user, !user.isEmpty else {
+            throw StoreError.invalidURL("no user name")
+        }
+        let database = components.path.isEmpty ? nil : String(components.path.dropFirst())
+        let query = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
+        if let socketDirectory = query["host"], socketDirectory.hasPrefix("/") {
+            let port = components.port ?? 5432
+            return PostgresClient.Configuration(
+                unixSocketPath: "\(socketDirectory)/.s.PGSQL.\(port)",
+                username: user,
+                password: components.password,
+                database: database
+            )
+        }
+        guard let host = components.host, !host.isEmpty else {
+            throw StoreError.invalidURL("no host (or ?host=/socket/directory)")
+        }
+        let tls: PostgresClient.Configuration.TLS
+        switch query["sslmode"] ?? "prefer" {
+        case "disable": tls = .disable
+        case "prefer": tls = .prefer(.makeClientConfiguration())
+        case "require": tls = .require(.makeClientConfiguration())
+        case let other: throw StoreError.invalidURL("sslmode \(other): expected disable, prefer or require")
+        }
+        return PostgresClient.Configuration(
+            host: host,
+            port: components.port ?? 5432,
+            username: user,
+            password: components.password,
+            database: database,
+            tls: tls
+        )
+    }
+
+    /// The URL without its password, for logs.
+    static func redacted(_ url: String) -> String {
+        guard var components = URLComponents(string: url) else { return "(unparseable)" }
+        if components.password != nil { components.password = "***" }
+        return components.string ?? "(unparseable)"
+    }
+
+    // MARK: Schema
+
+    private static func migrate(_ client: PostgresClient, logger: Logger) async throws {
+        try await client.withTransaction(logger: logger) { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLockID))", logger: logger)
+            try await connection.query("CREATE TABLE IF NOT EXISTS apns_bridge_schema (version integer NOT NULL)", logger: logger)
+            var version = 0
+            for try await found in try await connection.query("SELECT max(version) FROM apns_bridge_schema", logger: logger).decode(Int?.self) {
+                version = found ?? 0
+            }
+            if version > Self.schemaVersion {
+                throw StoreError.schemaTooNew(found: version, known: Self.schemaVersion)
+            }
+            guard version < 1 else { return }
+            let statements: [PostgresQuery] = [
+                """
+                CREATE TABLE feedback_entries (
+                    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    tenant text NOT NULL,
+                    environment text NOT NULL,
+                    token bytea NOT NULL,
+                    timestamp bigint NOT NULL,
+                    recorded_at bigint NOT NULL,
+                    claim text,
+                    claim_batch integer,
+                    claimed_at bigint,
+                    UNIQUE (tenant, environment, token)
+                )
+                """,
+                "CREATE INDEX feedback_entries_pending ON feedback_entries (tenant, environment, id) WHERE claim IS NULL",
+                "CREATE INDEX feedback_entries_claim ON feedback_entries (claim, claim_batch) WHERE claim IS NOT NULL",
+                "CREATE INDEX feedback_entries_recorded ON feedback_entries (recorded_at)",
+                """
+                CREATE TABLE resend_records (
+                    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    key_hash bytea NOT NULL,
+                    tenant text NOT NULL,
+                    expires_at bigint NOT NULL,
+                    claimed boolean NOT NULL DEFAULT false,
+                    outcome bigint,
+                    outcome_value bigint
+                )
+                """,
+                "CREATE INDEX resend_records_key ON resend_records (key_hash, id)",
+                "CREATE INDEX resend_records_expiry ON resend_records (expires_at)",
+                "INSERT INTO apns_bridge_schema (version) VALUES (1)",
+            ]
+            for statement in statements {
+                try await connection.query(statement, logger: logger)
+            }
+            logger.info("store schema created", metadata: ["backend": "postgresql", "version": "1"])
+        }
+    }
+
+    /// Two instances committing overlapping batches can deadlock; PostgreSQL then aborts one,
+    /// which is retried.
+    private static func retryingConflicts<Result>(logger: Logger, _ body: () async throws -> Result) async throws -> Result {
+        var attempt = 1
+        while true {
+            do {
+                return try await body()
+            } catch let error as PSQLError where attempt < 5 && ["40P01", "40001"].contains(error.serverInfo?[.sqlState] ?? "") {
+                logger.debug("store transaction conflict; retrying", metadata: ["attempt": "\(attempt)"])
+                attempt += 1
+                try await Task.sleep(for: .milliseconds(10 * attempt))
+            }
+        }
+    }
+
+    // MARK: Feedback: recording
+
+    public func apply(_ change: FeedbackChange, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        self.batcher.submit(change, on: eventLoop)
+    }
+
+    private static func write(_ changes: [FeedbackChange], on connection: PostgresConnection, now: Int64, logger: Logger) async throws {
+        var entries: [FeedbackEntry] = []
+        var removals: [FeedbackKey] = []
+        for change in changes {
+            switch change {
+            case .unregistered(let entry): entries.append(entry)
+            case .registered(let key): removals.append(key)
+            }
+        }
+        // One order for every instance's row locks: fewer deadlocks between them.
+        entries.sort { Self.precedes($0.key, $1.key) }
+        removals.sort(by: Self.precedes)
+        if !entries.isEmpty {
+            let tenants = entries.map(\.tenant)
+            let environments = entries.map(\.environment.rawValue)
+            let tokens = entries.map(\.deviceToken)
+            let timestamps = entries.map { Int64($0.timestamp) }
+            try await connection.query(
+                """
+                INSERT INTO feedback_entries (tenant, environment, token, timestamp, recorded_at)
+                SELECT t.tenant, t.environment, t.token, t.timestamp, \(now)
+                FROM unnest(\(tenants)::text[], \(environments)::text[], \(tokens)::bytea[], \(timestamps)::bigint[])
+                    AS t(tenant, environment, token, timestamp)
+                ON CONFLICT (tenant, environment, token) DO UPDATE SET
+                    timestamp = EXCLUDED.timestamp, recorded_at = EXCLUDED.recorded_at,
+                    claim = NULL, claim_batch = NULL, claimed_at = NULL
+                WHERE feedback_entries.timestamp < EXCLUDED.timestamp
+                """,
+                logger: logger
+            )
+        }
+        if !removals.isEmpty {
+            let tenants = removals.map(\.tenant)
+            let environments = removals.map(\.environment.rawValue)
+            let tokens = removals.map(\.deviceToken)
+            try await connection.query(
+                """
+                DELETE FROM feedback_entries f
+                USING unnest(\(tenants)::text[], \(environments)::text[], \(tokens)::bytea[]) AS r(tenant, environment, token)
+                WHERE f.tenant = r.tenant AND f.environment = r.environment AND f.token = r.token
+                """,
+                logger: logger
+            )
+        }
+    }
+
+    private static func precedes(_ lhs: FeedbackKey, _ rhs: FeedbackKey) -> Bool {
+        if lhs.tenant != rhs.tenant { return lhs.tenant < rhs.tenant }
+        if lhs.environment != rhs.environment { return lhs.environment.rawValue < rhs.environment.rawValue }
+        return lhs.deviceToken.readableBytesView.lexicographicallyPrecedes(rhs.deviceToken.readableBytesView)
+    }
+
+    // MARK: Feedback: serving
+
+    public func drain(
+        tenant: String,
+        environment: APNsEnvironment,
+        options: FeedbackDrainOptions,
+        deliver: ([FeedbackTuple]) async throws -> Void,
+        finish: () async -> Void
+    ) async throws -> FeedbackDrainResult {
+        let claim = DrainClaim.make()
+        let lengthFilter = options.only32ByteTokens ? "AND octet_length(token) = 32" : ""
+        var batch: Int32 = 0
+        var delivered = 0
+        var completed = false
+        var storeError: (any Error)?
+        while true {
+            var tuples: [(id: Int64, tuple: FeedbackTuple)] = []
+            do {
+                batch += 1
+                let rows = try await self.client.query(
+                    """
+                    UPDATE feedback_entries SET claim = \(claim), claim_batch = \(batch), claimed_at = \(self.configuration.nowSeconds)
+                    WHERE id IN (
+                        SELECT id FROM feedback_entries
+                        WHERE tenant = \(tenant) AND environment = \(environment.rawValue) AND claim IS NULL \(unescaped: lengthFilter)
+                        ORDER BY id LIMIT \(Int64(options.batchSize))
+                        FOR UPDATE SKIP LOCKED
+                    )
+                    RETURNING id, token, timestamp
+                    """,
+                    logger: self.logger
+                )
+                for try await (id, token, timestamp) in rows.decode((Int64, ByteBuffer, Int64).self) {
+                    tuples.append((id, FeedbackTuple(timestamp: UInt32(clamping: timestamp), deviceToken: token)))
+                }
+            } catch {
+                storeError = error
+                break
+            }
+            if tuples.isEmpty {
+                completed = true
+                break
+            }
+            tuples.sort { $0.id < $1.id }
+            do {
+                try await deliver(tuples.map(\.tuple))
+            } catch {
+                break
+            }
+            delivered += tuples.count
+            if tuples.count < options.batchSize {
+                completed = true
+                break
+            }
+        }
+        if completed {
+            await finish()
+        }
+        try await self.settle(claim: claim, deliveredBatches: completed ? batch : batch - 1)
+        if let storeError { throw storeError }
+        return FeedbackDrainResult(delivered: delivered, completed: completed)
+    }
+
+    private func settle(claim: String, deliveredBatches: Int32) async throws {
+        while true {
+            var deleted = 0
+            let rows = try await self.client.query(
+                """
+                DELETE FROM feedback_entries WHERE id IN (
+                    SELECT id FROM feedback_entries WHERE claim = \(claim) AND claim_batch <= \(deliveredBatches) LIMIT 10000
+                ) RETURNING id
+                """,
+                logger: self.logger
+            )
+            for try await _ in rows { deleted += 1 }
+            if deleted == 0 { break }
+        }
+        try await self.client.query(
+            "UPDATE feedback_entries SET claim = NULL, claim_batch = NULL, claimed_at = NULL WHERE claim = \(claim)",
+            logger: self.logger
+        )
+    }
+
+    public func pendingEntries(tenant: String, environment: APNsEnvironment, limit: Int) async throws -> [FeedbackEntry] {
+        var entries: [FeedbackEntry] = []
+        let rows = try await self.client.query(
+            """
+            SELECT token, timestamp FROM feedback_entries
+            WHERE tenant = \(tenant) AND environment = \(environment.rawValue) AND claim IS NULL
+            ORDER BY id LIMIT \(Int64(limit))
+            """,
+            logger: self.logger
+        )
+        for try await (token, timestamp) in rows.decode((ByteBuffer, Int64).self) {
+            entries.append(FeedbackEntry(tenant: tenant, environment: environment, deviceToken: token, timestamp: UInt32(clamping: timestamp)))
+        }
+        return entries
+    }
+
+    public func pendingCount() async throws -> Int {
+        var count: Int64 = 0
+        for try await found in try await self.client.query("SELECT count(*) FROM feedback_entries", logger: self.logger).decode(Int64.self) {
+            count = found
+        }
+        return Int(count)
+    }
+
+    // MARK: Resend records
+
+    public func remember(_ records: [ResendRecord], on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        let expiresAt = self.configuration.nowMilliseconds + self.configuration.resendRecordWindow.milliseconds
+        let hashes = records.map(\.key.storageHash)
+        let tenants = records.map(\.key.tenant)
+        let encoded = records.map { $0.outcome.map(StoredOutcome.encode) ?? (kind: -1, value: 0) }
+        let kinds = encoded.map(\.kind)
+        let values = encoded.map(\.value)
+        return eventLoop.makeFutureWithTask {
+            try await self.client.query(
+                """
+                INSERT INTO resend_records (key_hash, tenant, expires_at, outcome, outcome_value)
+                SELECT r.key_hash, r.tenant, \(expiresAt), NULLIF(r.kind, -1), r.value
+                FROM unnest(\(hashes)::bytea[], \(tenants)::text[], \(kinds)::bigint[], \(values)::bigint[])
+                    WITH ORDINALITY AS r(key_hash, tenant, kind, value, position)
+                ORDER BY r.position
+                """,
+                logger: self.logger
+            )
+        }
+    }
+
+    public func resolve(_ key: ResendRecordKey, outcome: NotificationOutcome, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        let (kind, value) = StoredOutcome.encode(outcome)
+        let hash = key.storageHash
+        return eventLoop.makeFutureWithTask {
+            try await self.client.query(
+                """
+                UPDATE resend_records SET outcome = \(kind), outcome_value = \(value)
+                WHERE id = (
+                    SELECT id FROM resend_records WHERE key_hash = \(hash) AND outcome IS NULL
+                    ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED
+                )
+                """,
+                logger: self.logger
+            )
+        }
+    }
+
+    public func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome?> {
+        let hash = key.storageHash
+        return eventLoop.makeFutureWithTask {
+            let now = self.configuration.nowMilliseconds
+            var claimed: (id: Int64, expiresAt: Int64, kind: Int64?, value: Int64?)?
+            let rows = try await self.client.query(
+                """
+                UPDATE resend_records SET claimed = true
+                WHERE id = (
+                    SELECT id FROM resend_records WHERE key_hash = \(hash) AND NOT claimed AND expires_at >= \(now)
+                    ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED
+                )
+                RETURNING id, expires_at, outcome, outcome_value
+                """,
+                logger: self.logger
+            )
+            for try await row in rows.decode((Int64, Int64, Int64?, Int64?).self) {
+                claimed = (row.0, row.1, row.2, row.3)
+            }
+            guard var record = claimed else { return nil }
+            // The outcome of the first send may still be on its way, possibly on another
+            // instance: wait for it, at most until the record expires.
+            while record.kind == nil {
+                if self.configuration.nowMilliseconds > record.expiresAt { return .rejected(.processingError) }
+                try await Task.sleep(for: self.configuration.resendOutcomePollInterval)
+                let rows = try await self.client.query(
+                    "SELECT outcome, outcome_value FROM resend_records WHERE id = \(record.id)",
+                    logger: self.logger
+                )
+                var found = false
+                for try await (kind, value) in rows.decode((Int64?, Int64?).self) {
+                    record.kind = kind
+                    record.value = value
+                    found = true
+                }
+                if !found { return .rejected(.processingError) }
+            }
+            return StoredOutcome.decode(kind: record.kind ?? -1, value: record.value ?? 0)
+        }
+    }
+
+    // MARK: Maintenance
+
+    public func removeExpired() async throws -> StoreSweep {
+        let nowSeconds = self.configuration.nowSeconds
+        let nowMilliseconds = self.configuration.nowMilliseconds
+        let retentionStart = nowSeconds - self.configuration.feedbackRetention.milliseconds / 1000
+        let leaseStart = nowSeconds - self.configuration.claimLease.milliseconds / 1000
+        func count(_ query: PostgresQuery) async throws -> Int {
+            var n = 0
+            for try await _ in try await self.client.query(query, logger: self.logger) { n += 1 }
+            return n
+        }
+        let entries = try await count("DELETE FROM feedback_entries WHERE recorded_at < \(retentionStart) AND claim IS NULL RETURNING id")
+        let records = try await count(
+            "DELETE FROM resend_records WHERE expires_at < \(nowMilliseconds) OR (claimed AND outcome IS NOT NULL) RETURNING id"
+        )
+        let claims = try await count(
+            "UPDATE feedback_entries SET claim = NULL, claim_batch = NULL, claimed_at = NULL WHERE claimed_at < \(leaseStart) RETURNING id"
+        )
+        return StoreSweep(feedbackEntries: entries, resendRecords: records, releasedClaims: claims)
+    }
+}

@@ -1,0 +1,459 @@
+import BridgeCore
+import Foundation
+import LegacyProtocol
+import Logging
+import NIOCore
+import SQLiteNIO
+import Synchronization
+
+/// The embedded store: one SQLite file, for one bridge process (CONTRACT §4).
+///
+/// WAL journal; `synchronous=FULL` by default, so a commit survives a power cut as well as a
+/// crash. One connection: SQLite has one writer at a time anyway, and every operation here
+/// writes. Statements run on NIO's thread pool; a transaction's statements take turns through
+/// an ``AsyncSerialLock``.
+///
+/// One process per file: at open, claims left by a drain of a previous run (which died before
+/// it could delete or release them) are released at once.
+public final class SQLiteBridgeStore: BridgeStore {
+    public enum Synchronous: String, Sendable {
+        /// A commit is on disk before it returns: survives crashes and power cuts.
+        case full = "FULL"
+        /// WAL with `NORMAL`: survives a crash of the process; a power cut may lose the last
+        /// commits.
+        case normal = "NORMAL"
+    }
+
+    /// The schema this code writes; `PRAGMA user_version` holds the file's.
+    static let schemaVersion = 1
+
+    public let configuration: BridgeStoreConfiguration
+    public let path: String
+    private let connection: SQLiteConnection
+    private let lock: AsyncSerialLock
+    private let batcher: FeedbackWriteBatcher
+    private let logger: Logger
+    /// UNIX milliseconds after which no unclaimed resend record can be live: until then, a
+    /// claim needs a query; after it, the answer is "no record" without one.
+    private let resendRecordsLiveUntil: Mutex<Int64>
+
+    private init(
+        path: String,
+        connection: SQLiteConnection,
+        lock: AsyncSerialLock,
+        configuration: BridgeStoreConfiguration,
+        resendRecordsLiveUntil: Int64,
+        logger: Logger
+    ) {
+        self.path = path
+        self.connection = connection
+        self.lock = lock
+        self.configuration = configuration
+        self.logger = logger
+        self.resendRecordsLiveUntil = Mutex(resendRecordsLiveUntil)
+        self.batcher = FeedbackWriteBatcher(maximumQueued: configuration.maximumQueuedFeedbackChanges) { changes in
+            try await lock.withLock {
+                try await Self.transaction(connection) {
+                    try await Self.write(changes, to: connection, now: configuration.nowSeconds)
+                }
+            }
+        }
+    }
+
+    /// Opens (creating when needed) the database file and brings its schema up to date.
+    public static func open(
+        path: String,
+        configuration: BridgeStoreConfiguration = .init(),
+        synchronous: Synchronous = .full,
+        logger: Logger = Logger(label: "apns-bridge.store")
+    ) async throws -> SQLiteBridgeStore {
+        let connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+        do {
+            let lock = AsyncSerialLock()
+            _ = try await connection.query("PRAGMA journal_mode = WAL")
+            _ = try await connection.query("PRAGMA synchronous = \(synchronous.rawValue)")
+            try await Self.migrate(connection, logger: logger)
+            let released = try await connection.query(
+                "UPDATE feedback_entries SET claim = NULL, claim_batch = NULL, claimed_at = NULL WHERE claim IS NOT NULL RETURNING id"
+            ).count
+            if released > 0 {
+                logger.notice("released feedback entries claimed by an unfinished drain of a previous run", metadata: ["entries": "\(released)"])
+            }
+            let liveUntil = try await connection.query("SELECT max(expires_at) AS until FROM resend_records WHERE claimed = 0")
+                .first?.column("until")?.integer ?? 0
+            logger.info("store opened", metadata: ["backend": "sqlite", "path": "\(path)", "synchronous": "\(synchronous.rawValue)"])
+            return SQLiteBridgeStore(
+                path: path,
+                connection: connection,
+                lock: lock,
+                configuration: configuration,
+                resendRecordsLiveUntil: Int64(liveUntil),
+                logger: logger
+            )
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    public func close() async {
+        await self.batcher.close()
+        try? await self.lock.withLock { try await self.connection.close() }
+    }
+
+    // MARK: Schema
+
+    private static func migrate(_ connection: SQLiteConnection, logger: Logger) async throws {
+        let version = try await connection.query("PRAGMA user_version").first?.column("user_version")?.integer ?? 0
+        if version > Self.schemaVersion {
+            throw StoreError.schemaTooNew(found: Int(version), known: Self.schemaVersion)
+        }
+        guard version < 1 else { return }
+        try await Self.transaction(connection) {
+            for statement in [
+                """
+                CREATE TABLE feedback_entries (
+                    id INTEGER PRIMARY KEY,
+                    tenant TEXT NOT NULL,
+                    environment TEXT NOT NULL,
+                    token BLOB NOT NULL,
+                    timestamp INTEGER NOT NULL,
+                    recorded_at INTEGER NOT NULL,
+                    claim TEXT,
+                    claim_batch INTEGER,
+                    claimed_at INTEGER,
+                    UNIQUE (tenant, environment, token)
+                )
+                """,
+                "CREATE INDEX feedback_entries_pending ON feedback_entries (tenant, environment, claim, id)",
+                "CREATE INDEX feedback_entries_claim ON feedback_entries (claim, claim_batch) WHERE claim IS NOT NULL",
+                "CREATE INDEX feedback_entries_recorded ON feedback_entries (recorded_at)",
+                """
+                CREATE TABLE resend_records (
+                    id INTEGER PRIMARY KEY,
+                    key_hash BLOB NOT NULL,
+                    tenant TEXT NOT NULL,
+                    expires_at INTEGER NOT NULL,
+                    claimed INTEGER NOT NULL DEFAULT 0,
+                    outcome INTEGER,
+                    outcome_value INTEGER
+                )
+                """,
+                "CREATE INDEX resend_records_key ON resend_records (key_hash, id)",
+                "CREATE INDEX resend_records_expiry ON resend_records (expires_at)",
+                "PRAGMA user_version = 1",
+            ] {
+                _ = try await connection.query(statement)
+            }
+        }
+        logger.info("store schema created", metadata: ["backend": "sqlite", "version": "1"])
+    }
+
+    private static func transaction<Result>(_ connection: SQLiteConnection, _ body: () async throws -> Result) async throws -> Result {
+        _ = try await connection.query("BEGIN IMMEDIATE")
+        do {
+            let result = try await body()
+            _ = try await connection.query("COMMIT")
+            return result
+        } catch {
+            _ = try? await connection.query("ROLLBACK")
+            throw error
+        }
+    }
+
+    // MARK: Feedback: recording
+
+    public func apply(_ change: FeedbackChange, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        self.batcher.submit(change, on: eventLoop)
+    }
+
+    /// Rows per statement: well under SQLite's limit of bound parameters.
+    private static let rowsPerStatement = 200
+
+    private static func write(_ changes: [FeedbackChange], to connection: SQLiteConnection, now: Int64) async throws {
+        var entries: [FeedbackEntry] = []
+        var removals: [FeedbackKey] = []
+        for change in changes {
+            switch change {
+            case .unregistered(let entry): entries.append(entry)
+            case .registered(let key): removals.append(key)
+            }
+        }
+        for start in stride(from: 0, to: entries.count, by: Self.rowsPerStatement) {
+            let chunk = entries[start..<min(start + Self.rowsPerStatement, entries.count)]
+            var binds: [SQLiteData] = []
+            binds.reserveCapacity(chunk.count * 5)
+            for entry in chunk {
+                binds += [.text(entry.tenant), .text(entry.environment.rawValue), .blob(entry.deviceToken), .integer(Int(entry.timestamp)), .integer(Int(now))]
+            }
+            // A newer timestamp replaces the entry and cancels a claim on it: the drain serving
+            // the older one must not delete the newer.
+            _ = try await connection.query(
+                """
+                INSERT INTO feedback_entries (tenant, environment, token, timestamp, recorded_at)
+                VALUES \(Array(repeating: "(?, ?, ?, ?, ?)", count: chunk.count).joined(separator: ", "))
+                ON CONFLICT (tenant, environment, token) DO UPDATE SET
+                    timestamp = excluded.timestamp, recorded_at = excluded.recorded_at,
+                    claim = NULL, claim_batch = NULL, claimed_at = NULL
+                WHERE excluded.timestamp > feedback_entries.timestamp
+                """,
+                binds
+            )
+        }
+        for start in stride(from: 0, to: removals.count, by: Self.rowsPerStatement) {
+            let chunk = removals[start..<min(start + Self.rowsPerStatement, removals.count)]
+            var binds: [SQLiteData] = []
+            binds.reserveCapacity(chunk.count * 3)
+            for key in chunk {
+                binds += [.text(key.tenant), .text(key.environment.rawValue), .blob(key.deviceToken)]
+            }
+            _ = try await connection.query(
+                """
+                DELETE FROM feedback_entries WHERE (tenant, environment, token) IN
+                (VALUES \(Array(repeating: "(?, ?, ?)", count: chunk.count).joined(separator: ", ")))
+                """,
+                binds
+            )
+        }
+    }
+
+    // MARK: Feedback: serving
+
+    public func drain(
+        tenant: String,
+        environment: APNsEnvironment,
+        options: FeedbackDrainOptions,
+        deliver: ([FeedbackTuple]) async throws -> Void,
+        finish: () async -> Void
+    ) async throws -> FeedbackDrainResult {
+        let claim = DrainClaim.make()
+        var batch = 0
+        var delivered = 0
+        var completed = false
+        var storeError: (any Error)?
+        let lengthFilter = options.only32ByteTokens ? "AND length(token) = 32" : ""
+        while true {
+            let rows: [SQLiteRow]
+            do {
+                batch += 1
+                rows = try await self.lock.withLock {
+                    try await self.connection.query(
+                        """
+                        UPDATE feedback_entries SET claim = ?, claim_batch = ?, claimed_at = ?
+                        WHERE id IN (
+                            SELECT id FROM feedback_entries
+                            WHERE tenant = ? AND environment = ? AND claim IS NULL \(lengthFilter)
+                            ORDER BY id LIMIT ?
+                        )
+                        RETURNING id, token, timestamp
+                        """,
+                        [
+                            .text(claim), .integer(batch), .integer(Int(self.configuration.nowSeconds)),
+                            .text(tenant), .text(environment.rawValue), .integer(options.batchSize),
+                        ]
+                    )
+                }
+            } catch {
+                storeError = error
+                break
+            }
+            if rows.isEmpty {
+                completed = true
+                break
+            }
+            let tuples = rows.sorted { ($0.column("id")?.integer ?? 0) < ($1.column("id")?.integer ?? 0) }.map {
+                FeedbackTuple(
+                    timestamp: UInt32(clamping: $0.column("timestamp")?.integer ?? 0),
+                    deviceToken: $0.column("token")?.blob ?? ByteBuffer()
+                )
+            }
+            do {
+                try await deliver(tuples)
+            } catch {
+                break  // the poller is gone: what it got is deleted below, the rest released
+            }
+            delivered += tuples.count
+            if tuples.count < options.batchSize {
+                completed = true
+                break
+            }
+        }
+        if completed {
+            await finish()
+        }
+        let deliveredBatches = completed ? batch : batch - 1
+        try await self.settle(claim: claim, deliveredBatches: deliveredBatches)
+        if let storeError { throw storeError }
+        return FeedbackDrainResult(delivered: delivered, completed: completed)
+    }
+
+    /// Deletes the delivered batches of a claim (in chunks, so the gateway's commits are not held
+    /// up by a long list) and releases the rest.
+    private func settle(claim: String, deliveredBatches: Int) async throws {
+        while true {
+            let deleted = try await self.lock.withLock {
+                try await self.connection.query(
+                    """
+                    DELETE FROM feedback_entries WHERE id IN (
+                        SELECT id FROM feedback_entries WHERE claim = ? AND claim_batch <= ? LIMIT 10000
+                    ) RETURNING id
+                    """,
+                    [.text(claim), .integer(deliveredBatches)]
+                ).count
+            }
+            if deleted == 0 { break }
+        }
+        _ = try await self.lock.withLock {
+            try await self.connection.query(
+                "UPDATE feedback_entries SET claim = NULL, claim_batch = NULL, claimed_at = NULL WHERE claim = ?",
+                [.text(claim)]
+            )
+        }
+    }
+
+    public func pendingEntries(tenant: String, environment: APNsEnvironment, limit: Int) async throws -> [FeedbackEntry] {
+        try await self.lock.withLock {
+            try await self.connection.query(
+                "SELECT token, timestamp FROM feedback_entries WHERE tenant = ? AND environment = ? AND claim IS NULL ORDER BY id LIMIT ?",
+                [.text(tenant), .text(environment.rawValue), .integer(limit)]
+            )
+        }.map {
+            FeedbackEntry(
+                tenant: tenant,
+                environment: environment,
+                deviceToken: $0.column("token")?.blob ?? ByteBuffer(),
+                timestamp: UInt32(clamping: $0.column("timestamp")?.integer ?? 0)
+            )
+        }
+    }
+
+    public func pendingCount() async throws -> Int {
+        try await self.lock.withLock {
+            try await self.connection.query("SELECT count(*) AS n FROM feedback_entries")
+        }.first?.column("n")?.integer ?? 0
+    }
+
+    // MARK: Resend records
+
+    public func remember(_ records: [ResendRecord], on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        let expiresAt = self.configuration.nowMilliseconds + self.configuration.resendRecordWindow.milliseconds
+        // Before the insert: a claim racing with it then queries rather than skips.
+        self.resendRecordsLiveUntil.withLock { $0 = max($0, expiresAt) }
+        return eventLoop.makeFutureWithTask {
+            try await self.lock.withLock {
+                try await Self.transaction(self.connection) {
+                    for record in records {
+                        let (kind, value) = record.outcome.map(StoredOutcome.encode) ?? (-1, 0)
+                        _ = try await self.connection.query(
+                            "INSERT INTO resend_records (key_hash, tenant, expires_at, outcome, outcome_value) VALUES (?, ?, ?, ?, ?)",
+                            [.blob(record.key.storageHash), .text(record.key.tenant), .integer(Int(expiresAt)),
+                             kind < 0 ? .null : .integer(Int(kind)), .integer(Int(value))]
+                        )
+                    }
+                }
+            }
+        }
+    }
+
+    private var mayHoldLiveResendRecords: Bool {
+        self.configuration.nowMilliseconds <= self.resendRecordsLiveUntil.withLock { $0 }
+    }
+
+    public func resolve(_ key: ResendRecordKey, outcome: NotificationOutcome, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        guard self.mayHoldLiveResendRecords else { return eventLoop.makeSucceededVoidFuture() }
+        let (kind, value) = StoredOutcome.encode(outcome)
+        return eventLoop.makeFutureWithTask {
+            _ = try await self.lock.withLock {
+                try await self.connection.query(
+                    """
+                    UPDATE resend_records SET outcome = ?, outcome_value = ?
+                    WHERE id = (SELECT id FROM resend_records WHERE key_hash = ? AND outcome IS NULL ORDER BY id LIMIT 1)
+                    """,
+                    [.integer(Int(kind)), .integer(Int(value)), .blob(key.storageHash)]
+                )
+            }
+        }
+    }
+
+    public func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome?> {
+        guard self.mayHoldLiveResendRecords else { return eventLoop.makeSucceededFuture(nil) }
+        return eventLoop.makeFutureWithTask {
+            let now = self.configuration.nowMilliseconds
+            let row = try await self.lock.withLock {
+                try await self.connection.query(
+                    """
+                    UPDATE resend_records SET claimed = 1
+                    WHERE id = (
+                        SELECT id FROM resend_records WHERE key_hash = ? AND claimed = 0 AND expires_at >= ? ORDER BY id LIMIT 1
+                    )
+                    RETURNING id, expires_at, outcome, outcome_value
+                    """,
+                    [.blob(key.storageHash), .integer(Int(now))]
+                ).first
+            }
+            guard let row, let id = row.column("id")?.integer else { return nil }
+            var outcomeRow = row
+            let expiresAt = Int64(row.column("expires_at")?.integer ?? 0)
+            // The record's outcome may still be on its way (the upstream has not answered the
+            // first send): wait for it, at most until the record expires.
+            while outcomeRow.column("outcome")?.isNull ?? true {
+                if self.configuration.nowMilliseconds > expiresAt { return .rejected(.processingError) }
+                try await Task.sleep(for: self.configuration.resendOutcomePollInterval)
+                guard let next = try await self.lock.withLock({
+                    try await self.connection.query("SELECT outcome, outcome_value FROM resend_records WHERE id = ?", [.integer(id)]).first
+                }) else { return .rejected(.processingError) }
+                outcomeRow = next
+            }
+            return StoredOutcome.decode(
+                kind: Int64(outcomeRow.column("outcome")?.integer ?? -1),
+                value: Int64(outcomeRow.column("outcome_value")?.integer ?? 0)
+            )
+        }
+    }
+
+    // MARK: Maintenance
+
+    public func removeExpired() async throws -> StoreSweep {
+        let nowSeconds = self.configuration.nowSeconds
+        let nowMilliseconds = self.configuration.nowMilliseconds
+        let retentionStart = nowSeconds - self.configuration.feedbackRetention.milliseconds / 1000
+        let leaseStart = nowSeconds - self.configuration.claimLease.milliseconds / 1000
+        return try await self.lock.withLock {
+            let entries = try await self.connection.query(
+                "DELETE FROM feedback_entries WHERE recorded_at < ? AND claim IS NULL RETURNING id", [.integer(Int(retentionStart))]
+            ).count
+            let records = try await self.connection.query(
+                "DELETE FROM resend_records WHERE expires_at < ? OR (claimed = 1 AND outcome IS NOT NULL) RETURNING id",
+                [.integer(Int(nowMilliseconds))]
+            ).count
+            let claims = try await self.connection.query(
+                "UPDATE feedback_entries SET claim = NULL, claim_batch = NULL, claimed_at = NULL WHERE claimed_at < ? RETURNING id",
+                [.integer(Int(leaseStart))]
+            ).count
+            return StoreSweep(feedbackEntries: entries, resendRecords: records, releasedClaims: claims)
+        }
+    }
+}
+
+/// Errors of the stores themselves (the database libraries' errors pass through).
+public enum StoreError: Error, CustomStringConvertible {
+    case schemaTooNew(found: Int, known: Int)
+    case invalidURL(String)
+
+    public var description: String {
+        switch self {
+        case .schemaTooNew(let found, let known):
+            "the database's schema version \(found) is newer than this apns-bridge knows (\(known)); upgrade apns-bridge"
+        case .invalidURL(let reason):
+            "invalid store URL: \(reason)"
+        }
+    }
+}
+
+/// A drain's claim: unique across processes and instances.
+enum DrainClaim {
+    static func make() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return String(generator.next(), radix: 16) + String(generator.next(), radix: 16)
+    }
+}

@@ -1,0 +1,113 @@
+import BridgeCore
+import NIOCore
+import Synchronization
+
+/// Group commit for feedback changes.
+///
+/// The gateway produces one change per upstream answer (a 410 records, a 200 removes). Changes
+/// that arrive while a commit is running wait and go into the next transaction together, so
+/// the number of commits adapts to the load rather than to the number of answers. Within a
+/// batch the last change per (tenant, environment, token) wins, except that of two 410s the
+/// later timestamp is kept. Each caller's future completes when the batch holding its change
+/// has committed.
+final class FeedbackWriteBatcher: Sendable {
+    struct QueuedChange {
+        var change: FeedbackChange
+        var promises: [EventLoopPromise<Void>]
+    }
+
+    private struct State {
+        var queued: [FeedbackKey: QueuedChange] = [:]
+        var isCommitting = false
+        var isClosed = false
+    }
+
+    struct QueueFull: Error, CustomStringConvertible {
+        var limit: Int
+        var description: String { "feedback store queue full (\(self.limit) changes waiting for a commit)" }
+    }
+
+    struct StoreClosed: Error, CustomStringConvertible {
+        var description: String { "the store is closed" }
+    }
+
+    private let state = Mutex(State())
+    private let maximumQueued: Int
+    private let commit: @Sendable ([FeedbackChange]) async throws -> Void
+
+    /// - Parameter commit: stores a batch in one transaction; changes have distinct keys.
+    init(maximumQueued: Int, commit: @escaping @Sendable ([FeedbackChange]) async throws -> Void) {
+        self.maximumQueued = maximumQueued
+        self.commit = commit
+    }
+
+    func submit(_ change: FeedbackChange, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        var change = change
+        var key = change.key
+        key.deviceToken = ByteBuffer(buffer: key.deviceToken)  // do not pin the connection's read buffer
+        if case .unregistered(var entry) = change {
+            entry.deviceToken = key.deviceToken
+            change = .unregistered(entry)
+        } else {
+            change = .registered(key)
+        }
+        let promise = eventLoop.makePromise(of: Void.self)
+        enum Decision { case refuse(any Error), queued, startCommitting }
+        let decision: Decision = self.state.withLock { state in
+            if state.isClosed { return .refuse(StoreClosed()) }
+            if var existing = state.queued[key] {
+                existing.change = Self.merge(existing.change, change)
+                existing.promises.append(promise)
+                state.queued[key] = existing
+            } else {
+                guard state.queued.count < self.maximumQueued else { return .refuse(QueueFull(limit: self.maximumQueued)) }
+                state.queued[key] = QueuedChange(change: change, promises: [promise])
+            }
+            if state.isCommitting { return .queued }
+            state.isCommitting = true
+            return .startCommitting
+        }
+        switch decision {
+        case .refuse(let error):
+            promise.fail(error)
+        case .queued:
+            break
+        case .startCommitting:
+            Task { await self.commitUntilEmpty() }
+        }
+        return promise.futureResult
+    }
+
+    /// Commits what is queued now; returns when nothing is queued or being committed.
+    func close() async {
+        self.state.withLock { $0.isClosed = true }
+        while self.state.withLock({ $0.isCommitting || !$0.queued.isEmpty }) {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    private func commitUntilEmpty() async {
+        while true {
+            let batch: [QueuedChange] = self.state.withLock { state in
+                let batch = Array(state.queued.values)
+                state.queued.removeAll(keepingCapacity: true)
+                if batch.isEmpty { state.isCommitting = false }
+                return batch
+            }
+            if batch.isEmpty { return }
+            do {
+                try await self.commit(batch.map(\.change))
+                for queued in batch { queued.promises.forEach { $0.succeed() } }
+            } catch {
+                for queued in batch { queued.promises.forEach { $0.fail(error) } }
+            }
+        }
+    }
+
+    private static func merge(_ earlier: FeedbackChange, _ later: FeedbackChange) -> FeedbackChange {
+        if case .unregistered(let first) = earlier, case .unregistered(let second) = later, first.timestamp > second.timestamp {
+            return earlier
+        }
+        return later
+    }
+}

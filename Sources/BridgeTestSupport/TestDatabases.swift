@@ -1,0 +1,80 @@
+import BridgeStores
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Databases for tests: a new SQLite file, or a new database on the PostgreSQL server named
+/// by `APNS_BRIDGE_TEST_POSTGRES_URL` (`scripts/test` starts a throwaway one and sets it).
+public enum TestDatabases {
+    public static var postgresURL: String? {
+        ProcessInfo.processInfo.environment["APNS_BRIDGE_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    /// A path for a new SQLite database in a new temporary folder.
+    public static func sqliteLocation() throws -> String {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return "sqlite:" + directory.appendingPathComponent("store.sqlite").path
+    }
+
+    /// Creates an empty database on the test server and returns its URL.
+    public static func postgresLocation() async throws -> String {
+        guard let base = Self.postgresURL, var components = URLComponents(string: base) else {
+            throw TestDatabaseUnavailable()
+        }
+        let name = "apns_bridge_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
+        var logger = Logger(label: "test.postgres")
+        logger.logLevel = .error  // not the warning about a lease requested before run() started
+        let client = PostgresClient(configuration: try Self.clientConfiguration(base), backgroundLogger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            try await client.query("CREATE DATABASE \(unescaped: name)")
+            group.cancelAll()
+        }
+        components.path = "/" + name
+        return components.string!
+    }
+
+    static func clientConfiguration(_ url: String) throws -> PostgresClient.Configuration {
+        guard let components = URLComponents(string: url), let user = components.user else { throw TestDatabaseUnavailable() }
+        let query = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
+        let database = components.path.isEmpty ? nil : String(components.path.dropFirst())
+        if let directory = query["host"], directory.hasPrefix("/") {
+            return .init(unixSocketPath: "\(directory)/.s.PGSQL.\(components.port ?? 5432)", username: user, password: components.password, database: database)
+        }
+        return .init(host: components.host ?? "127.0.0.1", port: components.port ?? 5432, username: user, password: components.password, database: database, tls: .disable)
+    }
+
+    public struct TestDatabaseUnavailable: Error, CustomStringConvertible {
+        public var description: String {
+            "APNS_BRIDGE_TEST_POSTGRES_URL is not set: run the tests with scripts/test, which starts a throwaway PostgreSQL"
+        }
+    }
+}
+
+/// The two store implementations, for tests that run against both.
+public enum StoreKind: String, CaseIterable, Sendable {
+    case sqlite
+    case postgres
+
+    /// A new, empty store location of this kind.
+    public func makeLocation() async throws -> String {
+        switch self {
+        case .sqlite: try TestDatabases.sqliteLocation()
+        case .postgres: try await TestDatabases.postgresLocation()
+        }
+    }
+
+    public func open(_ location: String, configuration: BridgeStoreConfiguration = .init()) async throws -> any BridgeStore {
+        try await BridgeStoreLocation.open(location, configuration: configuration, logger: Logger.forTests("apns-bridge.test.store"))
+    }
+}
+
+
+extension StoreKind {
+    /// The kinds these tests can reach: SQLite always, PostgreSQL when a test server is set.
+    /// (A separate test reports itself skipped when PostgreSQL is missing, and CI fails on a skip.)
+    public static var available: [StoreKind] {
+        TestDatabases.postgresURL == nil ? [.sqlite] : [.sqlite, .postgres]
+    }
+}

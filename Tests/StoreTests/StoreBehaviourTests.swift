@@ -1,0 +1,284 @@
+import BridgeCore
+import BridgeStores
+import BridgeTestSupport
+import Foundation
+import LegacyProtocol
+import NIOCore
+import NIOPosix
+import Synchronization
+import Testing
+
+/// One behavioural suite, run against both stores (issue 4): what the gateway records, what the
+/// feedback listener serves, and the resend records of CONTRACT §1.6.
+@Suite("Store behaviour (SQLite and PostgreSQL)")
+struct StoreBehaviourTests {
+    static let eventLoop = MultiThreadedEventLoopGroup.singleton.any()
+
+    static func token(_ n: Int, length: Int = 32) -> ByteBuffer {
+        var bytes = ByteBuffer()
+        bytes.writeInteger(UInt32(n))
+        bytes.writeRepeatingByte(0xA5, count: length - 4)
+        return bytes
+    }
+
+    static func unregistered(_ n: Int, tenant: String = "com.example.a", environment: APNsEnvironment = .production, at timestamp: UInt32 = 1000, length: Int = 32) -> FeedbackChange {
+        .unregistered(FeedbackEntry(tenant: tenant, environment: environment, deviceToken: token(n, length: length), timestamp: timestamp))
+    }
+
+    static func apply(_ changes: [FeedbackChange], to store: any BridgeStore) async throws {
+        try await EventLoopFuture.andAllSucceed(changes.map { store.apply($0, on: eventLoop) }, on: eventLoop).get()
+    }
+
+    /// Drains everything (like a poller that reads to the end) and returns the tuples.
+    static func drainAll(_ store: any BridgeStore, tenant: String = "com.example.a", environment: APNsEnvironment = .production, options: FeedbackDrainOptions = .init()) async throws -> [FeedbackTuple] {
+        let received = Mutex<[FeedbackTuple]>([])
+        let finished = Mutex(0)
+        let result = try await store.drain(tenant: tenant, environment: environment, options: options) { tuples in
+            received.withLock { $0 += tuples }
+        } finish: {
+            finished.withLock { $0 += 1 }
+        }
+        #expect(result.completed)
+        #expect(finished.withLock { $0 } == 1, "finish is called once, after the last batch")
+        let tuples = received.withLock { $0 }
+        #expect(result.delivered == tuples.count)
+        return tuples
+    }
+
+    static func tokenNumbers(_ tuples: [FeedbackTuple]) -> [Int] {
+        tuples.map { Int($0.deviceToken.getInteger(at: $0.deviceToken.readerIndex, as: UInt32.self)!) }
+    }
+
+    @Test("PostgreSQL is configured for these tests", .enabled(if: TestDatabases.postgresURL != nil, "APNS_BRIDGE_TEST_POSTGRES_URL is not set; run scripts/test"))
+    func postgresIsConfigured() async throws {
+        let store = try await StoreKind.postgres.open(try await StoreKind.postgres.makeLocation())
+        #expect(try await store.pendingCount() == 0)
+        await store.close()
+    }
+
+    @Test("One entry per token, keeping the latest timestamp; a 200 removes it; a later 410 records it again", arguments: StoreKind.available)
+    func recording(kind: StoreKind) async throws {
+        let store = try await kind.open(try await kind.makeLocation())
+        try await Self.apply([Self.unregistered(1, at: 100), Self.unregistered(2, at: 100)], to: store)
+        try await Self.apply([Self.unregistered(1, at: 300)], to: store)
+        try await Self.apply([Self.unregistered(1, at: 200)], to: store)  // older: ignored
+        var pending = try await store.pendingEntries(tenant: "com.example.a", environment: .production, limit: 10)
+        #expect(pending.map(\.timestamp).sorted() == [100, 300])
+        #expect(try await store.pendingCount() == 2)
+
+        try await Self.apply([.registered(FeedbackKey(tenant: "com.example.a", environment: .production, deviceToken: Self.token(2)))], to: store)
+        pending = try await store.pendingEntries(tenant: "com.example.a", environment: .production, limit: 10)
+        #expect(pending.map(\.deviceToken) == [Self.token(1)])
+
+        try await Self.apply([Self.unregistered(2, at: 400)], to: store)
+        #expect(try await store.pendingCount() == 2)
+        await store.close()
+    }
+
+    @Test("A 410 and a 200 for the same token in one batch: the later wins", arguments: StoreKind.available)
+    func sameBatchOrder(kind: StoreKind) async throws {
+        let store = try await kind.open(try await kind.makeLocation())
+        let key = FeedbackKey(tenant: "com.example.a", environment: .production, deviceToken: Self.token(7))
+        // Submitted without waiting, so they share a commit.
+        let first = store.apply(Self.unregistered(7), on: Self.eventLoop)
+        let second = store.apply(.registered(key), on: Self.eventLoop)
+        let third = store.apply(Self.unregistered(8), on: Self.eventLoop)
+        let fourth = store.apply(.registered(FeedbackKey(tenant: "com.example.a", environment: .production, deviceToken: Self.token(8))), on: Self.eventLoop)
+        let fifth = store.apply(Self.unregistered(8, at: 2000), on: Self.eventLoop)
+        for future in [first, second, third, fourth, fifth] { try await future.get() }
+        let pending = try await store.pendingEntries(tenant: "com.example.a", environment: .production, limit: 10)
+        #expect(Self.tokenNumbers(pending.map { FeedbackTuple(timestamp: $0.timestamp, deviceToken: $0.deviceToken) }) == [8])
+        #expect(pending.first?.timestamp == 2000)
+        await store.close()
+    }
+
+    @Test("A drain serves every pending entry in order, deletes them, and an empty list finishes at once", arguments: StoreKind.available)
+    func drainEverything(kind: StoreKind) async throws {
+        let store = try await kind.open(try await kind.makeLocation())
+        try await Self.apply((0..<2_500).map { Self.unregistered($0, at: UInt32(1_700_000_000 + $0)) }, to: store)
+        let tuples = try await Self.drainAll(store, options: .init(batchSize: 1000))
+        #expect(tuples.count == 2_500)
+        #expect(Set(Self.tokenNumbers(tuples)) == Set(0..<2_500))
+        #expect(tuples.allSatisfy { $0.timestamp == 1_700_000_000 + UInt32($0.deviceToken.getInteger(at: 0, as: UInt32.self)!) })
+        #expect(try await store.pendingCount() == 0)
+        #expect(try await Self.drainAll(store).isEmpty)
+        await store.close()
+    }
+
+    @Test("A poller that goes away midway: what it took is deleted, the rest is served next time", arguments: StoreKind.available)
+    func interruptedDrain(kind: StoreKind) async throws {
+        let store = try await kind.open(try await kind.makeLocation())
+        try await Self.apply((0..<50).map { Self.unregistered($0) }, to: store)
+        struct PollerGone: Error {}
+        let batches = Mutex(0)
+        let finished = Mutex(false)
+        let result = try await store.drain(tenant: "com.example.a", environment: .production, options: .init(batchSize: 10)) { _ in
+            let n = batches.withLock { $0 += 1; return $0 }
+            if n == 3 { throw PollerGone() }
+        } finish: {
+            finished.withLock { $0 = true }
+        }
+        #expect(result == FeedbackDrainResult(delivered: 20, completed: false))
+        #expect(!finished.withLock { $0 })
+        #expect(try await store.pendingCount() == 30)
+        let rest = try await Self.drainAll(store)
+        #expect(rest.count == 30)
+        await store.close()
+    }
+
+    @Test("Concurrent pollers never receive the same entry", arguments: StoreKind.available)
+    func concurrentDrains(kind: StoreKind) async throws {
+        let store = try await kind.open(try await kind.makeLocation())
+        try await Self.apply((0..<3_000).map { Self.unregistered($0) }, to: store)
+        let all = try await withThrowingTaskGroup(of: [Int].self) { group in
+            for _ in 0..<6 {
+                group.addTask {
+                    // Small batches, so that the drains interleave.
+                    Self.tokenNumbers(try await Self.drainAll(store, options: .init(batchSize: 25)))
+                }
+            }
+            var all: [Int] = []
+            for try await part in group { all += part }
+            return all
+        }
+        #expect(all.count == 3_000, "delivered \(all.count), duplicates \(all.count - Set(all).count)")
+        #expect(Set(all) == Set(0..<3_000))
+        await store.close()
+    }
+
+    @Test("A tenant never sees another tenant's tokens, nor another environment's", arguments: StoreKind.available)
+    func isolation(kind: StoreKind) async throws {
+        let store = try await kind.open(try await kind.makeLocation())
+        try await Self.apply([
+            Self.unregistered(1, tenant: "com.example.a"),
+            Self.unregistered(2, tenant: "com.example.b"),
+            Self.unregistered(3, tenant: "com.example.a", environment: .sandbox),
+            Self.unregistered(4, tenant: "com.example.a"),
+        ], to: store)
+        #expect(Self.tokenNumbers(try await Self.drainAll(store, tenant: "com.example.b")) == [2])
+        #expect(Self.tokenNumbers(try await Self.drainAll(store, tenant: "com.example.a", environment: .sandbox)) == [3])
+        #expect(Set(Self.tokenNumbers(try await Self.drainAll(store, tenant: "com.example.a"))) == [1, 4])
+        #expect(try await Self.drainAll(store, tenant: "com.example.c").isEmpty)
+        await store.close()
+    }
+
+    @Test("The 38-byte option leaves tokens that are not 32 bytes out (and pending)", arguments: StoreKind.available)
+    func only32ByteTokens(kind: StoreKind) async throws {
+        let store = try await kind.open(try await kind.makeLocation())
+        try await Self.apply([Self.unregistered(1), Self.unregistered(2, length: 64), Self.unregistered(3, length: 100)], to: store)
+        let tuples = try await Self.drainAll(store, options: .init(only32ByteTokens: true))
+        #expect(Self.tokenNumbers(tuples) == [1])
+        #expect(try await store.pendingCount() == 2)
+        let rest = try await Self.drainAll(store)
+        #expect(rest.map(\.deviceToken.readableBytes).sorted() == [64, 100])
+        await store.close()
+    }
+
+    @Test("A newer 410 for a token being served survives the drain", arguments: StoreKind.available)
+    func newerEntryDuringDrain(kind: StoreKind) async throws {
+        let store = try await kind.open(try await kind.makeLocation())
+        try await Self.apply([Self.unregistered(1, at: 100), Self.unregistered(2, at: 100)], to: store)
+        let result = try await store.drain(tenant: "com.example.a", environment: .production, options: .init()) { _ in
+            // While the poller reads: token 1 is unregistered again, later.
+            try await Self.apply([Self.unregistered(1, at: 500)], to: store)
+        } finish: {}
+        #expect(result.delivered == 2)
+        let pending = try await store.pendingEntries(tenant: "com.example.a", environment: .production, limit: 10)
+        #expect(pending.map(\.timestamp) == [500])
+        await store.close()
+    }
+
+    @Test("Entries survive closing and reopening the store", arguments: StoreKind.available)
+    func durableAcrossReopen(kind: StoreKind) async throws {
+        let location = try await kind.makeLocation()
+        var store = try await kind.open(location)
+        try await Self.apply((0..<10).map { Self.unregistered($0) }, to: store)
+        let key = ResendRecordKey(tenant: "com.example.a", identifier: .init(rawValue: 7), expiration: 0, deviceToken: Self.token(7), payloadDigest: .init(bytes: (1, 2, 3, 4)))
+        try await store.remember([ResendRecord(key: key, outcome: .accepted)], on: Self.eventLoop).get()
+        await store.close()
+        store = try await kind.open(location)
+        #expect(try await store.pendingCount() == 10)
+        #expect(try await store.claim(key, on: Self.eventLoop).get() == .accepted)
+        await store.close()
+    }
+
+    @Test("Retention removes old entries; a claim older than the lease (its drain died) is released", arguments: StoreKind.available)
+    func retentionAndLease(kind: StoreKind) async throws {
+        let clock = TestClock(Date(timeIntervalSince1970: 1_800_000_000))
+        var configuration = BridgeStoreConfiguration()
+        configuration.now = clock.function
+        configuration.feedbackRetention = .seconds(3600)
+        configuration.claimLease = .seconds(600)
+        let store = try await kind.open(try await kind.makeLocation(), configuration: configuration)
+        try await Self.apply((0..<5).map { Self.unregistered($0) }, to: store)
+        clock.advance(by: 1800)
+        try await Self.apply((5..<8).map { Self.unregistered($0) }, to: store)
+        func pending() async throws -> Int {
+            try await store.pendingEntries(tenant: "com.example.a", environment: .production, limit: 100).count
+        }
+
+        // A drain that hangs in its first batch, like one whose process froze.
+        struct Abandoned: Error {}
+        let release = Mutex(false)
+        let stuck = Task {
+            try await store.drain(tenant: "com.example.a", environment: .production, options: .init(batchSize: 3)) { _ in
+                while !release.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+                throw Abandoned()
+            } finish: {}
+        }
+        while try await pending() == 8 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(try await pending() == 5, "the first batch of 3 is claimed")
+        #expect(try await store.removeExpired().releasedClaims == 0, "within the lease")
+        clock.advance(by: 601)
+        #expect(try await store.removeExpired().releasedClaims == 3)
+        #expect(try await pending() == 8)
+        release.withLock { $0 = true }
+        #expect(try await stuck.value == FeedbackDrainResult(delivered: 0, completed: false))
+
+        clock.advance(by: 1400)  // entries 0..<5 are now 3801 s old, 5..<8 2001 s
+        #expect(try await store.removeExpired().feedbackEntries == 5)
+        #expect(Set(Self.tokenNumbers(try await Self.drainAll(store))) == [5, 6, 7])
+        await store.close()
+    }
+
+    @Test("Resend records: each is used once; a pending outcome is waited for; expired ones are gone", arguments: StoreKind.available)
+    func resendRecords(kind: StoreKind) async throws {
+        let clock = TestClock(Date(timeIntervalSince1970: 1_800_000_000))
+        var configuration = BridgeStoreConfiguration()
+        configuration.now = clock.function
+        configuration.resendRecordWindow = .seconds(120)
+        let store = try await kind.open(try await kind.makeLocation(), configuration: configuration)
+        func key(_ identifier: UInt32, tenant: String = "com.example.a") -> ResendRecordKey {
+            ResendRecordKey(tenant: tenant, identifier: .init(rawValue: identifier), expiration: 0, deviceToken: Self.token(Int(identifier)), payloadDigest: .init(bytes: (9, 9, 9, UInt64(identifier))))
+        }
+        #expect(try await store.claim(key(1), on: Self.eventLoop).get() == nil)
+        try await store.remember([
+            ResendRecord(key: key(1), outcome: .accepted),
+            ResendRecord(key: key(2), outcome: .rejected(.invalidToken)),
+            ResendRecord(key: key(3), outcome: nil),
+            ResendRecord(key: key(4), outcome: .unregistered(timestamp: 77)),
+            ResendRecord(key: key(5), outcome: .dropped),
+        ], on: Self.eventLoop).get()
+
+        #expect(try await store.claim(key(1), on: Self.eventLoop).get() == .accepted)
+        #expect(try await store.claim(key(1), on: Self.eventLoop).get() == nil, "a record is used once")
+        #expect(try await store.claim(key(1, tenant: "com.example.b"), on: Self.eventLoop).get() == nil, "another tenant's identical frame is new")
+        #expect(try await store.claim(key(2), on: Self.eventLoop).get() == .rejected(.invalidToken))
+        #expect(try await store.claim(key(4), on: Self.eventLoop).get() == .unregistered(timestamp: 77))
+        #expect(try await store.claim(key(5), on: Self.eventLoop).get() == .dropped)
+
+        // Pending: the claim waits until the first send's outcome is stored.
+        let claim = store.claim(key(3), on: Self.eventLoop)
+        try await Task.sleep(for: .milliseconds(100))
+        try await store.resolve(key(3), outcome: .rejected(.invalidTopicSize), on: Self.eventLoop).get()
+        #expect(try await claim.get() == .rejected(.invalidTopicSize))
+
+        // Expiry.
+        try await store.remember([ResendRecord(key: key(6), outcome: .accepted)], on: Self.eventLoop).get()
+        clock.advance(by: 121)
+        #expect(try await store.claim(key(6), on: Self.eventLoop).get() == nil)
+        let sweep = try await store.removeExpired()
+        #expect(sweep.resendRecords >= 1)
+        await store.close()
+    }
+}
