@@ -89,3 +89,13 @@ extension GatewayConfiguration {
         return configuration
     }
 }
+
+extension FeedbackConfiguration {
+    /// A feedback listener on 127.0.0.1 (any free port) with the PKI's certificates.
+    public static func loopback(pki: TestPKI) -> FeedbackConfiguration {
+        var configuration = FeedbackConfiguration(tls: GatewayConfiguration.loopback(pki: pki).tls)
+        configuration.host = "127.0.0.1"
+        configuration.port = 0
+        return configuration
+    }
+}

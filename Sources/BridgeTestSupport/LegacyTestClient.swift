@@ -73,7 +73,7 @@ public final class LegacyTestClient: Sendable {
     }
 }
 
-extension EventLoopFuture {
+extension EventLoopFuture where Value: Sendable {
     /// The first of two futures to succeed.
     fileprivate func or(_ other: EventLoopFuture<Value>) -> EventLoopFuture<Value> {
         let promise = self.eventLoop.makePromise(of: Value.self)

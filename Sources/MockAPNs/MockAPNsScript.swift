@@ -15,6 +15,7 @@ public final class MockAPNsScript: Sendable {
 
     struct State {
         var unregistered: [String: UInt64] = [:]
+        var unregistersEveryToken: UInt64?
         var badTokens: Set<String> = []
         var failures: [FailureRule] = []
         var goAwayEvery: Int?
@@ -33,6 +34,16 @@ public final class MockAPNsScript: Sendable {
     /// (milliseconds since 1970).
     public func unregister(token: String, atMilliseconds timestamp: UInt64) {
         self.state.withLock { $0.unregistered[token.lowercased()] = timestamp }
+    }
+
+    /// Answers `410 Unregistered` for every token not scripted otherwise (`nil` stops it).
+    public func unregisterEveryToken(atMilliseconds timestamp: UInt64?) {
+        self.state.withLock { $0.unregistersEveryToken = timestamp }
+    }
+
+    /// Answers 200 again for this token (the device registered again).
+    public func reregister(token: String) {
+        self.state.withLock { _ = $0.unregistered.removeValue(forKey: token.lowercased()) }
     }
 
     /// Answers `400 BadDeviceToken` for this token (lowercase hex).
@@ -103,6 +114,9 @@ public final class MockAPNsScript: Sendable {
             }
             if state.badTokens.contains(token) {
                 return (400, .badDeviceToken, nil)
+            }
+            if let timestamp = state.unregistersEveryToken {
+                return (410, .unregistered, timestamp)
             }
             return nil
         }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import BridgeCore
 import BridgeServer
+import BridgeStores
 import BridgeTestSupport
 import Crypto
 import Foundation
@@ -20,8 +21,9 @@ struct DemoCommand: AsyncParsableCommand {
             Makes a throwaway CA, a provider certificate (UID=com.example.demo) and a signing key; \
             starts the mock APNs server and the gateway on 127.0.0.1; sends notifications through \
             the gateway over TLS with the built-in legacy client, one of them to a token APNs \
-            rejects and one to a token APNs calls Unregistered; prints what happened. Needs no \
-            Apple account and no database.
+            rejects and one to a token APNs calls Unregistered; reads the feedback port like a \
+            cron job; prints what happened. The store is SQLite in a temporary folder: needs no \
+            Apple account and no database server.
             """
     )
 
@@ -51,18 +53,30 @@ struct DemoCommand: AsyncParsableCommand {
         let tokens = ProviderTokenSource(signer: ProviderTokenSigner(key: signingKey, keyID: "DEMOKEY123", teamID: "DEMOTEAM12"), logger: logger)
         let client = try APNsClient(configuration: clientConfiguration, credentials: .token(tokens), logger: logger)
 
-        // The legacy gateway.
-        let gatewayConfiguration = GatewayConfiguration.loopback(pki: pki)
-        let feedback = InMemoryFeedbackRecorder()
+        // The store: SQLite in a temporary folder.
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-demo-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let store = try await SQLiteBridgeStore.open(path: folder.appendingPathComponent("store.sqlite").path, logger: logger)
+
+        // The legacy gateway and the feedback service.
+        let resolver = CertificateSubjectTenantResolver(environment: .sandbox)
         let gateway = try await GatewayServer.start(
-            configuration: gatewayConfiguration,
+            configuration: GatewayConfiguration.loopback(pki: pki),
             upstream: client,
-            resendRecords: InMemoryResendRecordStore(),
-            feedback: feedback,
-            tenantResolver: CertificateSubjectTenantResolver(environment: .sandbox),
+            resendRecords: store,
+            feedback: store,
+            tenantResolver: resolver,
+            logger: logger
+        )
+        let feedbackServer = try await FeedbackServer.start(
+            configuration: FeedbackConfiguration.loopback(pki: pki),
+            store: store,
+            tenantResolver: resolver,
             logger: logger
         )
         print("gateway listening on \(gateway.localAddress) (TLS 1.2, client certificate required)")
+        print("feedback service listening on \(feedbackServer.localAddress); store: SQLite in \(folder.path)")
         print("provider certificate: UID=\(topic), issued by a CA made for this run\n")
 
         /// Sends frames on a new provider connection and prints what came back.
@@ -114,12 +128,26 @@ struct DemoCommand: AsyncParsableCommand {
             let answer = record.status == 200 ? "200" : "\(record.status) \(record.reason?.rawValue ?? "")"
             print("  apns-id \(record.apnsID ?? "-")  token \(token)  topic \(record.topic ?? "-")  → \(answer)")
         }
-        print("\nfeedback entries recorded (served on port 2196 once the feedback service lands):")
-        for entry in feedback.allEntries {
-            print("  \(entry.tenant) \(entry.environment.rawValue): token \(LogRedaction.token(entry.deviceToken)) at \(entry.timestamp)")
+        // The 410's entry is committed in the background: wait for it, then poll like a cron job.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while try await store.pendingCount() == 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
         }
+        print("\n→ a feedback poller connects to \(feedbackServer.localAddress) with the provider certificate")
+        let poll = try await FeedbackTestClient.poll(
+            feedbackServer.localAddress,
+            identity: try pki.providerIdentity(bundleID: topic),
+            trusting: pki.caCertificate
+        )
+        for tuple in poll.tuples {
+            print("  ← feedback tuple: timestamp \(tuple.timestamp), token \(LogRedaction.token(tuple.deviceToken))")
+        }
+        print("  ← \(poll.cleanClose ? "then a clean close" : "the connection was cut") (\(poll.tupleCount) tuple\(poll.tupleCount == 1 ? "" : "s"))")
+        await feedbackServer.close()
         await gateway.close()
         client.shutdown()
+        await store.close()
         await mock.close()
+        guard poll.tupleCount == 1 else { throw ValidationError("expected one feedback tuple, got \(poll.tupleCount)") }
     }
 }

@@ -1,0 +1,174 @@
+import BridgeCore
+import BridgeServer
+import BridgeStores
+import BridgeTestSupport
+import Foundation
+import LegacyProtocol
+import MockAPNs
+import NIOCore
+import NIOPosix
+import Testing
+
+/// The feedback listener over real TLS on loopback, with each store (CONTRACT §3).
+@Suite("Feedback service")
+struct FeedbackServiceTests {
+    static let eventLoop = MultiThreadedEventLoopGroup.singleton.any()
+
+    /// The gateway, the HTTP/2 client, MockAPNs and the feedback listener on one store.
+    struct Bridge {
+        var upstream: UpstreamHarness
+        var store: any BridgeStore
+        var gateway: GatewayServer
+        var feedback: FeedbackServer
+
+        static func start(_ kind: StoreKind, configure: (inout FeedbackConfiguration) -> Void = { _ in }) async throws -> Bridge {
+            let upstream = try await UpstreamHarness.start()
+            let store = try await kind.open(try await kind.makeLocation())
+            let resolver = CertificateSubjectTenantResolver(environment: .sandbox)
+            let gateway = try await GatewayServer.start(
+                configuration: .loopback(pki: upstream.pki),
+                upstream: upstream.client,
+                resendRecords: store,
+                feedback: store,
+                tenantResolver: resolver,
+                logger: .forTests()
+            )
+            var configuration = FeedbackConfiguration.loopback(pki: upstream.pki)
+            configure(&configuration)
+            let feedback = try await FeedbackServer.start(configuration: configuration, store: store, tenantResolver: resolver, logger: .forTests())
+            return Bridge(upstream: upstream, store: store, gateway: gateway, feedback: feedback)
+        }
+
+        func poll(bundleID: String = UpstreamHarness.topic, closeAfterBytes: Int? = nil) async throws -> FeedbackTestClient.Poll {
+            try await FeedbackTestClient.poll(
+                self.feedback.localAddress,
+                identity: try self.upstream.pki.providerIdentity(bundleID: bundleID),
+                trusting: self.upstream.pki.caCertificate,
+                closeAfterBytes: closeAfterBytes
+            )
+        }
+
+        func record(_ count: Int, tenant: String = UpstreamHarness.topic, first: Int = 0, length: Int = 32) async throws {
+            let futures = (first..<first + count).map {
+                self.store.apply(
+                    .unregistered(FeedbackEntry(tenant: tenant, environment: .sandbox, deviceToken: FrameBuilder.token($0, length: length), timestamp: 1_700_000_000)),
+                    on: FeedbackServiceTests.eventLoop
+                )
+            }
+            try await EventLoopFuture.andAllSucceed(futures, on: FeedbackServiceTests.eventLoop).get()
+        }
+
+        func stop() async {
+            await self.feedback.close()
+            await self.gateway.close()
+            await self.upstream.stop()
+            await self.store.close()
+        }
+    }
+
+    @Test("A 410 through the gateway is served once on the feedback port, with the upstream's time in seconds; a 200 removes an entry", arguments: StoreKind.available)
+    func unregisteredThroughTheGateway(kind: StoreKind) async throws {
+        let bridge = try await Bridge.start(kind)
+        let gone = FrameBuilder.token(410)
+        let back = FrameBuilder.token(411)
+        bridge.upstream.mock.script.unregister(token: gone.hexDump(format: .compact), atMilliseconds: 1_767_225_600_999)
+        bridge.upstream.mock.script.unregister(token: back.hexDump(format: .compact), atMilliseconds: 1_767_225_600_000)
+
+        let provider = try await LegacyTestClient.connect(
+            to: bridge.gateway.localAddress,
+            identity: try bridge.upstream.pki.providerIdentity(bundleID: UpstreamHarness.topic),
+            trusting: bridge.upstream.pki.caCertificate
+        )
+        var frames = ByteBuffer()
+        frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 1, token: gone, payload: FrameBuilder.payload()))
+        frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 2, token: back, payload: FrameBuilder.payload()))
+        try await provider.send(frames)
+        try await waitUntilAsync { try await bridge.store.pendingCount() == 2 }
+
+        // Token 411 registers again: a later 200 takes it off the list.
+        bridge.upstream.mock.script.reregister(token: back.hexDump(format: .compact))
+        try await provider.send(FrameBuilder.frame(.itemized, identifier: 3, token: back, payload: FrameBuilder.payload()))
+        try await waitUntilAsync { try await bridge.store.pendingCount() == 1 }
+        await provider.close()
+
+        let poll = try await bridge.poll()
+        #expect(poll.cleanClose)
+        #expect(poll.tuples == [FeedbackTuple(timestamp: 1_767_225_600, deviceToken: gone)])
+        let again = try await bridge.poll()
+        #expect(again.cleanClose, "an empty list: closed at once, cleanly")
+        #expect(again.tupleCount == 0)
+        await bridge.stop()
+    }
+
+    @Test("A provider certificate for app B never receives app A's tokens", arguments: StoreKind.available)
+    func tenantIsolation(kind: StoreKind) async throws {
+        let bridge = try await Bridge.start(kind)
+        try await bridge.record(30, tenant: "com.example.a")
+        try await bridge.record(20, tenant: "com.example.b", first: 1000)
+        let b = try await bridge.poll(bundleID: "com.example.b")
+        #expect(b.tupleCount == 20)
+        #expect(b.tuples.allSatisfy { $0.deviceToken.getInteger(at: 0, as: UInt32.self)! >= 1000 })
+        #expect(try await bridge.poll(bundleID: "com.example.b").tupleCount == 0)
+        #expect(try await bridge.poll(bundleID: "com.example.c").tupleCount == 0)
+        let a = try await bridge.poll(bundleID: "com.example.a")
+        #expect(a.tupleCount == 30)
+        await bridge.stop()
+    }
+
+    @Test("A poller that hangs up midway gets the rest next time, never an entry twice", arguments: StoreKind.available)
+    func pollerHangsUp(kind: StoreKind) async throws {
+        let bridge = try await Bridge.start(kind) { $0.drain.batchSize = 100 }
+        try await bridge.record(5_000)
+        let first = try await bridge.poll(closeAfterBytes: 38 * 1_000 + 7)
+        #expect(!first.cleanClose)
+        #expect(first.tupleCount == 1_000)
+        try await waitUntilAsync { bridge.feedback.connectionCount == 0 }
+        let second = try await bridge.poll()
+        #expect(second.cleanClose)
+        let firstTokens = Set(first.tuples.map(\.deviceToken))
+        #expect(second.tuples.allSatisfy { !firstTokens.contains($0.deviceToken) })
+        // Batches flushed to the socket count as delivered even if the poller did not read them.
+        #expect(first.tupleCount + second.tupleCount <= 5_000)
+        #expect(second.tupleCount >= 1)
+        // The server deletes after the close: the poller may see the close first.
+        try await waitUntilAsync { try await bridge.store.pendingCount() == 0 }
+        await bridge.stop()
+    }
+
+    @Test("The 38-byte option: only 32-byte tokens are served", arguments: StoreKind.available)
+    func only32ByteTokens(kind: StoreKind) async throws {
+        let bridge = try await Bridge.start(kind) { $0.drain.only32ByteTokens = true }
+        try await bridge.record(3)
+        try await bridge.record(2, first: 100, length: 64)
+        let poll = try await bridge.poll()
+        #expect(poll.tupleCount == 3)
+        #expect(poll.tuples.allSatisfy { $0.deviceToken.readableBytes == 32 })
+        try await waitUntilAsync { try await bridge.store.pendingCount() == 2 }
+        await bridge.stop()
+    }
+
+    @Test("An unknown client certificate gets nothing", arguments: [StoreKind.sqlite])
+    func unknownCertificate(kind: StoreKind) async throws {
+        let bridge = try await Bridge.start(kind)
+        try await bridge.record(3)
+        let stranger = try TestPKI(name: "another CA")
+        let poll = try? await FeedbackTestClient.poll(
+            bridge.feedback.localAddress,
+            identity: try stranger.providerIdentity(bundleID: UpstreamHarness.topic),
+            trusting: bridge.upstream.pki.caCertificate
+        )
+        #expect((poll?.tupleCount ?? 0) == 0)
+        #expect(try await bridge.store.pendingCount() == 3)
+        await bridge.stop()
+    }
+}
+
+/// Polls an async condition every 10 ms, for at most 10 s.
+func waitUntilAsync(_ condition: () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while ContinuousClock.now < deadline {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+    throw TimedOut(what: "a condition")
+}

@@ -1,0 +1,157 @@
+import BridgeTestSupport
+import Crypto
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import MockAPNs
+import NIOCore
+import NIOPosix
+
+/// `apns-bridge serve` as a child process, for tests that kill it or run two of it: the
+/// certificates and signing key are written to a folder, the ports are picked by the process
+/// (port 0) and read from its `ready` line, and its log goes to a file.
+final class BridgeProcess: @unchecked Sendable {
+    /// What every bridge process of one test shares: the PKI, the signing key and MockAPNs.
+    struct Environment: Sendable {
+        var directory: String
+        var pki: TestPKI
+        var mock: MockAPNsServer
+        var arguments: [String]
+
+        static func make() async throws -> Environment {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-process-\(UUID().uuidString)").path
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            let pki = try TestPKI()
+            let server = try pki.server.writePEMFiles(to: directory, name: "server")
+            let caPath = directory + "/ca.pem"
+            try pki.caCertificatePEM.write(toFile: caPath, atomically: true, encoding: .utf8)
+            let signingKey = P256.Signing.PrivateKey()
+            let keyPath = directory + "/AuthKey.p8"
+            try signingKey.pemRepresentation.write(toFile: keyPath, atomically: true, encoding: .utf8)
+
+            var configuration = MockAPNsConfiguration(certificateChain: [pki.server.certificate], privateKey: pki.server.privateKey)
+            configuration.port = 0
+            configuration.signingKeys = [.init(keyID: UpstreamHarness.keyID, teamID: UpstreamHarness.teamID, publicKey: signingKey.publicKey)]
+            configuration.topics = [UpstreamHarness.topic]
+            let mock = try await MockAPNsServer.start(configuration: configuration, logger: .forTests())
+            let arguments = [
+                "serve",
+                "--gateway", "127.0.0.1:0",
+                "--feedback", "127.0.0.1:0",
+                "--certificate", server.certificate,
+                "--private-key", server.privateKey,
+                "--client-ca", caPath,
+                "--environment", "sandbox",
+                "--signing-key", "\(UpstreamHarness.keyID):\(UpstreamHarness.teamID):\(keyPath)",
+                "--upstream", "127.0.0.1:\(mock.port)",
+                "--upstream-ca", caPath,
+                "--upstream-server-name", "localhost",
+                "--log-level", "debug",
+            ]
+            return Environment(directory: directory, pki: pki, mock: mock, arguments: arguments)
+        }
+
+        func provider() throws -> TestIdentity {
+            try self.pki.providerIdentity(bundleID: UpstreamHarness.topic)
+        }
+
+        func close() async {
+            await self.mock.close()
+            try? FileManager.default.removeItem(atPath: self.directory)
+        }
+    }
+
+    let process: Process
+    let logPath: String
+    let gatewayAddress: SocketAddress
+    let feedbackAddress: SocketAddress
+
+    private init(process: Process, logPath: String, gatewayPort: Int, feedbackPort: Int) throws {
+        self.process = process
+        self.logPath = logPath
+        self.gatewayAddress = try SocketAddress(ipAddress: "127.0.0.1", port: gatewayPort)
+        self.feedbackAddress = try SocketAddress(ipAddress: "127.0.0.1", port: feedbackPort)
+    }
+
+    /// The `apns-bridge` built next to the test bundle.
+    static var executable: String {
+        let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("apns-bridge").path
+        if FileManager.default.isExecutableFile(atPath: besideTests) { return besideTests }
+        let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return package.appendingPathComponent(".build/release/apns-bridge").path
+    }
+
+    static func start(_ environment: Environment, store: String, extraArguments: [String] = [], name: String = UUID().uuidString) async throws -> BridgeProcess {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.executable)
+        process.arguments = environment.arguments + ["--store", store] + extraArguments
+        // Files, not pipes: the child never blocks on a full pipe, and what it wrote before a
+        // SIGKILL is all there.
+        let logPath = "\(environment.directory)/bridge-\(name).log"
+        let outputPath = "\(environment.directory)/bridge-\(name).out"
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        FileManager.default.createFile(atPath: outputPath, contents: nil)
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
+        try process.run()
+
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            let output = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+            if let line = output.split(separator: "\n").first(where: { $0.hasPrefix("ready ") }) {
+                let fields = Dictionary(uniqueKeysWithValues: line.split(separator: " ").dropFirst().compactMap { field -> (String, Int)? in
+                    let parts = field.split(separator: "=")
+                    guard parts.count == 2, let port = Int(parts[1]) else { return nil }
+                    return (String(parts[0]), port)
+                })
+                return try BridgeProcess(process: process, logPath: logPath, gatewayPort: fields["gateway"] ?? 0, feedbackPort: fields["feedback"] ?? 0)
+            }
+            if !process.isRunning {
+                let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+                throw BridgeProcessFailed(reason: "exited with \(process.terminationStatus) before it was ready: \(log.suffix(2000))")
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        process.terminate()
+        throw BridgeProcessFailed(reason: "not ready within 30 s")
+    }
+
+    struct BridgeProcessFailed: Error, CustomStringConvertible {
+        var reason: String
+        var description: String { "apns-bridge serve: \(self.reason)" }
+    }
+
+    var log: String {
+        (try? String(contentsOfFile: self.logPath, encoding: .utf8)) ?? ""
+    }
+
+    /// Kilobytes: the resident set now (`VmRSS`) or at its peak (`VmHWM`).
+    func memory(_ field: String) -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(self.process.processIdentifier)/status", encoding: .utf8) else { return nil }
+        for line in status.split(separator: "\n") where line.hasPrefix(field + ":") {
+            return Int(line.split(separator: " ", omittingEmptySubsequences: true)[1])
+        }
+        return nil
+    }
+
+    /// SIGKILL, then waits until the process is gone.
+    func kill() async {
+        Glibc.kill(self.process.processIdentifier, SIGKILL)
+        await self.reap()
+    }
+
+    /// SIGTERM (the graceful shutdown), then waits up to 30 s.
+    func terminate() async {
+        Glibc.kill(self.process.processIdentifier, SIGTERM)
+        await self.reap()
+    }
+
+    private func reap() async {
+        let deadline = ContinuousClock.now + .seconds(30)
+        var status: Int32 = 0
+        while waitpid(self.process.processIdentifier, &status, WNOHANG) == 0, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+    }
+}

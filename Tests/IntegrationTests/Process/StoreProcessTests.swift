@@ -1,0 +1,235 @@
+import BridgeCore
+import BridgeStores
+import BridgeTestSupport
+import Foundation
+import LegacyProtocol
+import MockAPNs
+import NIOCore
+import NIOPosix
+import Testing
+
+/// Issue 4's process-level checks: `apns-bridge serve` killed with SIGKILL, two instances on
+/// one PostgreSQL, a million entries served with flat memory.
+@Suite("Store: crashes, several instances, a million entries (child processes)", .serialized)
+struct StoreProcessTests {
+    static let unregisteredAt: UInt64 = 1_767_225_600_000
+
+    /// The id of a test token: its first 4 bytes in hex, as the bridge's shortened log shows.
+    static func tokenID(_ token: ByteBuffer) -> String {
+        token.getSlice(at: token.readerIndex, length: 4)!.hexDump(format: .compact)
+    }
+
+    /// Tokens whose feedback entry the bridge logged as committed.
+    static func storedTokenIDs(in log: String) -> Set<String> {
+        var ids = Set<String>()
+        for line in log.split(separator: "\n") where line.contains("feedback entry stored") {
+            guard let range = line.range(of: "token=") else { continue }
+            ids.insert(String(line[range.upperBound...].prefix(8)))
+        }
+        return ids
+    }
+
+    static var durabilityIterations: Int {
+        ProcessInfo.processInfo.environment["APNS_BRIDGE_DURABILITY_ITERATIONS"].flatMap(Int.init) ?? 100
+    }
+
+    @Test("SIGKILL at random points while 410s arrive and a poller drains: every stored entry is pending or was delivered before a clean close")
+    func killedAtRandomPoints() async throws {
+        let environment = try await BridgeProcess.Environment.make()
+        environment.mock.script.unregisterEveryToken(atMilliseconds: Self.unregisteredAt)
+        let store = "sqlite:\(environment.directory)/store.sqlite"
+        let identity = try environment.provider()
+        var stored = Set<String>()
+        var deliveries: [String: Int] = [:]
+        var cleanPolls = 0
+        var uncleanPolls = 0
+        var sent = 0
+
+        for iteration in 0..<Self.durabilityIterations {
+            let bridge = try await BridgeProcess.start(environment, store: store, name: "\(iteration)")
+            let firstSeed = 1 + iteration * 10_000
+            let sender = Task { () -> Int in
+                var seed = firstSeed
+                while !Task.isCancelled, seed < firstSeed + 10_000 {
+                    guard let provider = try? await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: identity, trusting: environment.pki.caCertificate) else {
+                        break
+                    }
+                    while !Task.isCancelled, seed < firstSeed + 10_000 {
+                        var frames = ByteBuffer()
+                        for _ in 0..<20 {
+                            frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: UInt32(seed), token: FrameBuilder.token(seed), payload: FrameBuilder.payload()))
+                            seed += 1
+                        }
+                        do { try await provider.send(frames) } catch { break }
+                        try? await Task.sleep(for: .milliseconds(2))
+                    }
+                    await provider.close()
+                }
+                return seed - firstSeed
+            }
+            let poller = Task { () -> [FeedbackTestClient.Poll] in
+                var polls: [FeedbackTestClient.Poll] = []
+                while !Task.isCancelled {
+                    guard let poll = try? await FeedbackTestClient.poll(bridge.feedbackAddress, identity: identity, trusting: environment.pki.caCertificate, timeout: .seconds(10)) else {
+                        break
+                    }
+                    polls.append(poll)
+                    try? await Task.sleep(for: .milliseconds(Int.random(in: 0...40)))
+                }
+                return polls
+            }
+            try await Task.sleep(for: .milliseconds(Int.random(in: 20...400)))
+            await bridge.kill()
+            sender.cancel()
+            poller.cancel()
+            sent += await sender.value
+            for poll in await poller.value {
+                if poll.cleanClose {
+                    cleanPolls += 1
+                    for tuple in poll.tuples {
+                        deliveries[Self.tokenID(tuple.deviceToken), default: 0] += 1
+                    }
+                } else {
+                    uncleanPolls += 1
+                }
+            }
+            stored.formUnion(Self.storedTokenIDs(in: bridge.log))
+        }
+
+        // A last, uninterrupted run serves whatever is still pending.
+        environment.mock.script.unregisterEveryToken(atMilliseconds: nil)
+        let bridge = try await BridgeProcess.start(environment, store: store, name: "final")
+        var finalPolls = 0
+        while true {
+            let poll = try await FeedbackTestClient.poll(bridge.feedbackAddress, identity: identity, trusting: environment.pki.caCertificate)
+            #expect(poll.cleanClose)
+            finalPolls += 1
+            for tuple in poll.tuples {
+                deliveries[Self.tokenID(tuple.deviceToken), default: 0] += 1
+            }
+            if poll.tupleCount == 0 || finalPolls > 20 { break }
+        }
+        await bridge.terminate()
+        let verify = try await SQLiteBridgeStore.open(path: String(store.dropFirst("sqlite:".count)))
+        let leftOver = try await verify.pendingCount()
+        await verify.close()
+        await environment.close()
+
+        let lost = stored.subtracting(deliveries.keys)
+        let duplicated = deliveries.values.filter { $0 > 1 }.count
+        print(
+            "durability: \(Self.durabilityIterations) SIGKILLs; \(sent) notifications sent; \(stored.count) entries logged as stored; "
+                + "\(deliveries.count) delivered in \(cleanPolls) clean polls (+\(finalPolls) final); \(uncleanPolls) polls cut off by a kill; "
+                + "delivered again after a kill: \(duplicated); lost: \(lost.count)"
+        )
+        #expect(stored.count > Self.durabilityIterations, "the test stored too few entries to mean anything")
+        #expect(lost.isEmpty, "lost: \(lost.sorted().prefix(20))")
+        #expect(leftOver == 0)
+    }
+
+    @Test(
+        "Two bridge processes on one PostgreSQL: a 410 seen by the first is served once by the second; a resend record written by the first stops a duplicate on the second",
+        .enabled(if: TestDatabases.postgresURL != nil, "APNS_BRIDGE_TEST_POSTGRES_URL is not set; run scripts/test")
+    )
+    func twoInstances() async throws {
+        let environment = try await BridgeProcess.Environment.make()
+        let url = try await TestDatabases.postgresLocation()
+        let first = try await BridgeProcess.start(environment, store: url, name: "first")
+        let second = try await BridgeProcess.start(environment, store: url, name: "second")
+        let identity = try environment.provider()
+        let ca = environment.pki.caCertificate
+
+        // A 410 on the first instance...
+        let gone = FrameBuilder.token(0x410)
+        environment.mock.script.unregister(token: gone.hexDump(format: .compact), atMilliseconds: Self.unregisteredAt)
+        let provider = try await LegacyTestClient.connect(to: first.gatewayAddress, identity: identity, trusting: ca)
+        try await provider.send(FrameBuilder.frame(.itemized, identifier: 1, token: gone, payload: FrameBuilder.payload()))
+        try await waitUntilAsync { Self.storedTokenIDs(in: first.log).contains(Self.tokenID(gone)) }
+        await provider.close()
+        // ...is served by the second, once.
+        let served = try await FeedbackTestClient.poll(second.feedbackAddress, identity: identity, trusting: ca)
+        #expect(served.cleanClose)
+        #expect(served.tuples == [FeedbackTuple(timestamp: UInt32(Self.unregisteredAt / 1000), deviceToken: gone)])
+        #expect(try await FeedbackTestClient.poll(first.feedbackAddress, identity: identity, trusting: ca).tupleCount == 0)
+        #expect(try await FeedbackTestClient.poll(second.feedbackAddress, identity: identity, trusting: ca).tupleCount == 0)
+
+        // A bad token fails upstream after the next frame was forwarded: the first instance
+        // remembers that frame before it writes the error-response.
+        let bad = FrameBuilder.token(0xBAD)
+        let good = FrameBuilder.token(0x600D)
+        environment.mock.script.rejectAsBadToken(bad.hexDump(format: .compact))
+        environment.mock.script.delayResponses(by: .milliseconds(100))
+        let failing = try await LegacyTestClient.connect(to: first.gatewayAddress, identity: identity, trusting: ca)
+        var frames = ByteBuffer()
+        frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 10, token: bad, payload: FrameBuilder.payload()))
+        frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 11, token: good, payload: FrameBuilder.payload()))
+        try await failing.send(frames)
+        let answer = try await failing.bytesUntilClose()
+        #expect(answer == ByteBuffer(bytes: [8, 8, 0, 0, 0, 10]))
+        environment.mock.script.delayResponses(by: .zero)
+
+        // The provider resends frame 11 on a new connection, which lands on the second instance.
+        let after = FrameBuilder.token(0xAF7E)
+        let resending = try await LegacyTestClient.connect(to: second.gatewayAddress, identity: identity, trusting: ca)
+        var resent = ByteBuffer()
+        resent.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 11, token: good, payload: FrameBuilder.payload()))
+        resent.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 12, token: after, payload: FrameBuilder.payload()))
+        try await resending.send(resent)
+        let afterHex = after.hexDump(format: .compact)
+        try await waitUntilAsync { environment.mock.ledger.accepted.contains { $0.token == afterHex } }
+        await resending.close()
+        let goodHex = good.hexDump(format: .compact)
+        #expect(environment.mock.ledger.accepted.filter { $0.token == goodHex }.count == 1, "frame 11 reached the upstream once")
+
+        await first.terminate()
+        await second.terminate()
+        await environment.close()
+    }
+
+    @Test("1,000,000 pending entries are served to one poller with the server's memory flat")
+    func aMillionEntries() async throws {
+        let environment = try await BridgeProcess.Environment.make()
+        let path = "\(environment.directory)/million.sqlite"
+        let total = 1_000_000
+        var configuration = BridgeStoreConfiguration()
+        configuration.maximumQueuedFeedbackChanges = 200_000
+        let filler = try await SQLiteBridgeStore.open(path: path, configuration: configuration, synchronous: .normal)
+        let eventLoop = MultiThreadedEventLoopGroup.singleton.any()
+        for chunk in stride(from: 0, to: total, by: 100_000) {
+            let futures = (chunk..<chunk + 100_000).map {
+                filler.apply(
+                    .unregistered(FeedbackEntry(tenant: UpstreamHarness.topic, environment: .sandbox, deviceToken: FrameBuilder.token($0), timestamp: 1_700_000_000)),
+                    on: eventLoop
+                )
+            }
+            try await EventLoopFuture.andAllSucceed(futures, on: eventLoop).get()
+        }
+        #expect(try await filler.pendingCount() == total)
+        await filler.close()
+
+        let bridge = try await BridgeProcess.start(environment, store: "sqlite:\(path)", extraArguments: ["--log-level", "info"], name: "million")
+        let baseline = try #require(bridge.memory("VmRSS"))
+        let started = ContinuousClock.now
+        let poll = try await FeedbackTestClient.poll(
+            bridge.feedbackAddress,
+            identity: try environment.provider(),
+            trusting: environment.pki.caCertificate,
+            keepTuples: false,
+            timeout: .seconds(600)
+        )
+        let elapsed = ContinuousClock.now - started
+        let peak = try #require(bridge.memory("VmHWM"))
+        await bridge.terminate()
+        let verify = try await SQLiteBridgeStore.open(path: path)
+        let left = try await verify.pendingCount()
+        await verify.close()
+        await environment.close()
+
+        print("a million entries: \(poll.tupleCount) tuples in \(elapsed); bridge RSS \(baseline / 1024) MiB before the poll, peak \(peak / 1024) MiB")
+        #expect(poll.cleanClose)
+        #expect(poll.tupleCount == total)
+        #expect(left == 0)
+        // 38 MB of tuples went out; the bridge holds one batch (1,000 tuples) at a time.
+        #expect(peak - baseline < 48 * 1024, "peak RSS grew by \((peak - baseline) / 1024) MiB")
+    }
+}
