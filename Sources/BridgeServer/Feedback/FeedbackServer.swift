@@ -50,34 +50,23 @@ public final class FeedbackServer: Sendable {
         let sslContext = try configuration.tls.makeServerContext()
         let registry = ConnectionRegistry()
         let drains = DrainCounter()
-        let serverChannel = try await ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 256)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            .childChannelInitializer { channel in
-                guard registry.admit(channel, limit: configuration.maximumConnections) else {
-                    logger.warning("connection limit reached; refusing a feedback connection",
-                                   metadata: ["limit": "\(configuration.maximumConnections)"])
-                    return channel.close()
-                }
-                return channel.eventLoop.makeCompletedFuture {
-                    var connectionLogger = logger
-                    connectionLogger[metadataKey: "peer"] = "\(channel.remoteAddress.map { "\($0)" } ?? "?")"
-                    let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(NIOSSLServerHandler(context: sslContext))
-                    try sync.addHandler(
-                        FeedbackConnectionHandler(
-                            configuration: configuration,
-                            store: store,
-                            tenantResolver: tenantResolver,
-                            drains: drains,
-                            logger: connectionLogger
-                        )
-                    )
-                }
-            }
-            .bind(host: configuration.host, port: configuration.port)
-            .get()
+        let serverChannel = try await LegacyListener.bind(
+            host: configuration.host,
+            port: configuration.port,
+            sslContext: sslContext,
+            registry: registry,
+            maximumConnections: configuration.maximumConnections,
+            group: group,
+            logger: logger
+        ) { connectionLogger in
+            FeedbackConnectionHandler(
+                configuration: configuration,
+                store: store,
+                tenantResolver: tenantResolver,
+                drains: drains,
+                logger: connectionLogger
+            )
+        }
         let server = FeedbackServer(
             configuration: configuration,
             serverChannel: serverChannel,

@@ -52,32 +52,17 @@ public final class GatewayServer: Sendable {
         )
         let registry = ConnectionRegistry()
 
-        let serverChannel = try await ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 256)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            .childChannelInitializer { channel in
-                guard registry.admit(channel, limit: configuration.maximumConnections) else {
-                    logger.warning("connection limit reached; refusing a provider connection",
-                                   metadata: ["limit": "\(configuration.maximumConnections)"])
-                    return channel.close()
-                }
-                return channel.eventLoop.makeCompletedFuture {
-                    var connectionLogger = logger
-                    connectionLogger[metadataKey: "peer"] = "\(channel.remoteAddress.map { "\($0)" } ?? "?")"
-                    let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(NIOSSLServerHandler(context: sslContext))
-                    try sync.addHandler(
-                        GatewayConnectionHandler(
-                            configuration: configuration,
-                            dependencies: dependencies,
-                            logger: connectionLogger
-                        )
-                    )
-                }
-            }
-            .bind(host: configuration.host, port: configuration.port)
-            .get()
+        let serverChannel = try await LegacyListener.bind(
+            host: configuration.host,
+            port: configuration.port,
+            sslContext: sslContext,
+            registry: registry,
+            maximumConnections: configuration.maximumConnections,
+            group: group,
+            logger: logger
+        ) { connectionLogger in
+            GatewayConnectionHandler(configuration: configuration, dependencies: dependencies, logger: connectionLogger)
+        }
 
         let server = GatewayServer(
             configuration: configuration,

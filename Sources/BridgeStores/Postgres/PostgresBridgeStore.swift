@@ -252,56 +252,32 @@ public final class PostgresBridgeStore: BridgeStore {
     ) async throws -> FeedbackDrainResult {
         let claim = DrainClaim.make()
         let lengthFilter = options.only32ByteTokens ? "AND octet_length(token) = 32" : ""
-        var batch: Int32 = 0
-        var delivered = 0
-        var completed = false
-        var storeError: (any Error)?
-        while true {
-            var tuples: [(id: Int64, tuple: FeedbackTuple)] = []
-            do {
-                batch += 1
-                let rows = try await self.client.query(
-                    """
-                    UPDATE feedback_entries SET claim = \(claim), claim_batch = \(batch), claimed_at = \(self.configuration.nowSeconds)
-                    WHERE id IN (
-                        SELECT id FROM feedback_entries
-                        WHERE tenant = \(tenant) AND environment = \(environment.rawValue) AND claim IS NULL \(unescaped: lengthFilter)
-                        ORDER BY id LIMIT \(Int64(options.batchSize))
-                        FOR UPDATE SKIP LOCKED
-                    )
-                    RETURNING id, token, timestamp
-                    """,
-                    logger: self.logger
+        return try await FeedbackDrainLoop.run(batchSize: options.batchSize) { batch in
+            var claimed: [(id: Int64, tuple: FeedbackTuple)] = []
+            let rows = try await self.client.query(
+                """
+                UPDATE feedback_entries SET claim = \(claim), claim_batch = \(Int32(batch)), claimed_at = \(self.configuration.nowSeconds)
+                WHERE id IN (
+                    SELECT id FROM feedback_entries
+                    WHERE tenant = \(tenant) AND environment = \(environment.rawValue) AND claim IS NULL \(unescaped: lengthFilter)
+                    ORDER BY id LIMIT \(Int64(options.batchSize))
+                    FOR UPDATE SKIP LOCKED
                 )
-                for try await (id, token, timestamp) in rows.decode((Int64, ByteBuffer, Int64).self) {
-                    tuples.append((id, FeedbackTuple(timestamp: UInt32(clamping: timestamp), deviceToken: token)))
-                }
-            } catch {
-                storeError = error
-                break
+                RETURNING id, token, timestamp
+                """,
+                logger: self.logger
+            )
+            for try await (id, token, timestamp) in rows.decode((Int64, ByteBuffer, Int64).self) {
+                claimed.append((id, FeedbackTuple(timestamp: UInt32(clamping: timestamp), deviceToken: token)))
             }
-            if tuples.isEmpty {
-                completed = true
-                break
-            }
-            tuples.sort { $0.id < $1.id }
-            do {
-                try await deliver(tuples.map(\.tuple))
-            } catch {
-                break
-            }
-            delivered += tuples.count
-            if tuples.count < options.batchSize {
-                completed = true
-                break
-            }
-        }
-        if completed {
+            return claimed.sorted { $0.id < $1.id }.map(\.tuple)
+        } deliver: { tuples in
+            try await deliver(tuples)
+        } finish: {
             await finish()
+        } settle: { deliveredBatches in
+            try await self.settle(claim: claim, deliveredBatches: Int32(deliveredBatches))
         }
-        try await self.settle(claim: claim, deliveredBatches: completed ? batch : batch - 1)
-        if let storeError { throw storeError }
-        return FeedbackDrainResult(delivered: delivered, completed: completed)
     }
 
     private func settle(claim: String, deliveredBatches: Int32) async throws {

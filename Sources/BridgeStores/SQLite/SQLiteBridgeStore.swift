@@ -227,64 +227,38 @@ public final class SQLiteBridgeStore: BridgeStore {
         finish: () async -> Void
     ) async throws -> FeedbackDrainResult {
         let claim = DrainClaim.make()
-        var batch = 0
-        var delivered = 0
-        var completed = false
-        var storeError: (any Error)?
         let lengthFilter = options.only32ByteTokens ? "AND length(token) = 32" : ""
-        while true {
-            let rows: [SQLiteRow]
-            do {
-                batch += 1
-                rows = try await self.lock.withLock {
-                    try await self.connection.query(
-                        """
-                        UPDATE feedback_entries SET claim = ?, claim_batch = ?, claimed_at = ?
-                        WHERE id IN (
-                            SELECT id FROM feedback_entries
-                            WHERE tenant = ? AND environment = ? AND claim IS NULL \(lengthFilter)
-                            ORDER BY id LIMIT ?
-                        )
-                        RETURNING id, token, timestamp
-                        """,
-                        [
-                            .text(claim), .integer(batch), .integer(Int(self.configuration.nowSeconds)),
-                            .text(tenant), .text(environment.rawValue), .integer(options.batchSize),
-                        ]
+        return try await FeedbackDrainLoop.run(batchSize: options.batchSize) { batch in
+            let rows = try await self.lock.withLock {
+                try await self.connection.query(
+                    """
+                    UPDATE feedback_entries SET claim = ?, claim_batch = ?, claimed_at = ?
+                    WHERE id IN (
+                        SELECT id FROM feedback_entries
+                        WHERE tenant = ? AND environment = ? AND claim IS NULL \(lengthFilter)
+                        ORDER BY id LIMIT ?
                     )
-                }
-            } catch {
-                storeError = error
-                break
+                    RETURNING id, token, timestamp
+                    """,
+                    [
+                        .text(claim), .integer(batch), .integer(Int(self.configuration.nowSeconds)),
+                        .text(tenant), .text(environment.rawValue), .integer(options.batchSize),
+                    ]
+                )
             }
-            if rows.isEmpty {
-                completed = true
-                break
-            }
-            let tuples = rows.sorted { ($0.column("id")?.integer ?? 0) < ($1.column("id")?.integer ?? 0) }.map {
+            return rows.sorted { ($0.column("id")?.integer ?? 0) < ($1.column("id")?.integer ?? 0) }.map {
                 FeedbackTuple(
                     timestamp: UInt32(clamping: $0.column("timestamp")?.integer ?? 0),
                     deviceToken: $0.column("token")?.blob ?? ByteBuffer()
                 )
             }
-            do {
-                try await deliver(tuples)
-            } catch {
-                break  // the poller is gone: what it got is deleted below, the rest released
-            }
-            delivered += tuples.count
-            if tuples.count < options.batchSize {
-                completed = true
-                break
-            }
-        }
-        if completed {
+        } deliver: { tuples in
+            try await deliver(tuples)
+        } finish: {
             await finish()
+        } settle: { deliveredBatches in
+            try await self.settle(claim: claim, deliveredBatches: deliveredBatches)
         }
-        let deliveredBatches = completed ? batch : batch - 1
-        try await self.settle(claim: claim, deliveredBatches: deliveredBatches)
-        if let storeError { throw storeError }
-        return FeedbackDrainResult(delivered: delivered, completed: completed)
     }
 
     /// Deletes the delivered batches of a claim (in chunks, so the gateway's commits are not held

@@ -147,10 +147,11 @@ final class BridgeProcess: @unchecked Sendable {
         await self.reap()
     }
 
+    /// Waits until Foundation has seen the process exit. (Not `waitpid` here: Foundation reaps
+    /// the child itself, and a `waitpid` that loses that race returns at once.)
     private func reap() async {
-        let deadline = ContinuousClock.now + .seconds(30)
-        var status: Int32 = 0
-        while waitpid(self.process.processIdentifier, &status, WNOHANG) == 0, ContinuousClock.now < deadline {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while self.process.isRunning, ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(5))
         }
     }
