@@ -101,8 +101,8 @@ public enum BridgeStoreMaintenance {
     }
 }
 
-/// Opens the store a URL names: `sqlite:PATH` (or a path ending in `.sqlite`/`.db`) for the
-/// embedded store, `postgres://…` for the shared one.
+/// Opens the store a URL names: `sqlite:PATH` for the embedded store, `postgres://…` for the
+/// shared one.
 public enum BridgeStoreLocation {
     public static func open(
         _ location: String,
@@ -118,5 +118,28 @@ public enum BridgeStoreLocation {
             return try await SQLiteBridgeStore.open(path: path, configuration: configuration, logger: logger)
         }
         throw StoreError.invalidURL("\(location): expected sqlite:PATH or postgres://user@host/database")
+    }
+}
+
+/// Errors of the stores themselves (the database libraries' errors pass through).
+public enum StoreError: Error, CustomStringConvertible {
+    case schemaTooNew(found: Int, known: Int)
+    case invalidURL(String)
+
+    public var description: String {
+        switch self {
+        case .schemaTooNew(let found, let known):
+            "the database's schema version \(found) is newer than this apns-bridge knows (\(known)); upgrade apns-bridge"
+        case .invalidURL(let reason):
+            "invalid store URL: \(reason)"
+        }
+    }
+}
+
+/// A drain's claim: unique across processes and instances.
+enum DrainClaim {
+    static func make() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return String(generator.next(), radix: 16) + String(generator.next(), radix: 16)
     }
 }

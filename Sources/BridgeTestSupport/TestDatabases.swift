@@ -25,7 +25,7 @@ public enum TestDatabases {
         let name = "apns_bridge_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
         var logger = Logger(label: "test.postgres")
         logger.logLevel = .error  // not the warning about a lease requested before run() started
-        let client = PostgresClient(configuration: try Self.clientConfiguration(base), backgroundLogger: logger)
+        let client = PostgresClient(configuration: try PostgresBridgeStore.clientConfiguration(url: base), backgroundLogger: logger)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             try await client.query("CREATE DATABASE \(unescaped: name)")
@@ -33,16 +33,6 @@ public enum TestDatabases {
         }
         components.path = "/" + name
         return components.string!
-    }
-
-    static func clientConfiguration(_ url: String) throws -> PostgresClient.Configuration {
-        guard let components = URLComponents(string: url), let user = components.user else { throw TestDatabaseUnavailable() }
-        let query = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
-        let database = components.path.isEmpty ? nil : String(components.path.dropFirst())
-        if let directory = query["host"], directory.hasPrefix("/") {
-            return .init(unixSocketPath: "\(directory)/.s.PGSQL.\(components.port ?? 5432)", username: user, password: components.password, database: database)
-        }
-        return .init(host: components.host ?? "127.0.0.1", port: components.port ?? 5432, username: user, password: components.password, database: database, tls: .disable)
     }
 
     public struct TestDatabaseUnavailable: Error, CustomStringConvertible {

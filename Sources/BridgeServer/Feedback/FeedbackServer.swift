@@ -93,14 +93,33 @@ public final class FeedbackServer: Sendable {
 /// Drains in progress, so that a shutdown waits for them to settle in the store before the
 /// store closes.
 final class DrainCounter: Sendable {
-    private let active = Mutex(0)
+    private struct State {
+        var active = 0
+        var idleWaiters: [CheckedContinuation<Void, Never>] = []
+    }
 
-    func begin() { self.active.withLock { $0 += 1 } }
-    func end() { self.active.withLock { $0 -= 1 } }
+    private let state = Mutex(State())
+
+    func begin() { self.state.withLock { $0.active += 1 } }
+
+    func end() {
+        let waiters = self.state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.active -= 1
+            guard state.active == 0 else { return [] }
+            defer { state.idleWaiters = [] }
+            return state.idleWaiters
+        }
+        waiters.forEach { $0.resume() }
+    }
 
     func waitUntilIdle() async {
-        while self.active.withLock({ $0 }) > 0 {
-            try? await Task.sleep(for: .milliseconds(5))
+        await withCheckedContinuation { continuation in
+            let idle = self.state.withLock { state in
+                if state.active == 0 { return true }
+                state.idleWaiters.append(continuation)
+                return false
+            }
+            if idle { continuation.resume() }
         }
     }
 }

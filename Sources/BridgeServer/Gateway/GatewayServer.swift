@@ -3,7 +3,6 @@ import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
-import Synchronization
 
 /// The gateway listener: TLS on port 2195 for legacy providers.
 ///

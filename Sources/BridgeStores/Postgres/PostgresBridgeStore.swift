@@ -28,10 +28,10 @@ public final class PostgresBridgeStore: BridgeStore {
         self.runTask = runTask
         self.configuration = configuration
         self.logger = logger
-        self.batcher = FeedbackWriteBatcher(maximumQueued: configuration.maximumQueuedFeedbackChanges) { changes in
+        self.batcher = FeedbackWriteBatcher(maximumQueued: configuration.maximumQueuedFeedbackChanges) { batch in
             try await Self.retryingConflicts(logger: logger) {
                 try await client.withTransaction(logger: logger) { connection in
-                    try await Self.write(changes, on: connection, now: configuration.nowSeconds, logger: logger)
+                    try await Self.write(batch, on: connection, now: configuration.nowSeconds, logger: logger)
                 }
             }
         }
@@ -69,7 +69,8 @@ public final class PostgresBridgeStore: BridgeStore {
         _ = await self.runTask.value
     }
 
-    static func clientConfiguration(url: String) throws -> PostgresClient.Configuration {
+    /// The client configuration a store URL names (see ``connect(url:configuration:maximumConnections:logger:)``).
+    public static func clientConfiguration(url: String) throws -> PostgresClient.Configuration {
         guard let components = URLComponents(string: url), components.scheme == "postgres" || components.scheme == "postgresql" else {
             throw StoreError.invalidURL("expected postgres://user:password@host:port/database")
         }
@@ -189,15 +190,9 @@ public final class PostgresBridgeStore: BridgeStore {
         self.batcher.submit(change, on: eventLoop)
     }
 
-    private static func write(_ changes: [FeedbackChange], on connection: PostgresConnection, now: Int64, logger: Logger) async throws {
-        var entries: [FeedbackEntry] = []
-        var removals: [FeedbackKey] = []
-        for change in changes {
-            switch change {
-            case .unregistered(let entry): entries.append(entry)
-            case .registered(let key): removals.append(key)
-            }
-        }
+    private static func write(_ batch: FeedbackWriteBatcher.Batch, on connection: PostgresConnection, now: Int64, logger: Logger) async throws {
+        var entries = batch.entries
+        var removals = batch.removals
         // One order for every instance's row locks: fewer deadlocks between them.
         entries.sort { Self.precedes($0.key, $1.key) }
         removals.sort(by: Self.precedes)
@@ -252,7 +247,7 @@ public final class PostgresBridgeStore: BridgeStore {
     ) async throws -> FeedbackDrainResult {
         let claim = DrainClaim.make()
         let lengthFilter = options.only32ByteTokens ? "AND octet_length(token) = 32" : ""
-        return try await FeedbackDrainLoop.run(batchSize: options.batchSize) { batch in
+        return try await FeedbackDrainLoop.run(batchSize: options.batchSize, deliver: deliver, finish: finish) { batch in
             var claimed: [(id: Int64, tuple: FeedbackTuple)] = []
             let rows = try await self.client.query(
                 """
@@ -271,10 +266,6 @@ public final class PostgresBridgeStore: BridgeStore {
                 claimed.append((id, FeedbackTuple(timestamp: UInt32(clamping: timestamp), deviceToken: token)))
             }
             return claimed.sorted { $0.id < $1.id }.map(\.tuple)
-        } deliver: { tuples in
-            try await deliver(tuples)
-        } finish: {
-            await finish()
         } settle: { deliveredBatches in
             try await self.settle(claim: claim, deliveredBatches: Int32(deliveredBatches))
         }

@@ -51,10 +51,10 @@ public final class SQLiteBridgeStore: BridgeStore {
         self.configuration = configuration
         self.logger = logger
         self.resendRecordsLiveUntil = Mutex(resendRecordsLiveUntil)
-        self.batcher = FeedbackWriteBatcher(maximumQueued: configuration.maximumQueuedFeedbackChanges) { changes in
+        self.batcher = FeedbackWriteBatcher(maximumQueued: configuration.maximumQueuedFeedbackChanges) { batch in
             try await lock.withLock {
                 try await Self.transaction(connection) {
-                    try await Self.write(changes, to: connection, now: configuration.nowSeconds)
+                    try await Self.write(batch, to: connection, now: configuration.nowSeconds)
                 }
             }
         }
@@ -170,15 +170,9 @@ public final class SQLiteBridgeStore: BridgeStore {
     /// Rows per statement: well under SQLite's limit of bound parameters.
     private static let rowsPerStatement = 200
 
-    private static func write(_ changes: [FeedbackChange], to connection: SQLiteConnection, now: Int64) async throws {
-        var entries: [FeedbackEntry] = []
-        var removals: [FeedbackKey] = []
-        for change in changes {
-            switch change {
-            case .unregistered(let entry): entries.append(entry)
-            case .registered(let key): removals.append(key)
-            }
-        }
+    private static func write(_ batch: FeedbackWriteBatcher.Batch, to connection: SQLiteConnection, now: Int64) async throws {
+        let entries = batch.entries
+        let removals = batch.removals
         for start in stride(from: 0, to: entries.count, by: Self.rowsPerStatement) {
             let chunk = entries[start..<min(start + Self.rowsPerStatement, entries.count)]
             var binds: [SQLiteData] = []
@@ -228,7 +222,7 @@ public final class SQLiteBridgeStore: BridgeStore {
     ) async throws -> FeedbackDrainResult {
         let claim = DrainClaim.make()
         let lengthFilter = options.only32ByteTokens ? "AND length(token) = 32" : ""
-        return try await FeedbackDrainLoop.run(batchSize: options.batchSize) { batch in
+        return try await FeedbackDrainLoop.run(batchSize: options.batchSize, deliver: deliver, finish: finish) { batch in
             let rows = try await self.lock.withLock {
                 try await self.connection.query(
                     """
@@ -252,10 +246,6 @@ public final class SQLiteBridgeStore: BridgeStore {
                     deviceToken: $0.column("token")?.blob ?? ByteBuffer()
                 )
             }
-        } deliver: { tuples in
-            try await deliver(tuples)
-        } finish: {
-            await finish()
         } settle: { deliveredBatches in
             try await self.settle(claim: claim, deliveredBatches: deliveredBatches)
         }
@@ -406,28 +396,5 @@ public final class SQLiteBridgeStore: BridgeStore {
             ).count
             return StoreSweep(feedbackEntries: entries, resendRecords: records, releasedClaims: claims)
         }
-    }
-}
-
-/// Errors of the stores themselves (the database libraries' errors pass through).
-public enum StoreError: Error, CustomStringConvertible {
-    case schemaTooNew(found: Int, known: Int)
-    case invalidURL(String)
-
-    public var description: String {
-        switch self {
-        case .schemaTooNew(let found, let known):
-            "the database's schema version \(found) is newer than this apns-bridge knows (\(known)); upgrade apns-bridge"
-        case .invalidURL(let reason):
-            "invalid store URL: \(reason)"
-        }
-    }
-}
-
-/// A drain's claim: unique across processes and instances.
-enum DrainClaim {
-    static func make() -> String {
-        var generator = SystemRandomNumberGenerator()
-        return String(generator.next(), radix: 16) + String(generator.next(), radix: 16)
     }
 }

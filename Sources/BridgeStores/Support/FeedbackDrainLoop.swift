@@ -8,9 +8,9 @@ import LegacyProtocol
 enum FeedbackDrainLoop {
     static func run(
         batchSize: Int,
-        claim: (_ batch: Int) async throws -> [FeedbackTuple],
         deliver: ([FeedbackTuple]) async throws -> Void,
         finish: () async -> Void,
+        claim: (_ batch: Int) async throws -> [FeedbackTuple],
         settle: (_ deliveredBatches: Int) async throws -> Void
     ) async throws -> FeedbackDrainResult {
         var batch = 0

@@ -16,10 +16,27 @@ final class FeedbackWriteBatcher: Sendable {
         var promises: [EventLoopPromise<Void>]
     }
 
+    /// One transaction's worth: keys are distinct.
+    struct Batch {
+        var entries: [FeedbackEntry] = []
+        var removals: [FeedbackKey] = []
+
+        init(_ changes: [FeedbackChange]) {
+            for change in changes {
+                switch change {
+                case .unregistered(let entry): self.entries.append(entry)
+                case .registered(let key): self.removals.append(key)
+                }
+            }
+        }
+    }
+
     private struct State {
         var queued: [FeedbackKey: QueuedChange] = [:]
         var isCommitting = false
         var isClosed = false
+        /// ``close()`` callers waiting for the last commit.
+        var closeWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
     struct QueueFull: Error, CustomStringConvertible {
@@ -33,10 +50,10 @@ final class FeedbackWriteBatcher: Sendable {
 
     private let state = Mutex(State())
     private let maximumQueued: Int
-    private let commit: @Sendable ([FeedbackChange]) async throws -> Void
+    private let commit: @Sendable (Batch) async throws -> Void
 
-    /// - Parameter commit: stores a batch in one transaction; changes have distinct keys.
-    init(maximumQueued: Int, commit: @escaping @Sendable ([FeedbackChange]) async throws -> Void) {
+    /// - Parameter commit: stores a batch in one transaction.
+    init(maximumQueued: Int, commit: @escaping @Sendable (Batch) async throws -> Void) {
         self.maximumQueued = maximumQueued
         self.commit = commit
     }
@@ -80,23 +97,35 @@ final class FeedbackWriteBatcher: Sendable {
 
     /// Commits what is queued now; returns when nothing is queued or being committed.
     func close() async {
-        self.state.withLock { $0.isClosed = true }
-        while self.state.withLock({ $0.isCommitting || !$0.queued.isEmpty }) {
-            try? await Task.sleep(for: .milliseconds(5))
+        await withCheckedContinuation { continuation in
+            let idle = self.state.withLock { state in
+                state.isClosed = true
+                if state.isCommitting {
+                    state.closeWaiters.append(continuation)
+                    return false
+                }
+                return true
+            }
+            if idle { continuation.resume() }
         }
     }
 
     private func commitUntilEmpty() async {
         while true {
-            let batch: [QueuedChange] = self.state.withLock { state in
+            let (batch, closeWaiters) = self.state.withLock { state -> ([QueuedChange], [CheckedContinuation<Void, Never>]) in
                 let batch = Array(state.queued.values)
                 state.queued.removeAll(keepingCapacity: true)
-                if batch.isEmpty { state.isCommitting = false }
-                return batch
+                guard batch.isEmpty else { return (batch, []) }
+                state.isCommitting = false
+                defer { state.closeWaiters = [] }
+                return ([], state.closeWaiters)
             }
-            if batch.isEmpty { return }
+            if batch.isEmpty {
+                closeWaiters.forEach { $0.resume() }
+                return
+            }
             do {
-                try await self.commit(batch.map(\.change))
+                try await self.commit(Batch(batch.map(\.change)))
                 for queued in batch { queued.promises.forEach { $0.succeed() } }
             } catch {
                 for queued in batch { queued.promises.forEach { $0.fail(error) } }
