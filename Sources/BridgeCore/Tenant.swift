@@ -15,11 +15,19 @@ public struct Tenant: Hashable, Sendable, CustomStringConvertible {
     /// which case every notification is answered with status 3.
     public var topic: String?
     public var environment: APNsEnvironment
+    /// The name of the upstream credentials (signing key or certificate) this tenant's
+    /// notifications are sent with; `nil` for the default ones.
+    public var credentials: String?
+    /// The topics the provider certificate lists (extension `1.2.840.113635.100.6.3.6`), for
+    /// diagnostics; the notifications go to ``topic``.
+    public var certificateTopics: [String]
 
-    public init(name: String, topic: String?, environment: APNsEnvironment) {
+    public init(name: String, topic: String?, environment: APNsEnvironment, credentials: String? = nil, certificateTopics: [String] = []) {
         self.name = name
         self.topic = topic
         self.environment = environment
+        self.credentials = credentials
+        self.certificateTopics = certificateTopics
     }
 
     /// 5120 bytes for VoIP topics, 4096 otherwise.

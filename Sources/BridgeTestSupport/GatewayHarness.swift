@@ -31,9 +31,12 @@ public final class GatewayHarness: Sendable {
     public static func start(
         script: @escaping ScriptedUpstream.Script = { _, _ in .init(.accepted) },
         environment: APNsEnvironment = .sandbox,
+        pki: TestPKI? = nil,
+        tenantResolver: (any TenantResolver)? = nil,
+        tlsContext: LegacyTLSContext? = nil,
         configure: (inout GatewayConfiguration) -> Void = { _ in }
     ) async throws -> GatewayHarness {
-        let pki = try TestPKI()
+        let pki = try pki ?? TestPKI()
         var configuration = GatewayConfiguration.loopback(pki: pki)
         configure(&configuration)
         let upstream = ScriptedUpstream(script: script)
@@ -46,7 +49,8 @@ public final class GatewayHarness: Sendable {
             upstream: upstream,
             resendRecords: resendRecords,
             feedback: feedback,
-            tenantResolver: CertificateSubjectTenantResolver(environment: environment),
+            tenantResolver: tenantResolver ?? CertificateSubjectTenantResolver(environment: environment),
+            tlsContext: tlsContext,
             logger: logger
         )
         return GatewayHarness(pki: pki, upstream: upstream, resendRecords: resendRecords, feedback: feedback, server: server)

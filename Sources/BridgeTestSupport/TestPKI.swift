@@ -72,32 +72,79 @@ public struct TestPKI: Sendable {
     }
 
     /// A provider certificate. With `bundleID`, its subject carries `UID=<bundleID>` as Apple's
-    /// did; without, only a common name (a tenant with no topic).
-    public func providerIdentity(bundleID: String?, teamID: String = "TEAM123456", commonName: String? = nil) throws -> TestIdentity {
+    /// did; without, only a common name (a tenant with no topic). `sandboxMarker` and
+    /// `productionMarker` add Apple's environment extensions (`1.2.840.113635.100.6.3.1` and
+    /// `…6.3.2`); `topics` adds the topics extension (`…6.3.6`) in Apple's layout.
+    public func providerIdentity(
+        bundleID: String?,
+        teamID: String = "TEAM123456",
+        commonName: String? = nil,
+        sandboxMarker: Bool = false,
+        productionMarker: Bool = false,
+        topics: [String] = []
+    ) throws -> TestIdentity {
         var rdns: [RelativeDistinguishedName] = []
         if let bundleID {
             rdns.append(RelativeDistinguishedName(.init(type: Self.userIDAttribute, utf8String: bundleID)))
         }
         rdns.append(RelativeDistinguishedName(.init(type: .RDNAttributeType.commonName, utf8String: commonName ?? "Apple Push Services: \(bundleID ?? "none")")))
         rdns.append(RelativeDistinguishedName(.init(type: .RDNAttributeType.organizationalUnitName, utf8String: teamID)))
+        var appleExtensions: [Certificate.Extension] = []
+        // Apple's markers carry an ASN.1 NULL.
+        if sandboxMarker {
+            appleExtensions.append(Certificate.Extension(oid: [1, 2, 840, 113_635, 100, 6, 3, 1], critical: false, value: [0x05, 0x00]))
+        }
+        if productionMarker {
+            appleExtensions.append(Certificate.Extension(oid: [1, 2, 840, 113_635, 100, 6, 3, 2], critical: false, value: [0x05, 0x00]))
+        }
+        if !topics.isEmpty {
+            appleExtensions.append(Certificate.Extension(oid: [1, 2, 840, 113_635, 100, 6, 3, 6], critical: false, value: try Self.topicsExtensionValue(topics)[...]))
+        }
         return try Self.issue(
             subject: DistinguishedName(rdns),
             extendedKeyUsage: .clientAuth,
             subjectAlternativeNames: [],
+            extraExtensions: appleExtensions,
             caKey: self.caKey,
             caName: self.caName
         )
+    }
+
+    /// Apple's layout: SEQUENCE { UTF8String topic, SEQUENCE { UTF8String kind }, … }.
+    static func topicsExtensionValue(_ topics: [String]) throws -> [UInt8] {
+        var serializer = DER.Serializer()
+        try serializer.appendConstructedNode(identifier: .sequence) { sequence in
+            for topic in topics {
+                try sequence.serialize(ASN1UTF8String(topic))
+                try sequence.appendConstructedNode(identifier: .sequence) { description in
+                    try description.serialize(ASN1UTF8String(topic.hasSuffix(".voip") ? "voip" : "app"))
+                }
+            }
+        }
+        return serializer.serializedBytes
     }
 
     private static func issue(
         subject: DistinguishedName,
         extendedKeyUsage: ExtendedKeyUsage.Usage,
         subjectAlternativeNames: [GeneralName],
+        extraExtensions: [Certificate.Extension] = [],
         caKey: P256.Signing.PrivateKey,
         caName: DistinguishedName
     ) throws -> TestIdentity {
         let key = P256.Signing.PrivateKey()
         let now = Date()
+        var extensions = try Certificate.Extensions {
+            Critical(BasicConstraints.notCertificateAuthority)
+            Critical(KeyUsage(digitalSignature: true))
+            try ExtendedKeyUsage([extendedKeyUsage])
+            if !subjectAlternativeNames.isEmpty {
+                SubjectAlternativeNames(subjectAlternativeNames)
+            }
+        }
+        for extraExtension in extraExtensions {
+            try extensions.append(extraExtension)
+        }
         let certificate = try Certificate(
             version: .v3,
             serialNumber: Certificate.SerialNumber(),
@@ -107,14 +154,7 @@ public struct TestPKI: Sendable {
             issuer: caName,
             subject: subject,
             signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.notCertificateAuthority)
-                Critical(KeyUsage(digitalSignature: true))
-                try ExtendedKeyUsage([extendedKeyUsage])
-                if !subjectAlternativeNames.isEmpty {
-                    SubjectAlternativeNames(subjectAlternativeNames)
-                }
-            },
+            extensions: extensions,
             issuerPrivateKey: Certificate.PrivateKey(caKey)
         )
         return TestIdentity(

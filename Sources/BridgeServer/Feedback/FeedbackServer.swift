@@ -44,16 +44,17 @@ public final class FeedbackServer: Sendable {
         configuration: FeedbackConfiguration,
         store: any FeedbackStore,
         tenantResolver: any TenantResolver,
+        tlsContext: LegacyTLSContext? = nil,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "apns-bridge.feedback")
     ) async throws -> FeedbackServer {
-        let sslContext = try configuration.tls.makeServerContext()
-        let registry = ConnectionRegistry()
+        let tls = try tlsContext ?? LegacyTLSContext(configuration: configuration.tls, tenantResolver: tenantResolver, logger: logger)
+        let registry = ConnectionRegistry(gauge: GatewayMetrics.shared.feedbackConnections)
         let drains = DrainCounter()
         let serverChannel = try await LegacyListener.bind(
             host: configuration.host,
             port: configuration.port,
-            sslContext: sslContext,
+            tls: tls,
             registry: registry,
             maximumConnections: configuration.maximumConnections,
             group: group,
@@ -223,6 +224,7 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
                     }
                     defer { timeout.cancel() }
                     try await channel.writeAndFlush(bytes)
+                    GatewayMetrics.shared.feedbackTuplesDelivered(tuples.count)
                 } finish: {
                     try? await channel.close()
                 }

@@ -28,13 +28,16 @@ public struct GatewayConfiguration: Sendable {
 }
 
 /// TLS for a legacy listener (CONTRACT §1.1): the client certificate is always requested and
-/// required, and verified against the configured CA certificates. At most TLS 1.2 unless
+/// required, and verified against the configured CA certificates or pinned fingerprints. At most TLS 1.2 unless
 /// TLS 1.3 is allowed; TLS 1.0 and 1.1 only when legacy TLS is allowed.
 public struct LegacyTLSConfiguration: Sendable {
     public var certificateChain: [NIOSSLCertificate]
     public var privateKey: NIOSSLPrivateKey
     /// The CA certificates that client certificates must chain to.
     public var clientCertificateAuthorities: [NIOSSLCertificate]
+    /// SHA-256 fingerprints (lowercase hex) of client certificates trusted by themselves,
+    /// whoever issued them.
+    public var pinnedFingerprints: Set<String> = []
     /// Off by default: under TLS 1.3, post-handshake tickets make some legacy clients miss the
     /// error-response.
     public var allowTLS13 = false
@@ -59,8 +62,10 @@ public struct LegacyTLSConfiguration: Sendable {
         // `.noHostnameVerification` on a server: request and require a client certificate and
         // verify its chain; clients have no host name to check.
         tls.certificateVerification = .noHostnameVerification
+        // The chain is checked by ``LegacyTLSContext`` during the handshake; the CA list is still
+        // sent, so that clients with several certificates pick the right one.
         tls.trustRoots = .certificates(self.clientCertificateAuthorities)
-        tls.sendCANameList = true
+        tls.sendCANameList = !self.clientCertificateAuthorities.isEmpty
         tls.minimumTLSVersion = self.allowLegacyTLS ? .tlsv1 : .tlsv12
         tls.maximumTLSVersion = self.allowTLS13 ? .tlsv13 : .tlsv12
         return try NIOSSLContext(configuration: tls)

@@ -180,17 +180,21 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
     private func processBufferedFrames(context: ChannelHandlerContext) {
         while case .open = self.phase, self.session!.isReading {
             let action: ProviderSessionStateMachine.FrameReceivedAction
+            let failureReason: String
             do {
                 guard let frame = try self.decoder.decode(buffer: &self.buffered) else { break }
+                GatewayMetrics.shared.notificationReceived()
                 action = self.session!.frameReceived(frame)
+                failureReason = "local"
             } catch let error as LegacyProtocolError {
                 self.logger.info("refusing a malformed frame", metadata: ["error": "\(error)"])
                 self.buffered = ByteBuffer()
                 action = self.session!.decodeFailed(error)
+                failureReason = "malformed"
             } catch {
                 preconditionFailure("the decoder throws LegacyProtocolError only: \(error)")
             }
-            self.handle(action, context: context)
+            self.handle(action, failureReason: failureReason, context: context)
         }
         if self.buffered.readableBytes == 0 {
             // Let go of the storage (forwarded frames may still hold slices of it), so the next
@@ -201,18 +205,23 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    private func handle(_ action: ProviderSessionStateMachine.FrameReceivedAction, context: ChannelHandlerContext) {
+    /// `failureReason` labels the failure metric when the frame is refused here.
+    private func handle(_ action: ProviderSessionStateMachine.FrameReceivedAction, failureReason: String, context: ChannelHandlerContext) {
         switch action {
         case .forward(let sequence, let notification):
+            GatewayMetrics.shared.forwardStarted()
             self.dependencies.dispatcher.dispatch(notification, on: context.eventLoop)
                 .hop(to: context.eventLoop)
                 .assumeIsolated()
                 .whenSuccess { outcome in
+                    GatewayMetrics.shared.forwardFinished()
                     self.upstreamCompleted(sequence, outcome: outcome)
                 }
         case .close(let farewell):
+            GatewayMetrics.failed.increment(["\(farewell.status.rawValue)", failureReason])
             self.sayFarewell(farewell, context: context)
         case .waitForPredecessors(let status):
+            GatewayMetrics.failed.increment(["\(status.rawValue)", failureReason])
             self.logger.debug("notification failed; waiting for earlier ones", metadata: ["status": "\(status)"])
         case .ignore:
             break
@@ -231,6 +240,7 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
                 let token = LogRedaction.token(entry.deviceToken)
                 self.logger.debug("token unregistered upstream", metadata: ["token": "\(token)"])
                 stored.whenSuccess { [logger] in
+                    GatewayMetrics.shared.feedbackEntryRecorded()
                     logger.debug("feedback entry stored", metadata: ["token": "\(token)"])
                 }
             }
@@ -312,6 +322,7 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
                 var bytes = context.channel.allocator.buffer(capacity: ErrorResponsePacket.length)
                 bytes.writeErrorResponse(packet)
                 context.write(self.wrapOutboundOut(bytes), promise: nil)
+                GatewayMetrics.shared.errorResponseSent(packet.status)
             }
             context.flush()
             context.close(mode: .output, promise: nil)

@@ -40,21 +40,22 @@ public final class GatewayServer: Sendable {
         resendRecords: any ResendRecordStore,
         feedback: any FeedbackRecorder,
         tenantResolver: any TenantResolver,
+        tlsContext: LegacyTLSContext? = nil,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "apns-bridge.gateway")
     ) async throws -> GatewayServer {
-        let sslContext = try configuration.tls.makeServerContext()
+        let tls = try tlsContext ?? LegacyTLSContext(configuration: configuration.tls, tenantResolver: tenantResolver, logger: logger)
         let dependencies = GatewayConnectionHandler.Dependencies(
             dispatcher: NotificationDispatcher(upstream: upstream, resendRecords: resendRecords),
             feedback: feedback,
             tenantResolver: tenantResolver
         )
-        let registry = ConnectionRegistry()
+        let registry = ConnectionRegistry(gauge: GatewayMetrics.shared.gatewayConnections)
 
         let serverChannel = try await LegacyListener.bind(
             host: configuration.host,
             port: configuration.port,
-            sslContext: sslContext,
+            tls: tls,
             registry: registry,
             maximumConnections: configuration.maximumConnections,
             group: group,

@@ -14,6 +14,7 @@ struct NotificationDispatcher: Sendable {
         return self.resendRecords.claim(key, on: eventLoop)
             .flatMap { remembered -> EventLoopFuture<NotificationOutcome> in
                 if let remembered {
+                    GatewayMetrics.shared.resendAnsweredFromRecord()
                     return eventLoop.makeSucceededFuture(remembered)
                 }
                 return upstream.send(notification, on: eventLoop)

@@ -1,3 +1,4 @@
+import CoreMetrics
 import NIOCore
 import Synchronization
 
@@ -10,6 +11,11 @@ final class ConnectionRegistry: Sendable {
     }
 
     private let connections = Mutex(Connections())
+    private let gauge: Meter?
+
+    init(gauge: Meter? = nil) {
+        self.gauge = gauge
+    }
 
     var count: Int {
         self.connections.withLock { $0.channels.count }
@@ -24,8 +30,10 @@ final class ConnectionRegistry: Sendable {
             return true
         }
         if admitted {
+            self.gauge?.increment()
             channel.closeFuture.whenComplete { _ in
                 _ = self.connections.withLock { $0.channels.removeValue(forKey: ObjectIdentifier(channel)) }
+                self.gauge?.decrement()
             }
         }
         return admitted

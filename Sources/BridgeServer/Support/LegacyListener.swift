@@ -9,7 +9,7 @@ enum LegacyListener {
     static func bind(
         host: String,
         port: Int,
-        sslContext: NIOSSLContext,
+        tls: LegacyTLSContext,
         registry: ConnectionRegistry,
         maximumConnections: Int,
         group: any EventLoopGroup,
@@ -29,7 +29,7 @@ enum LegacyListener {
                     var connectionLogger = logger
                     connectionLogger[metadataKey: "peer"] = "\(channel.remoteAddress.map { "\($0)" } ?? "?")"
                     let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(NIOSSLServerHandler(context: sslContext))
+                    try sync.addHandler(tls.makeServerHandler(logger: connectionLogger))
                     try sync.addHandler(makeHandler(connectionLogger))
                 }
             }

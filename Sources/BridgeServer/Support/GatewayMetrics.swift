@@ -1,0 +1,65 @@
+import BridgeCore
+import CoreMetrics
+import LegacyProtocol
+import Synchronization
+
+/// The legacy side's metrics, through swift-metrics (the `serve` command exports them in
+/// Prometheus format; elsewhere they go nowhere). Names follow Prometheus conventions; every
+/// name keeps one set of label names.
+public final class GatewayMetrics: Sendable {
+    /// One instance per process: swift-metrics hands out handlers by name, and creating them is
+    /// not free, so they are made once.
+    public static let shared = GatewayMetrics()
+
+    let received = Counter(label: "apns_bridge_notifications_received_total")
+    let inFlight = Meter(label: "apns_bridge_notifications_in_flight")
+    let resendsAnsweredFromRecords = Counter(label: "apns_bridge_resends_deduplicated_total")
+    let gatewayConnections = Meter(label: "apns_bridge_legacy_connections", dimensions: [("listener", "gateway")])
+    let feedbackConnections = Meter(label: "apns_bridge_legacy_connections", dimensions: [("listener", "feedback")])
+    let refusedHandshakes = Counter(label: "apns_bridge_refused_client_certificates_total")
+    let feedbackDelivered = Counter(label: "apns_bridge_feedback_tuples_delivered_total")
+    let feedbackRecorded = Counter(label: "apns_bridge_feedback_entries_recorded_total")
+    private let errorResponses = LabelledCounters(label: "apns_bridge_error_responses_total", labelNames: ["status"])
+
+    private init() {}
+
+    /// `apns_bridge_notifications_failed_total{status, reason}`: the legacy status and, for
+    /// failures decided here, `local` (a validation rule) or `malformed` (an unreadable frame).
+    /// The upstream client counts the failures APNs decides, with APNs' reason.
+    public static let failed = LabelledCounters(label: "apns_bridge_notifications_failed_total", labelNames: ["status", "reason"])
+
+    func notificationReceived() { self.received.increment() }
+    func forwardStarted() { self.inFlight.increment() }
+    func forwardFinished() { self.inFlight.decrement() }
+    func resendAnsweredFromRecord() { self.resendsAnsweredFromRecords.increment() }
+    func handshakeRefused() { self.refusedHandshakes.increment() }
+    func feedbackTuplesDelivered(_ count: Int) { self.feedbackDelivered.increment(by: Int64(count)) }
+    func feedbackEntryRecorded() { self.feedbackRecorded.increment() }
+
+    func errorResponseSent(_ status: ErrorResponseStatus) {
+        self.errorResponses.increment(["\(status.rawValue)"])
+    }
+}
+
+/// Counters of one name with a fixed set of label names, made on first use of each label set.
+public final class LabelledCounters: Sendable {
+    private let label: String
+    private let labelNames: [String]
+    private let counters = Mutex<[[String]: Counter]>([:])
+
+    public init(label: String, labelNames: [String]) {
+        self.label = label
+        self.labelNames = labelNames
+    }
+
+    public func increment(_ labelValues: [String], by amount: Int = 1) {
+        precondition(labelValues.count == self.labelNames.count, "\(self.label): label values do not match its label names")
+        let counter = self.counters.withLock { counters in
+            if let counter = counters[labelValues] { return counter }
+            let counter = Counter(label: self.label, dimensions: Array(zip(self.labelNames, labelValues)))
+            counters[labelValues] = counter
+            return counter
+        }
+        counter.increment(by: Int64(amount))
+    }
+}

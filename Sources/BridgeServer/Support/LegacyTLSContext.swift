@@ -1,0 +1,101 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOSSL
+import SwiftASN1
+import Synchronization
+import X509
+
+/// The TLS of the legacy listeners: the server context and the check of client certificates,
+/// replaceable while the listeners run (new handshakes use the replacement; open connections
+/// keep theirs).
+///
+/// The check runs during the handshake (CONTRACT §1.1, §1.2): a certificate is trusted when its
+/// SHA-256 fingerprint is pinned, or when it chains to one of the client CAs (RFC 5280, at the
+/// time of the handshake); and it must resolve to a tenant. Otherwise the handshake fails.
+public final class LegacyTLSContext: Sendable {
+    private struct Current: Sendable {
+        var sslContext: NIOSSLContext
+        var verifier: ClientCertificateVerifier
+    }
+
+    private let current: Mutex<Current>
+    private let tenantResolver: any TenantResolver
+    private let logger: Logger
+
+    public init(configuration: LegacyTLSConfiguration, tenantResolver: any TenantResolver, logger: Logger) throws {
+        self.tenantResolver = tenantResolver
+        self.logger = logger
+        self.current = Mutex(try Self.make(configuration, tenantResolver: tenantResolver))
+    }
+
+    /// Uses `configuration` for the handshakes that start from now on.
+    public func reload(_ configuration: LegacyTLSConfiguration) throws {
+        let next = try Self.make(configuration, tenantResolver: self.tenantResolver)
+        self.current.withLock { $0 = next }
+    }
+
+    private static func make(_ configuration: LegacyTLSConfiguration, tenantResolver: any TenantResolver) throws -> Current {
+        let roots = try configuration.clientCertificateAuthorities.map { try Certificate(derEncoded: try $0.toDERBytes()) }
+        var pinned = configuration.pinnedFingerprints
+        if let configured = tenantResolver as? ConfiguredTenantResolver {
+            pinned.formUnion(configured.pinnedFingerprints)
+        }
+        return Current(
+            sslContext: try configuration.makeServerContext(),
+            verifier: ClientCertificateVerifier(roots: roots, pinnedFingerprints: pinned, tenantResolver: tenantResolver)
+        )
+    }
+
+    /// A TLS handler for one new connection.
+    func makeServerHandler(logger: Logger) -> NIOSSLServerHandler {
+        let current = self.current.withLock { $0 }
+        let verifier = current.verifier
+        return NIOSSLServerHandler(context: current.sslContext) { chain, promise in
+            Task {
+                switch await verifier.verify(chain) {
+                case .trusted:
+                    promise.succeed(.certificateVerified)
+                case .refused(let why):
+                    GatewayMetrics.shared.handshakeRefused()
+                    logger.warning("refusing a client certificate during the TLS handshake", metadata: ["reason": "\(why)"])
+                    promise.succeed(.failed)
+                }
+            }
+        }
+    }
+}
+
+/// Decides whether a presented client certificate chain is accepted (see ``LegacyTLSContext``).
+struct ClientCertificateVerifier: Sendable {
+    enum Verdict: Equatable, Sendable {
+        case trusted
+        case refused(String)
+    }
+
+    var roots: [Certificate]
+    var pinnedFingerprints: Set<String>
+    var tenantResolver: any TenantResolver
+
+    func verify(_ chain: [NIOSSLCertificate]) async -> Verdict {
+        guard let leaf = chain.first, let leafDER = try? leaf.toDERBytes(), let provider = try? ProviderCertificate(derBytes: leafDER) else {
+            return .refused("no readable client certificate")
+        }
+        let subject = "UID=\(provider.userID ?? "-") fingerprint=\(provider.fingerprint.prefix(16))…"
+        if !self.pinnedFingerprints.contains(provider.fingerprint) {
+            guard !self.roots.isEmpty else { return .refused("not pinned, and no client CA is configured: \(subject)") }
+            guard let parsedLeaf = try? Certificate(derEncoded: leafDER) else { return .refused("unreadable certificate") }
+            let intermediates = chain.dropFirst().compactMap { try? Certificate(derEncoded: $0.toDERBytes()) }
+            var verifier = Verifier(rootCertificates: CertificateStore(self.roots)) {
+                RFC5280Policy(validationTime: Date())
+            }
+            guard case .validCertificate = await verifier.validate(leaf: parsedLeaf, intermediates: CertificateStore(intermediates)) else {
+                return .refused("does not chain to a configured client CA (or has expired): \(subject)")
+            }
+        }
+        guard self.tenantResolver.tenant(for: leaf) != nil else {
+            return .refused("no tenant matches: \(subject)")
+        }
+        return .trusted
+    }
+}

@@ -1,0 +1,91 @@
+import BridgeCore
+import NIOSSL
+
+/// One configured tenant: how its certificates are recognised and what overrides what they say.
+public struct TenantRule: Hashable, Sendable {
+    public var name: String
+    /// SHA-256 fingerprints (lowercase hex) of certificates that belong to this tenant. A
+    /// certificate matched this way is trusted for its fingerprint, whatever CA issued it.
+    public var fingerprints: Set<String>
+    /// The subject `UID=` (bundle id) of certificates that belong to this tenant.
+    public var userID: String?
+    /// The `apns-topic`; default: the certificate's `UID=`.
+    public var topic: String?
+    /// Default: from the certificate's environment markers, else the listener's default.
+    public var environment: APNsEnvironment?
+    /// Upstream credentials by name; default: the default credentials.
+    public var credentials: String?
+
+    public init(
+        name: String,
+        fingerprints: Set<String> = [],
+        userID: String? = nil,
+        topic: String? = nil,
+        environment: APNsEnvironment? = nil,
+        credentials: String? = nil
+    ) {
+        self.name = name
+        self.fingerprints = Set(fingerprints.map(Self.normalizedFingerprint))
+        self.userID = userID
+        self.topic = topic
+        self.environment = environment
+        self.credentials = credentials
+    }
+
+    /// Lowercase hex without separators: `AB:CD:…` and `abcd…` are the same fingerprint.
+    public static func normalizedFingerprint(_ text: String) -> String {
+        String(text.lowercased().filter { $0.isHexDigit })
+    }
+}
+
+/// Resolves tenants from the configuration and the certificate (CONTRACT §1.2).
+///
+/// A certificate matches a rule by fingerprint first, then by `UID=`. Configuration overrides
+/// the certificate: the topic is the rule's, else the certificate's `UID=`; the environment is
+/// the rule's, else the one the certificate's markers name (only `…6.3.1` → sandbox, only
+/// `…6.3.2` → production), else ``defaultEnvironment``. A certificate that matches no rule is a
+/// tenant of its own, named by its `UID=`, only while ``acceptsUnlistedCertificates`` is on
+/// (the default when no tenant is configured); otherwise it is refused.
+public struct ConfiguredTenantResolver: TenantResolver {
+    public var rules: [TenantRule]
+    public var defaultEnvironment: APNsEnvironment
+    public var acceptsUnlistedCertificates: Bool
+
+    public init(rules: [TenantRule], defaultEnvironment: APNsEnvironment, acceptsUnlistedCertificates: Bool? = nil) {
+        self.rules = rules
+        self.defaultEnvironment = defaultEnvironment
+        self.acceptsUnlistedCertificates = acceptsUnlistedCertificates ?? rules.isEmpty
+    }
+
+    /// Fingerprints that are trusted by themselves (see ``TenantRule/fingerprints``).
+    public var pinnedFingerprints: Set<String> {
+        self.rules.reduce(into: []) { $0.formUnion($1.fingerprints) }
+    }
+
+    public func tenant(for certificate: NIOSSLCertificate) -> Tenant? {
+        guard let parsed = try? ProviderCertificate(certificate) else { return nil }
+        return self.tenant(for: parsed)
+    }
+
+    public func tenant(for certificate: ProviderCertificate) -> Tenant? {
+        let rule =
+            self.rules.first { $0.fingerprints.contains(certificate.fingerprint) }
+            ?? certificate.userID.flatMap { userID in self.rules.first { $0.userID == userID } }
+        if let rule {
+            return Tenant(
+                name: rule.name,
+                topic: rule.topic ?? certificate.userID,
+                environment: rule.environment ?? certificate.markedEnvironment ?? self.defaultEnvironment,
+                credentials: rule.credentials,
+                certificateTopics: certificate.topics
+            )
+        }
+        guard self.acceptsUnlistedCertificates, let userID = certificate.userID else { return nil }
+        return Tenant(
+            name: userID,
+            topic: userID,
+            environment: certificate.markedEnvironment ?? self.defaultEnvironment,
+            certificateTopics: certificate.topics
+        )
+    }
+}
