@@ -81,22 +81,27 @@ extension Duration {
 public enum BridgeStoreMaintenance {
     public static func run(_ store: any BridgeStore, every interval: Duration = .seconds(600), logger: Logger) async {
         while !Task.isCancelled {
-            do {
-                let sweep = try await store.removeExpired()
-                if sweep != StoreSweep(feedbackEntries: 0, resendRecords: 0, releasedClaims: 0) {
-                    logger.info(
-                        "store maintenance",
-                        metadata: [
-                            "feedback_entries_expired": "\(sweep.feedbackEntries)",
-                            "resend_records_removed": "\(sweep.resendRecords)",
-                            "stale_claims_released": "\(sweep.releasedClaims)",
-                        ]
-                    )
-                }
-            } catch {
-                logger.error("store maintenance failed", metadata: ["error": "\(error)"])
-            }
+            await self.sweepOnce(store, logger: logger)
             try? await Task.sleep(for: interval)
+        }
+    }
+
+    /// One ``BridgeStore/removeExpired()``, logged when it removed anything or failed.
+    public static func sweepOnce(_ store: any BridgeStore, logger: Logger) async {
+        do {
+            let sweep = try await store.removeExpired()
+            if sweep != StoreSweep(feedbackEntries: 0, resendRecords: 0, releasedClaims: 0) {
+                logger.info(
+                    "store maintenance",
+                    metadata: [
+                        "feedback_entries_expired": "\(sweep.feedbackEntries)",
+                        "resend_records_removed": "\(sweep.resendRecords)",
+                        "stale_claims_released": "\(sweep.releasedClaims)",
+                    ]
+                )
+            }
+        } catch {
+            logger.error("store maintenance failed", metadata: ["error": "\(error)"])
         }
     }
 }
@@ -118,6 +123,11 @@ public enum BridgeStoreLocation {
             return try await SQLiteBridgeStore.open(path: path, configuration: configuration, logger: logger)
         }
         throw StoreError.invalidURL("\(location): expected sqlite:PATH or postgres://user@host/database")
+    }
+
+    /// The location without a password, for logs and `check-config`.
+    public static func redacted(_ location: String) -> String {
+        location.hasPrefix("sqlite:") ? location : PostgresBridgeStore.redacted(location)
     }
 }
 

@@ -112,9 +112,19 @@ public final class APNsClient: NotificationUpstream {
         self.pools[environment]?.connectionsOpened ?? 0
     }
 
+    /// Connections of an environment taking requests now (metrics).
+    public func usableConnectionCount(_ environment: APNsEnvironment) -> Int {
+        self.pools[environment]?.usableConnectionCount ?? 0
+    }
+
     /// Whether an environment has a connection taking requests now (for readiness).
     public func hasUsableConnection(_ environment: APNsEnvironment) -> Bool {
         (self.pools[environment]?.usableConnectionCount ?? 0) > 0
+    }
+
+    /// Opens an environment's connections now rather than at its first notification.
+    public func warmUp(_ environment: APNsEnvironment) {
+        self.pools[environment]?.warmUp()
     }
 
     /// Each pool's connections (requests in flight / stream limit) and queue, for diagnostics.
@@ -140,6 +150,7 @@ public final class APNsClient: NotificationUpstream {
     public func send(_ request: APNsRequest, environment: APNsEnvironment, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome> {
         guard let pool = self.pools[environment] else {
             self.logger.error("no upstream endpoint for the environment", metadata: ["environment": "\(environment.rawValue)"])
+            UpstreamMetrics.shared.finished(.rejected(.processingError), reason: nil)
             return eventLoop.makeSucceededFuture(.rejected(.processingError))
         }
         self.statistics.withLock { $0.requests += 1 }
@@ -175,18 +186,21 @@ public final class APNsClient: NotificationUpstream {
                 attempt.tokenGeneration = token.generation
             } catch {
                 self.logger.critical("cannot sign a provider token", metadata: ["error": "\(error)"])
+                UpstreamMetrics.shared.finished(.rejected(.processingError), reason: nil)
                 promise.succeed(.rejected(.processingError))
                 return
             }
         }
         let usedGeneration = attempt.tokenGeneration
         let sent = attempt
+        let started = NIODeadline.now()
         pool.execute(attempt.request, authorization: authorization, avoiding: attempt.avoid, deadline: attempt.deadline, on: eventLoop)
             .whenSuccess { result in
                 var attempt = sent
                 attempt.avoid = result.connectionID
                 switch result.result {
                 case .success(let response):
+                    UpstreamMetrics.shared.attemptAnswered(status: response.status, after: (NIODeadline.now() - started).nanoseconds)
                     self.handle(response, attempt: attempt, usedGeneration: usedGeneration, pool: pool, on: eventLoop, promise: promise)
                 case .failure(let failure):
                     self.handle(failure, attempt: attempt, pool: pool, on: eventLoop, promise: promise)
@@ -213,11 +227,13 @@ public final class APNsClient: NotificationUpstream {
             if outcome != .accepted {
                 self.logger.debug("upstream answered", metadata: metadata)
             }
+            UpstreamMetrics.shared.finished(outcome, reason: response.reason)
             promise.succeed(outcome)
         case .refreshCredentialsAndRetry:
             guard !attempt.credentialRetryUsed else {
                 self.logger.error("upstream refused the provider token again after a refresh", metadata: metadata)
                 self.statistics.withLock { $0.credentialFailures += 1 }
+                UpstreamMetrics.shared.finished(.rejected(.processingError), reason: response.reason)
                 promise.succeed(.rejected(.processingError))
                 return
             }
@@ -229,12 +245,14 @@ public final class APNsClient: NotificationUpstream {
             next.tokenGeneration = response.reason == .expiredProviderToken ? usedGeneration : nil
             self.logger.info("retrying with a fresh provider token", metadata: metadata)
             self.statistics.withLock { $0.retries += 1 }
+            UpstreamMetrics.shared.retried()
             self.run(next, pool: pool, on: eventLoop, promise: promise)
         case .retry(let exhausted):
             let delay = self.retryDelay(afterAttempt: attempt.number)
             guard self.mayRetry(attempt, after: delay) else {
                 self.logger.warning("gave up after retries", metadata: metadata.merging(["outcome": "\(exhausted)"]) { $1 })
                 self.statistics.withLock { $0.droppedAfterRetries += 1 }
+                UpstreamMetrics.shared.finished(exhausted, reason: response.reason)
                 promise.succeed(exhausted)
                 return
             }
@@ -243,13 +261,16 @@ public final class APNsClient: NotificationUpstream {
         case .credentialFailure:
             self.logger.error("upstream refused the bridge's credentials: check the tenant's key or certificate", metadata: metadata)
             self.statistics.withLock { $0.credentialFailures += 1 }
+            UpstreamMetrics.shared.finished(classification.outcomeWithoutRetry, reason: response.reason)
             promise.succeed(classification.outcomeWithoutRetry)
         case .topicFailure:
             self.logger.error("upstream refused the tenant's topic: check the tenant's configuration", metadata: metadata)
+            UpstreamMetrics.shared.finished(classification.outcomeWithoutRetry, reason: response.reason)
             promise.succeed(classification.outcomeWithoutRetry)
         case .bridgeBug:
             self.logger.critical("upstream refused a request the bridge built: this is a bug in apns-bridge", metadata: metadata)
             self.statistics.withLock { $0.bridgeBugs += 1 }
+            UpstreamMetrics.shared.finished(classification.outcomeWithoutRetry, reason: response.reason)
             promise.succeed(classification.outcomeWithoutRetry)
         }
     }
@@ -271,6 +292,7 @@ public final class APNsClient: NotificationUpstream {
         guard self.mayRetry(attempt, after: delay) else {
             self.logger.warning("gave up: no answer from the upstream within the retry budget", metadata: metadata)
             self.statistics.withLock { $0.droppedAfterRetries += 1 }
+            UpstreamMetrics.shared.finished(.rejected(.processingError), reason: nil)
             promise.succeed(.rejected(.processingError))
             return
         }
@@ -285,6 +307,7 @@ public final class APNsClient: NotificationUpstream {
         next.number += 1
         next.tokenGeneration = nil
         self.statistics.withLock { $0.retries += 1 }
+        UpstreamMetrics.shared.retried()
         if delay == .zero {
             self.run(next, pool: pool, on: eventLoop, promise: promise)
         } else {

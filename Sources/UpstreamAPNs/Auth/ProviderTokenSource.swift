@@ -79,6 +79,7 @@ public final class ProviderTokenSource: Sendable {
         let token = Token(value: value, generation: generation, issuedAt: now, authorization: "bearer " + value)
         state.current = token
         state.mints += 1
+        UpstreamMetrics.shared.tokenMinted()
         // The token itself is a secret: never logged.
         self.logger.info(
             "minted a provider token",

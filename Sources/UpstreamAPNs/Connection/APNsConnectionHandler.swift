@@ -309,6 +309,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     private func goAwayReceived(lastStreamID: HTTP2StreamID, errorCode: HTTP2ErrorCode, debugData: ByteBuffer?, context: ChannelHandlerContext) {
         let reason = debugData.flatMap(APNsErrorBody.parse)?.reason
+        UpstreamMetrics.shared.goAwayReceived()
         self.logger.warning(
             "upstream sent GOAWAY",
             metadata: [

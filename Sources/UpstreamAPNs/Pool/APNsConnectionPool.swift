@@ -136,6 +136,12 @@ final class APNsConnectionPool: Sendable {
         return promise.futureResult
     }
 
+    /// Opens the pool's connections now rather than at the first request (start-up, readiness).
+    func warmUp() {
+        let action = self.state.withLock { self.connectionsToOpen(&$0) }
+        self.openConnections(action)
+    }
+
     func shutdown() {
         let (waiters, connections) = self.state.withLock { state in
             state.isShutDown = true

@@ -1,0 +1,85 @@
+import BridgeCore
+import CoreMetrics
+import LegacyProtocol
+import NIOCore
+import Synchronization
+
+/// The upstream side's metrics, through swift-metrics (see `GatewayMetrics` for the legacy side).
+final class UpstreamMetrics: Sendable {
+    static let shared = UpstreamMetrics()
+
+    /// One per HTTP/2 request attempt that got an answer, from the write to the answer.
+    let requestDuration = Timer(label: "apns_bridge_upstream_request_duration_seconds", preferredDisplayUnit: .seconds)
+    let forwarded = Counter(label: "apns_bridge_notifications_forwarded_total")
+    let retries = Counter(label: "apns_bridge_upstream_retries_total")
+    let goAways = Counter(label: "apns_bridge_upstream_goaways_total")
+    let tokensMinted = Counter(label: "apns_bridge_provider_tokens_minted_total")
+    private let responses = Mutex<[Int: Counter]>([:])
+    private let failed = Mutex<[FailureLabels: Counter]>([:])
+
+    private struct FailureLabels: Hashable {
+        var status: String
+        var reason: String
+    }
+
+    /// Reasons outside Apple's documented list are counted as `other`, so that an upstream
+    /// cannot grow the label sets without bound.
+    private static let knownReasons: Set<String> = [
+        "BadCollapseId", "BadDeviceToken", "BadExpirationDate", "BadMessageId", "BadPriority", "BadTopic",
+        "DeviceTokenNotForTopic", "DuplicateHeaders", "IdleTimeout", "InvalidPushType", "MissingDeviceToken",
+        "MissingTopic", "PayloadEmpty", "TopicDisallowed", "MissingPushType", "BadCertificate",
+        "BadCertificateEnvironment", "ExpiredProviderToken", "Forbidden", "InvalidProviderToken",
+        "MissingProviderToken", "UnrelatedKeyIdInToken", "BadEnvironmentKeyIdInToken", "BadPath",
+        "MethodNotAllowed", "ExpiredToken", "Unregistered", "PayloadTooLarge", "TooManyProviderTokenUpdates",
+        "TooManyRequests", "InternalServerError", "ServiceUnavailable", "Shutdown",
+    ]
+
+    private init() {}
+
+    func attemptAnswered(status: Int, after nanoseconds: Int64) {
+        self.requestDuration.recordNanoseconds(nanoseconds)
+        self.responded(status: status)
+    }
+
+    func retried() { self.retries.increment() }
+    func goAwayReceived() { self.goAways.increment() }
+    func tokenMinted() { self.tokensMinted.increment() }
+
+    /// `apns_bridge_upstream_responses_total{status}`: HTTP statuses of every answered attempt.
+    func responded(status: Int) {
+        let counter = self.responses.withLock { counters in
+            if let counter = counters[status] { return counter }
+            let counter = Counter(label: "apns_bridge_upstream_responses_total", dimensions: [("status", "\(status)")])
+            counters[status] = counter
+            return counter
+        }
+        counter.increment()
+    }
+
+    /// The final outcome of one notification sent upstream: `forwarded_total` when APNs
+    /// accepted it, else `apns_bridge_notifications_failed_total{status, reason}` with the legacy
+    /// status (`none` when the provider is told nothing) and APNs' reason (`none` without one).
+    func finished(_ outcome: NotificationOutcome, reason: APNsReason?) {
+        let status: String
+        switch outcome {
+        case .accepted:
+            self.forwarded.increment()
+            return
+        case .unregistered: status = "\(ErrorResponseStatus.invalidToken.rawValue)"
+        case .rejected(let legacy): status = "\(legacy.rawValue)"
+        case .dropped: status = "none"
+        }
+        let reasonLabel = reason.map { Self.knownReasons.contains($0.rawValue) ? $0.rawValue : "other" } ?? "none"
+        let labels = FailureLabels(status: status, reason: reasonLabel)
+        let counter = self.failed.withLock { counters in
+            if let counter = counters[labels] { return counter }
+            let counter = Counter(
+                label: "apns_bridge_notifications_failed_total",
+                dimensions: [("status", labels.status), ("reason", labels.reason)]
+            )
+            counters[labels] = counter
+            return counter
+        }
+        counter.increment()
+    }
+}
