@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "UpstreamAPNs", targets: ["UpstreamAPNs"]),
         .library(name: "BridgeStores", targets: ["BridgeStores"]),
         .library(name: "MockAPNs", targets: ["MockAPNs"]),
+        .library(name: "BridgeApp", targets: ["BridgeApp"]),
         .executable(name: "apns-bridge", targets: ["apns-bridge"]),
         .executable(name: "LegacyProtocolFuzzer", targets: ["LegacyProtocolFuzzer"]),
     ],
@@ -30,6 +31,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.2"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0", traits: ["YAML"]),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
     ],
     targets: [
         // Wire formats of the legacy binary interface. NIOCore only: no sockets, no TLS.
@@ -61,6 +67,7 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -78,6 +85,7 @@ let package = Package(
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -135,10 +143,37 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The command-line tool: `serve`, `demo` and `mock-apns` for now.
+        // The assembled product: configuration (file, environment, flags), tenants and
+        // credentials, the services under one ServiceGroup, the admin port with metrics.
+        .target(
+            name: "BridgeApp",
+            dependencies: [
+                "LegacyProtocol",
+                "BridgeCore",
+                "BridgeServer",
+                "BridgeStores",
+                "UpstreamAPNs",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The command-line tool: serve, demo, mock-apns, send, feedback, check-config.
         .executableTarget(
             name: "apns-bridge",
             dependencies: [
+                "BridgeApp",
                 "LegacyProtocol",
                 "BridgeCore",
                 "BridgeServer",
@@ -229,7 +264,11 @@ let package = Package(
                 "UpstreamAPNs",
                 "MockAPNs",
                 "BridgeStores",
+                "BridgeApp",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

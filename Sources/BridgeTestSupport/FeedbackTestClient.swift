@@ -32,13 +32,26 @@ public enum FeedbackTestClient {
         tls.maximumTLSVersion = .tlsv12
         tls.certificateChain = [.certificate(identity.certificate)]
         tls.privateKey = .privateKey(identity.privateKey)
+        return try await Self.poll(address, tls: tls, serverHostname: "localhost", keepTuples: keepTuples, closeAfterBytes: closeAfterBytes, timeout: timeout, group: group)
+    }
+
+    /// Polls with a TLS configuration of the caller's (the `feedback` command's files).
+    public static func poll(
+        _ address: SocketAddress,
+        tls: TLSConfiguration,
+        serverHostname: String?,
+        keepTuples: Bool = true,
+        closeAfterBytes: Int? = nil,
+        timeout: TimeAmount = .seconds(60),
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws -> Poll {
         let sslContext = try NIOSSLContext(configuration: tls)
         let eventLoop = group.next()
         let done = eventLoop.makePromise(of: Poll.self)
         let channel = try await ClientBootstrap(group: eventLoop)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: sslContext, serverHostname: "localhost"))
+                    try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
                     try channel.pipeline.syncOperations.addHandler(
                         TupleCollector(promise: done, keepTuples: keepTuples, closeAfterBytes: closeAfterBytes)
                     )

@@ -29,6 +29,16 @@ public final class LegacyTestClient: Sendable {
             tls.certificateChain = [.certificate(identity.certificate)]
             tls.privateKey = .privateKey(identity.privateKey)
         }
+        return try await Self.connect(to: address, tls: tls, serverHostname: "localhost", group: group)
+    }
+
+    /// Connects with a TLS configuration of the caller's (the `send` command's files).
+    public static func connect(
+        to address: SocketAddress,
+        tls: TLSConfiguration,
+        serverHostname: String?,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws -> LegacyTestClient {
         let sslContext = try NIOSSLContext(configuration: tls)
         let eventLoop = group.next()
         let closed = eventLoop.makePromise(of: ByteBuffer.self)
@@ -38,7 +48,7 @@ public final class LegacyTestClient: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let handler = CollectingHandler(promise: closed)
                     try channel.pipeline.syncOperations.addHandler(
-                        try NIOSSLClientHandler(context: sslContext, serverHostname: "localhost")
+                        try NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname)
                     )
                     try channel.pipeline.syncOperations.addHandler(handler)
                 }

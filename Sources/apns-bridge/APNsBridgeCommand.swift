@@ -8,10 +8,11 @@ struct APNsBridgeCommand: AsyncParsableCommand {
         discussion: """
             The legacy gateway speaks the binary provider interface (commands 0, 1 and 2, the \
             error-response packet); each notification goes to APNs over HTTP/2 with a provider \
-            token or a certificate; 410 answers feed the feedback service. `send`, `feedback` and \
-            `check-config` arrive with the product issue.
+            token or a certificate; 410 answers feed the feedback service. Start with `demo`; run \
+            with `serve`; check a configuration with `check-config`; `send` and `feedback` are a \
+            legacy provider and a feedback poller for smoke tests.
             """,
-        version: "0.3.0",
-        subcommands: [ServeCommand.self, DemoCommand.self, MockAPNsCommand.self]
+        version: "0.4.0",
+        subcommands: [ServeCommand.self, DemoCommand.self, MockAPNsCommand.self, SendCommand.self, FeedbackCommand.self, CheckConfigCommand.self]
     )
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BridgeApp
 import BridgeCore
 import BridgeServer
 import BridgeStores
@@ -14,6 +15,9 @@ import NIOSSL
 import UpstreamAPNs
 
 struct DemoCommand: AsyncParsableCommand {
+    @Flag(name: .customLong("keep-running"), help: "Leave the bridge and the mock APNs running afterwards, and print how to try them by hand.")
+    var keepRunning = false
+
     static let configuration = CommandConfiguration(
         commandName: "demo",
         abstract: "Runs the whole path on this machine: legacy client → gateway → HTTP/2 → mock APNs.",
@@ -28,6 +32,7 @@ struct DemoCommand: AsyncParsableCommand {
     )
 
     func run() async throws {
+        BridgeMetrics.bootstrapPrometheus()
         var logger = Logger(label: "apns-bridge.demo")
         logger.logLevel = .error
         let pki = try TestPKI(name: "apns-bridge demo CA")
@@ -46,37 +51,34 @@ struct DemoCommand: AsyncParsableCommand {
         mock.script.unregister(token: unregisteredToken.hexDump(format: .compact), atMilliseconds: 1_767_225_600_000)
         print("mock APNs listening on \(mock.localAddress) (TLS, HTTP/2)")
 
-        // The HTTP/2 client, with a provider token signed by the demo key.
-        var clientConfiguration = APNsClient.Configuration()
-        let endpoint = APNsEndpoint(host: "127.0.0.1", port: mock.port, serverHostname: "localhost", trustRoots: .certificates([pki.caCertificate]))
-        clientConfiguration.endpoints = [.sandbox: endpoint, .production: endpoint]
-        let tokens = ProviderTokenSource(signer: ProviderTokenSigner(key: signingKey, keyID: "DEMOKEY123", teamID: "DEMOTEAM12"), logger: logger)
-        let client = try APNsClient(configuration: clientConfiguration, credentials: .token(tokens), logger: logger)
-
-        // The store: SQLite in a temporary folder.
+        // The bridge itself, as `serve` runs it, configured with the files of this run; the
+        // store is SQLite in a temporary folder.
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-demo-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let store = try await SQLiteBridgeStore.open(path: folder.appendingPathComponent("store.sqlite").path, logger: logger)
-
-        // The legacy gateway and the feedback service.
-        let resolver = CertificateSubjectTenantResolver(environment: .sandbox)
-        let gateway = try await GatewayServer.start(
-            configuration: GatewayConfiguration.loopback(pki: pki),
-            upstream: client,
-            resendRecords: store,
-            feedback: store,
-            tenantResolver: resolver,
-            logger: logger
+        defer { if !self.keepRunning { try? FileManager.default.removeItem(at: folder) } }
+        let files = try DemoFiles(pki: pki, signingKey: signingKey, topic: topic, in: folder.path)
+        let settings = try BridgeSettings.load(
+            from: try await SettingsReader(
+                flags: [
+                    "gateway.listen": "127.0.0.1:0", "feedback.listen": "127.0.0.1:0", "admin.listen": "127.0.0.1:0",
+                    "tls.certificate": files.serverCertificate, "tls.privateKey": files.serverKey, "tls.clientCA": files.ca,
+                    "environment": "sandbox", "store.url": "sqlite:" + folder.appendingPathComponent("store.sqlite").path,
+                    "credentials": "demo", "credential.demo.keyFile": files.signingKey,
+                    "credential.demo.keyId": "DEMOKEY123", "credential.demo.teamId": "DEMOTEAM12",
+                    "upstream.sandbox": "127.0.0.1:\(mock.port)", "upstream.production": "127.0.0.1:\(mock.port)",
+                    "upstream.ca": files.ca, "upstream.serverName": "localhost",
+                ],
+                environment: [:],
+                file: nil
+            )
         )
-        let feedbackServer = try await FeedbackServer.start(
-            configuration: FeedbackConfiguration.loopback(pki: pki),
-            store: store,
-            tenantResolver: resolver,
-            logger: logger
-        )
+        let runtime = try await BridgeRuntime.start(settings, logger: logger)
+        let gateway = runtime.gateway
+        let feedbackServer = runtime.feedback
+        let store = runtime.store
         print("gateway listening on \(gateway.localAddress) (TLS 1.2, client certificate required)")
         print("feedback service listening on \(feedbackServer.localAddress); store: SQLite in \(folder.path)")
+        print("admin port (/metrics, /healthz, /readyz) on \(runtime.admin.map { "\($0.localAddress)" } ?? "off")")
         print("provider certificate: UID=\(topic), issued by a CA made for this run\n")
 
         /// Sends frames on a new provider connection and prints what came back.
@@ -143,11 +145,48 @@ struct DemoCommand: AsyncParsableCommand {
             print("  ← feedback tuple: timestamp \(tuple.timestamp), token \(LogRedaction.token(tuple.deviceToken))")
         }
         print("  ← \(poll.cleanClose ? "then a clean close" : "the connection was cut") (\(poll.tupleCount) tuple\(poll.tupleCount == 1 ? "" : "s"))")
-        await feedbackServer.close()
-        await gateway.close()
-        client.shutdown()
-        await store.close()
+        if self.keepRunning {
+            print(
+                """
+
+                The bridge keeps running (Ctrl-C stops it). Try it by hand, from this folder's files:
+                  apns-bridge send --gateway 127.0.0.1:\(gateway.localAddress.port ?? 0) \\
+                      --certificate \(files.providerCertificate) --private-key \(files.providerKey) \\
+                      --ca \(files.ca) --server-name localhost --token \(String(repeating: "ab", count: 32))
+                  apns-bridge send … --token \(unregisteredToken.hexDump(format: .compact))   (APNs calls it Unregistered)
+                  apns-bridge feedback --feedback 127.0.0.1:\(feedbackServer.localAddress.port ?? 0) \\
+                      --certificate \(files.providerCertificate) --private-key \(files.providerKey) \\
+                      --ca \(files.ca) --server-name localhost
+                  curl http://127.0.0.1:\(runtime.admin?.localAddress.port ?? 0)/metrics
+                Files: \(folder.path) (left in place)
+                """
+            )
+            fflush(nil)  // the instructions reach a pipe or file before the wait
+            try await runtime.run()
+            await mock.close()
+            return
+        }
+        await runtime.stop()
         await mock.close()
         guard poll.tupleCount == 1 else { throw ValidationError("expected one feedback tuple, got \(poll.tupleCount)") }
+    }
+}
+
+/// The demo's PKI and signing key as files, as an operator would have them.
+struct DemoFiles {
+    var ca: String
+    var serverCertificate: String
+    var serverKey: String
+    var providerCertificate: String
+    var providerKey: String
+    var signingKey: String
+
+    init(pki: TestPKI, signingKey: P256.Signing.PrivateKey, topic: String, in folder: String) throws {
+        self.ca = folder + "/ca.pem"
+        try pki.caCertificatePEM.write(toFile: self.ca, atomically: true, encoding: .utf8)
+        (self.serverCertificate, self.serverKey) = try pki.server.writePEMFiles(to: folder, name: "bridge")
+        (self.providerCertificate, self.providerKey) = try pki.providerIdentity(bundleID: topic).writePEMFiles(to: folder, name: "provider")
+        self.signingKey = folder + "/AuthKey_DEMOKEY123.p8"
+        try signingKey.pemRepresentation.write(toFile: self.signingKey, atomically: true, encoding: .utf8)
     }
 }

@@ -39,6 +39,7 @@ final class BridgeProcess: @unchecked Sendable {
                 "serve",
                 "--gateway", "127.0.0.1:0",
                 "--feedback", "127.0.0.1:0",
+                "--admin", "127.0.0.1:0",
                 "--certificate", server.certificate,
                 "--private-key", server.privateKey,
                 "--client-ca", caPath,
@@ -66,12 +67,15 @@ final class BridgeProcess: @unchecked Sendable {
     let logPath: String
     let gatewayAddress: SocketAddress
     let feedbackAddress: SocketAddress
+    /// The admin port (`/metrics`, `/healthz`, `/readyz`), when it is on.
+    let adminPort: Int?
 
-    private init(process: Process, logPath: String, gatewayPort: Int, feedbackPort: Int) throws {
+    private init(process: Process, logPath: String, gatewayPort: Int, feedbackPort: Int, adminPort: Int?) throws {
         self.process = process
         self.logPath = logPath
         self.gatewayAddress = try SocketAddress(ipAddress: "127.0.0.1", port: gatewayPort)
         self.feedbackAddress = try SocketAddress(ipAddress: "127.0.0.1", port: feedbackPort)
+        self.adminPort = adminPort
     }
 
     /// The `apns-bridge` built next to the test bundle.
@@ -82,10 +86,21 @@ final class BridgeProcess: @unchecked Sendable {
         return package.appendingPathComponent(".build/release/apns-bridge").path
     }
 
-    static func start(_ environment: Environment, store: String, extraArguments: [String] = [], name: String = UUID().uuidString) async throws -> BridgeProcess {
+    /// - Parameters:
+    ///   - arguments: replaces the environment's arguments (which `extraArguments` follow).
+    ///   - variables: added to the child's environment (`APNS_BRIDGE_*` settings).
+    static func start(
+        _ environment: Environment,
+        store: String,
+        arguments: [String]? = nil,
+        extraArguments: [String] = [],
+        variables: [String: String] = [:],
+        name: String = UUID().uuidString
+    ) async throws -> BridgeProcess {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.executable)
-        process.arguments = environment.arguments + ["--store", store] + extraArguments
+        process.arguments = (arguments ?? environment.arguments) + ["--store", store] + extraArguments
+        process.environment = ProcessInfo.processInfo.environment.merging(variables) { $1 }
         // Files, not pipes: the child never blocks on a full pipe, and what it wrote before a
         // SIGKILL is all there.
         let logPath = "\(environment.directory)/bridge-\(name).log"
@@ -105,7 +120,13 @@ final class BridgeProcess: @unchecked Sendable {
                     guard parts.count == 2, let port = Int(parts[1]) else { return nil }
                     return (String(parts[0]), port)
                 })
-                return try BridgeProcess(process: process, logPath: logPath, gatewayPort: fields["gateway"] ?? 0, feedbackPort: fields["feedback"] ?? 0)
+                return try BridgeProcess(
+                    process: process,
+                    logPath: logPath,
+                    gatewayPort: fields["gateway"] ?? 0,
+                    feedbackPort: fields["feedback"] ?? 0,
+                    adminPort: fields["admin"]
+                )
             }
             if !process.isRunning {
                 let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""

@@ -1,0 +1,304 @@
+import BridgeCore
+import BridgeServer
+import BridgeStores
+import Crypto
+import Foundation
+import Logging
+import NIOCore
+import NIOSSL
+import UpstreamAPNs
+
+/// Everything `apns-bridge serve` runs with, resolved and checked: files read, names
+/// cross-checked, defaults applied. docs/configuration.md lists every key.
+public struct BridgeSettings: Sendable {
+    /// Upstream credentials as configured; the secrets themselves stay in their files until
+    /// ``makeCredentials(logger:)``.
+    public enum CredentialSource: Sendable, Equatable {
+        case signingKey(keyFile: String, keyID: String, teamID: String)
+        case certificate(certificateFile: String, privateKeyFile: String)
+        case pkcs12(file: String, passphrase: String?)
+
+        public var summary: String {
+            switch self {
+            case .signingKey(let file, let keyID, let teamID): "signing key \(keyID) of team \(teamID) (\(file))"
+            case .certificate(let certificate, _): "certificate \(certificate)"
+            case .pkcs12(let file, _): "PKCS#12 \(file)"
+            }
+        }
+    }
+
+    /// The files of the legacy listeners' TLS, watched for replacement.
+    public struct TLSFiles: Sendable, Equatable {
+        public var certificate: String
+        public var privateKey: String
+        public var clientCAs: [String]
+    }
+
+    public var logLevel: Logger.Level
+    public var gateway: GatewayConfiguration
+    public var feedback: FeedbackConfiguration
+    public var tlsFiles: TLSFiles
+    /// How often the TLS files are checked for replacement; `nil`: never.
+    public var tlsReloadInterval: Duration?
+    public var tenants: ConfiguredTenantResolver
+    public var credentials: [String: CredentialSource]
+    public var defaultCredentials: String
+    public var upstream: APNsClient.Configuration
+    public var storeLocation: String
+    public var store: BridgeStoreConfiguration
+    public var admin: (host: String, port: Int)?
+
+    /// Reads, checks and resolves the settings; a ``ConfigurationError`` names the first key
+    /// that cannot be used.
+    public static func load(from settings: SettingsReader) throws -> BridgeSettings {
+        let logLevel = try settings.choice(
+            "log.level",
+            default: Logger.Level.info,
+            Dictionary(uniqueKeysWithValues: Logger.Level.allCases.map { ($0.rawValue, $0) })
+        )
+        let defaultEnvironment = try settings.choice("environment", default: APNsEnvironment.production, Self.environments)
+
+        // Legacy listeners' TLS.
+        let tlsFiles = TLSFiles(
+            certificate: try settings.requiredFile("tls.certificate", why: "the PEM certificate (chain) the legacy ports present"),
+            privateKey: try settings.requiredFile("tls.privateKey", why: "the PEM private key of tls.certificate"),
+            clientCAs: try settings.list("tls.clientCA").map { path in
+                guard FileManager.default.isReadableFile(atPath: path) else {
+                    throw ConfigurationError(key: "tls.clientCA", "cannot read the file \(path)")
+                }
+                return path
+            }
+        )
+        var tls = try Self.loadTLS(tlsFiles)
+        tls.pinnedFingerprints = Set(settings.list("tls.pinnedFingerprints").map(TenantRule.normalizedFingerprint))
+        for fingerprint in tls.pinnedFingerprints where fingerprint.count != 64 {
+            throw ConfigurationError(key: "tls.pinnedFingerprints", "\(fingerprint) is not a SHA-256 fingerprint (64 hex digits)")
+        }
+        tls.allowTLS13 = try settings.bool("tls.allowTLS13", default: false)
+        tls.allowLegacyTLS = try settings.bool("tls.allowLegacyTLS", default: false)
+        let reloadSeconds = try settings.seconds("tls.reloadIntervalSeconds", default: 10, range: 0...86_400)
+        let tlsReloadInterval: Duration? = reloadSeconds == .zero ? nil : reloadSeconds
+
+        // Upstream credentials.
+        let credentialNames = try settings.names("credentials")
+        var credentials: [String: CredentialSource] = [:]
+        for name in credentialNames {
+            credentials[name] = try Self.loadCredential(name, settings)
+        }
+        guard !credentials.isEmpty else {
+            throw ConfigurationError(key: "credentials", "no upstream credentials: list at least one (a .p8 signing key, or a certificate)")
+        }
+        let defaultCredentials = settings.string("defaultCredentials") ?? credentialNames[0]
+        guard credentials[defaultCredentials] != nil else {
+            throw ConfigurationError(key: "defaultCredentials", "\"\(defaultCredentials)\" is not listed in credentials")
+        }
+
+        // Tenants.
+        var rules: [TenantRule] = []
+        var fingerprintOwners: [String: String] = [:]
+        for name in try settings.names("tenants") {
+            let prefix = "tenant.\(name)."
+            let fingerprints = settings.list(prefix + "fingerprints").map(TenantRule.normalizedFingerprint)
+            for fingerprint in fingerprints {
+                guard fingerprint.count == 64 else {
+                    throw ConfigurationError(key: prefix + "fingerprints", "\(fingerprint) is not a SHA-256 fingerprint (64 hex digits)")
+                }
+                if let owner = fingerprintOwners.updateValue(name, forKey: fingerprint) {
+                    throw ConfigurationError(key: prefix + "fingerprints", "\(fingerprint) also belongs to tenant \(owner)")
+                }
+            }
+            let rule = TenantRule(
+                name: name,
+                fingerprints: Set(fingerprints),
+                userID: settings.string(prefix + "uid"),
+                topic: settings.string(prefix + "topic"),
+                environment: try settings.string(prefix + "environment").map { _ in
+                    try settings.choice(prefix + "environment", default: defaultEnvironment, Self.environments)
+                },
+                credentials: settings.string(prefix + "credentials")
+            )
+            guard rule.userID != nil || !rule.fingerprints.isEmpty else {
+                throw ConfigurationError(key: prefix + "uid", "tenant \(name) matches no certificate: give its uid or fingerprints")
+            }
+            if let userID = rule.userID, let other = rules.first(where: { $0.userID == userID }) {
+                throw ConfigurationError(key: prefix + "uid", "\(userID) is also the uid of tenant \(other.name)")
+            }
+            if let credential = rule.credentials, credentials[credential] == nil {
+                throw ConfigurationError(key: prefix + "credentials", "\"\(credential)\" is not listed in credentials")
+            }
+            rules.append(rule)
+        }
+        let acceptsUnlisted = try settings.bool("acceptUnlistedCertificates", default: rules.isEmpty)
+        let tenants = ConfiguredTenantResolver(rules: rules, defaultEnvironment: defaultEnvironment, acceptsUnlistedCertificates: acceptsUnlisted)
+        if tls.clientCertificateAuthorities.isEmpty, tls.pinnedFingerprints.isEmpty, tenants.pinnedFingerprints.isEmpty {
+            throw ConfigurationError(key: "tls.clientCA", "no way to trust a provider: give client CA bundle(s), pinned fingerprints or tenant fingerprints")
+        }
+
+        // Listeners and limits.
+        var gateway = GatewayConfiguration(tls: tls)
+        let gatewayAddress = try settings.address("gateway.listen", default: "0.0.0.0:2195")!
+        gateway.host = gatewayAddress.host
+        gateway.port = gatewayAddress.port
+        gateway.maximumConnections = try settings.int("gateway.maximumConnections", default: 10_000, range: 1...1_000_000)
+        gateway.session.maximumInFlight = try settings.int("gateway.maximumInFlight", default: 256, range: 1...100_000)
+        gateway.handshakeTimeout = .init(try settings.seconds("gateway.handshakeTimeoutSeconds", default: 10, range: 0.1...600))
+        let idle = try settings.seconds("gateway.idleTimeoutSeconds", default: 3600, range: 0...864_000)
+        gateway.idleTimeout = idle == .zero ? nil : .init(idle)
+        gateway.shutdownGracePeriod = .init(try settings.seconds("gateway.shutdownGraceSeconds", default: 10, range: 0...600))
+
+        var feedback = FeedbackConfiguration(tls: tls)
+        let feedbackAddress = try settings.address("feedback.listen", default: "0.0.0.0:2196")!
+        feedback.host = feedbackAddress.host
+        feedback.port = feedbackAddress.port
+        feedback.maximumConnections = try settings.int("feedback.maximumConnections", default: 1000, range: 1...1_000_000)
+        feedback.writeTimeout = .init(try settings.seconds("feedback.writeTimeoutSeconds", default: 60, range: 1...3600))
+        feedback.drain.only32ByteTokens = try settings.bool("feedback.only32ByteTokens", default: false)
+
+        // Upstream.
+        var upstream = APNsClient.Configuration()
+        let trustRoots: NIOSSLTrustRoots? = try settings.file("upstream.ca").map { path in
+            do {
+                return .certificates(try NIOSSLCertificate.fromPEMFile(path))
+            } catch {
+                throw ConfigurationError(key: "upstream.ca", "\(path) holds no PEM certificate: \(error)")
+            }
+        }
+        let serverName = settings.string("upstream.serverName")
+        for (environment, key, standard) in [
+            (APNsEnvironment.production, "upstream.production", APNsEndpoint.production),
+            (APNsEnvironment.sandbox, "upstream.sandbox", APNsEndpoint.sandbox),
+        ] {
+            if settings.string(key) != nil {
+                let address = try settings.address(key, default: "")!
+                upstream.endpoints[environment] = APNsEndpoint(
+                    host: address.host,
+                    port: address.port,
+                    serverHostname: serverName,
+                    trustRoots: trustRoots
+                )
+            } else {
+                upstream.endpoints[environment] = standard
+            }
+        }
+        upstream.connectionsPerPool = try settings.int("upstream.connectionsPerPool", default: 2, range: 1...64)
+        upstream.maximumStreamsPerConnection = try settings.int("upstream.maximumStreamsPerConnection", default: 1000, range: 1...100_000)
+        upstream.connectTimeout = .init(try settings.seconds("upstream.connectTimeoutSeconds", default: 10, range: 0.1...600))
+        upstream.pingInterval = .init(try settings.seconds("upstream.pingIntervalSeconds", default: 60, range: 1...3600))
+        upstream.retryBudget = .init(try settings.seconds("upstream.retryBudgetSeconds", default: 30, range: 0...3600))
+        upstream.maximumQueuedRequests = try settings.int("upstream.maximumQueuedRequests", default: 100_000, range: 1...10_000_000)
+
+        // Store.
+        let storeLocation = settings.string("store.url", default: "sqlite:apns-bridge.sqlite")
+        guard storeLocation.hasPrefix("sqlite:") || storeLocation.hasPrefix("postgres://") || storeLocation.hasPrefix("postgresql://") else {
+            throw ConfigurationError(key: "store.url", "expected sqlite:PATH or postgres://user:password@host:port/database")
+        }
+        var store = BridgeStoreConfiguration()
+        store.feedbackRetention = try settings.seconds("feedback.retentionDays", default: 30, range: 0.001...3650, unit: "days", secondsPerUnit: 86_400)
+        store.resendRecordWindow = try settings.seconds("store.resendWindowSeconds", default: 120, range: 1...86_400)
+
+        let admin = try settings.address("admin.listen", default: "127.0.0.1:9180", allowOff: true)
+
+        return BridgeSettings(
+            logLevel: logLevel,
+            gateway: gateway,
+            feedback: feedback,
+            tlsFiles: tlsFiles,
+            tlsReloadInterval: tlsReloadInterval,
+            tenants: tenants,
+            credentials: credentials,
+            defaultCredentials: defaultCredentials,
+            upstream: upstream,
+            storeLocation: storeLocation,
+            store: store,
+            admin: admin
+        )
+    }
+
+    /// The environments whose connections readiness depends on: the default one and those
+    /// configured for tenants.
+    public var environmentsInUse: Set<APNsEnvironment> {
+        Set(self.tenants.rules.compactMap(\.environment)).union([self.tenants.defaultEnvironment])
+    }
+
+    static let environments: [String: APNsEnvironment] = [
+        "production": .production, "sandbox": .sandbox, "development": .sandbox,
+    ]
+
+    /// Reads the listeners' certificate, key and client CAs (at start-up and on reload).
+    public static func loadTLS(_ files: TLSFiles) throws -> LegacyTLSConfiguration {
+        let chain: [NIOSSLCertificate]
+        do {
+            chain = try NIOSSLCertificate.fromPEMFile(files.certificate)
+        } catch {
+            throw ConfigurationError(key: "tls.certificate", "\(files.certificate) holds no PEM certificate: \(error)")
+        }
+        let key: NIOSSLPrivateKey
+        do {
+            key = try NIOSSLPrivateKey(file: files.privateKey, format: .pem)
+        } catch {
+            throw ConfigurationError(key: "tls.privateKey", "\(files.privateKey) holds no PEM private key")
+        }
+        var authorities: [NIOSSLCertificate] = []
+        for path in files.clientCAs {
+            do {
+                authorities += try NIOSSLCertificate.fromPEMFile(path)
+            } catch {
+                throw ConfigurationError(key: "tls.clientCA", "\(path) holds no PEM certificate: \(error)")
+            }
+        }
+        return LegacyTLSConfiguration(certificateChain: chain, privateKey: key, clientCertificateAuthorities: authorities)
+    }
+
+    private static func loadCredential(_ name: String, _ settings: SettingsReader) throws -> CredentialSource {
+        let prefix = "credential.\(name)."
+        if let keyFile = try settings.file(prefix + "keyFile") {
+            guard let keyID = settings.string(prefix + "keyId") else {
+                throw ConfigurationError(key: prefix + "keyId", "missing: the key id of \(keyFile) (10 characters, from the Apple developer account)")
+            }
+            guard let teamID = settings.string(prefix + "teamId") else {
+                throw ConfigurationError(key: prefix + "teamId", "missing: the team id that owns \(keyFile)")
+            }
+            do {
+                _ = try P256.Signing.PrivateKey(pemRepresentation: try String(contentsOfFile: keyFile, encoding: .utf8))
+            } catch {
+                throw ConfigurationError(key: prefix + "keyFile", "\(keyFile) is not a PEM (.p8) P-256 private key")
+            }
+            return .signingKey(keyFile: keyFile, keyID: keyID, teamID: teamID)
+        }
+        if let certificate = try settings.file(prefix + "certificate") {
+            let key = try settings.requiredFile(prefix + "privateKey", why: "the PEM private key of \(certificate)")
+            do {
+                _ = try APNsCredentials.certificate(pemCertificateFile: certificate, pemKeyFile: key)
+            } catch {
+                throw ConfigurationError(key: prefix + "certificate", "\(certificate) and \(key) are not a PEM certificate and key: \(error)")
+            }
+            return .certificate(certificateFile: certificate, privateKeyFile: key)
+        }
+        if let file = try settings.file(prefix + "pkcs12") {
+            let passphrase = settings.string(prefix + "pkcs12Password", secret: true)
+            do {
+                _ = try APNsCredentials.certificate(pkcs12File: file, passphrase: passphrase)
+            } catch {
+                throw ConfigurationError(key: prefix + "pkcs12", "\(file) cannot be opened (wrong pkcs12Password, or not PKCS#12)")
+            }
+            return .pkcs12(file: file, passphrase: passphrase)
+        }
+        throw ConfigurationError(key: prefix + "keyFile", "credentials \(name) need keyFile + keyId + teamId, certificate + privateKey, or pkcs12")
+    }
+
+    /// Opens the credentials: signing keys become provider-token sources (one per key, shared by
+    /// its connections).
+    public func makeCredentials(logger: Logger) throws -> [String: APNsCredentials] {
+        try self.credentials.mapValues { source in
+            switch source {
+            case .signingKey(let keyFile, let keyID, let teamID):
+                let key = try P256.Signing.PrivateKey(pemRepresentation: try String(contentsOfFile: keyFile, encoding: .utf8))
+                return .token(ProviderTokenSource(signer: ProviderTokenSigner(key: key, keyID: keyID, teamID: teamID), logger: logger))
+            case .certificate(let certificate, let key):
+                return try .certificate(pemCertificateFile: certificate, pemKeyFile: key)
+            case .pkcs12(let file, let passphrase):
+                return try .certificate(pkcs12File: file, passphrase: passphrase)
+            }
+        }
+    }
+}

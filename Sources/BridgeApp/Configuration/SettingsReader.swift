@@ -1,0 +1,181 @@
+import Configuration
+import Foundation
+import SystemPackage
+
+/// A configuration value that cannot be used, named by its key (and the environment variable
+/// that sets the same key), so that the operator knows what to fix.
+public struct ConfigurationError: Error, CustomStringConvertible, Equatable {
+    public var key: String
+    public var message: String
+
+    public init(key: String, _ message: String) {
+        self.key = key
+        self.message = message
+    }
+
+    public var description: String {
+        "configuration key \(self.key) (environment \(SettingsReader.environmentVariable(for: self.key))): \(self.message)"
+    }
+}
+
+/// Reads the bridge's settings from one place where flags, then environment variables, then
+/// the configuration file are consulted, in that order (swift-configuration's `ConfigReader`
+/// over three providers).
+///
+/// Every value is read as text and parsed here, so that a value of the wrong shape is an error
+/// naming its key rather than a silent fallback to the default.
+public struct SettingsReader: Sendable {
+    /// Environment variables start with this, then the key in upper case with `_` between words:
+    /// `gateway.listen` is `APNS_BRIDGE_GATEWAY_LISTEN`.
+    public static let environmentPrefix = "APNS_BRIDGE_"
+
+    private let reader: ConfigReader
+
+    /// - Parameters:
+    ///   - flags: values given on the command line, by key.
+    ///   - environment: the process environment (only `APNS_BRIDGE_*` variables are read).
+    ///   - file: a YAML configuration file, if any.
+    public init(flags: [String: String], environment: [String: String], file: String?) async throws {
+        var providers: [any ConfigProvider] = [
+            InMemoryProvider(
+                name: "flags",
+                values: Dictionary(uniqueKeysWithValues: flags.map { (AbsoluteConfigKey($0.key.split(separator: ".").map(String.init)), ConfigValue(.string($0.value), isSecret: false)) })
+            ),
+            EnvironmentVariablesProvider(environmentVariables: environment).prefixKeys(with: ConfigKey(["apnsBridge"])),
+        ]
+        if let file {
+            guard FileManager.default.isReadableFile(atPath: file) else {
+                throw ConfigurationError(key: "--config", "cannot read \(file)")
+            }
+            do {
+                providers.append(try await FileProvider<YAMLSnapshot>(filePath: .init(file)))
+            } catch {
+                throw ConfigurationError(key: "--config", "\(file) is not a valid configuration file: \(error)")
+            }
+        }
+        self.reader = ConfigReader(providers: providers)
+    }
+
+    /// The environment variable that sets `key`.
+    public static func environmentVariable(for key: String) -> String {
+        var name = Self.environmentPrefix
+        var previousWasLowercase = false
+        for character in key {
+            if character == "." || character == "-" || character == "_" {
+                name.append("_")
+                previousWasLowercase = false
+            } else {
+                if character.isUppercase, previousWasLowercase { name.append("_") }
+                name.append(contentsOf: character.uppercased())
+                previousWasLowercase = character.isLowercase
+            }
+        }
+        return name
+    }
+
+    // MARK: Typed reads
+
+    public func string(_ key: String, secret: Bool = false) -> String? {
+        guard let value = self.reader.string(forKey: Self.configKey(key), isSecret: secret) else { return nil }
+        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        return trimmed.isEmpty ? nil : trimmed
+    }
+
+    public func string(_ key: String, default value: String) -> String {
+        self.string(key) ?? value
+    }
+
+    /// A list: a YAML sequence, or comma-separated text (environment variables, flags).
+    public func list(_ key: String) -> [String] {
+        let components = Self.configKey(key)
+        if let array = self.reader.stringArray(forKey: components) {
+            return array.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        }
+        guard let text = self.string(key) else { return [] }
+        return text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+
+    public func int(_ key: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
+        guard let text = self.string(key) else { return value }
+        guard let number = Int(text), range.contains(number) else {
+            throw ConfigurationError(key: key, "\"\(text)\" is not a whole number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return number
+    }
+
+    /// A number of seconds (or of `unit`s of `secondsPerUnit` seconds) as a duration.
+    public func seconds(_ key: String, default value: Double, range: ClosedRange<Double>, unit: String = "seconds", secondsPerUnit: Double = 1) throws -> Duration {
+        guard let text = self.string(key) else { return .milliseconds(Int64(value * secondsPerUnit * 1000)) }
+        guard let number = Double(text), range.contains(number) else {
+            throw ConfigurationError(key: key, "\"\(text)\" is not a number of \(unit) from \(range.lowerBound.formatted()) to \(range.upperBound.formatted())")
+        }
+        return .milliseconds(Int64(number * secondsPerUnit * 1000))
+    }
+
+    public func bool(_ key: String, default value: Bool) throws -> Bool {
+        guard let text = self.string(key) else { return value }
+        switch text.lowercased() {
+        case "true", "yes", "on", "1": return true
+        case "false", "no", "off", "0": return false
+        default: throw ConfigurationError(key: key, "\"\(text)\" is not true or false")
+        }
+    }
+
+    public func choice<T>(_ key: String, default value: T, _ choices: [String: T]) throws -> T {
+        guard let text = self.string(key) else { return value }
+        guard let chosen = choices[text.lowercased()] else {
+            throw ConfigurationError(key: key, "\"\(text)\" is not one of \(choices.keys.sorted().joined(separator: ", "))")
+        }
+        return chosen
+    }
+
+    /// `HOST:PORT`, `[IPv6]:PORT`; `off` (when allowed) is `nil`.
+    public func address(_ key: String, default value: String, allowOff: Bool = false) throws -> (host: String, port: Int)? {
+        let text = self.string(key) ?? value
+        if allowOff, text.lowercased() == "off" { return nil }
+        guard let parsed = Self.parseAddress(text) else {
+            throw ConfigurationError(key: key, "\"\(text)\" is not HOST:PORT (port 0 to 65535\(allowOff ? ", or off" : ""))")
+        }
+        return parsed
+    }
+
+    public static func parseAddress(_ text: String) -> (host: String, port: Int)? {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
+            return nil
+        }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty else { return nil }
+        return (host, port)
+    }
+
+    /// A file that must exist and be readable.
+    public func file(_ key: String) throws -> String? {
+        guard let path = self.string(key) else { return nil }
+        guard FileManager.default.isReadableFile(atPath: path) else {
+            throw ConfigurationError(key: key, "cannot read the file \(path)")
+        }
+        return path
+    }
+
+    public func requiredFile(_ key: String, why: String) throws -> String {
+        guard let path = try self.file(key) else { throw ConfigurationError(key: key, "missing: \(why)") }
+        return path
+    }
+
+    /// Names used as key components (tenants, credentials): letters, digits, `-` and `_`.
+    public func names(_ key: String) throws -> [String] {
+        let names = self.list(key)
+        for name in names where name.isEmpty || !name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) {
+            throw ConfigurationError(key: key, "\"\(name)\" is not a name of letters, digits, - and _")
+        }
+        if Set(names).count != names.count {
+            throw ConfigurationError(key: key, "a name is listed twice")
+        }
+        return names
+    }
+
+    private static func configKey(_ key: String) -> ConfigKey {
+        ConfigKey(key.split(separator: ".").map(String.init))
+    }
+}

@@ -1,0 +1,111 @@
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Prometheus
+import ServiceLifecycle
+
+/// The admin HTTP port (loopback by default): `GET /metrics` (Prometheus text format),
+/// `GET /healthz` (200 while the process serves), `GET /readyz` (200 when a usable upstream
+/// connection exists, else 503).
+public final class AdminServer: Service, Sendable {
+    public struct Probes: Sendable {
+        var isReady: @Sendable () -> Bool
+        /// Sets the gauges that are read rather than counted.
+        var beforeScrape: @Sendable () -> Void
+    }
+
+    /// The registry `/metrics` exports; `nil` when metrics were not bootstrapped (tests).
+    nonisolated(unsafe) static var registry: PrometheusCollectorRegistry?
+
+    public let localAddress: SocketAddress
+    private let channel: any Channel
+    private let logger: Logger
+
+    private init(channel: any Channel, logger: Logger) {
+        self.channel = channel
+        self.localAddress = channel.localAddress!
+        self.logger = logger
+    }
+
+    static func start(host: String, port: Int, probes: Probes, logger: Logger) async throws -> AdminServer {
+        let registry = Self.registry
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(AdminRequestHandler(probes: probes, registry: registry))
+                }
+            }
+            .bind(host: host, port: port)
+            .get()
+        let server = AdminServer(channel: channel, logger: logger)
+        logger.info("admin listening (/metrics, /healthz, /readyz)", metadata: ["address": "\(server.localAddress)"])
+        return server
+    }
+
+    public func run() async throws {
+        try? await gracefulShutdown()
+        await self.close()
+    }
+
+    public func close() async {
+        try? await self.channel.close()
+    }
+}
+
+/// Answers one admin request at a time on a keep-alive connection.
+final class AdminRequestHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let probes: AdminServer.Probes
+    private let registry: PrometheusCollectorRegistry?
+    private var request: HTTPRequestHead?
+
+    init(probes: AdminServer.Probes, registry: PrometheusCollectorRegistry?) {
+        self.probes = probes
+        self.registry = registry
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch self.unwrapInboundIn(data) {
+        case .head(let head):
+            self.request = head
+        case .body:
+            break
+        case .end:
+            guard let head = self.request else { return }
+            self.request = nil
+            let (status, contentType, body) = self.answer(head)
+            var headers = HTTPHeaders([("content-type", contentType), ("content-length", "\(body.count)")])
+            if !head.isKeepAlive { headers.add(name: "connection", value: "close") }
+            context.write(self.wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
+            context.write(self.wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil)
+            let keepAlive = head.isKeepAlive
+            context.writeAndFlush(self.wrapOutboundOut(.end(nil))).whenComplete { [context] _ in
+                if !keepAlive { context.close(promise: nil) }
+            }
+        }
+    }
+
+    private func answer(_ head: HTTPRequestHead) -> (HTTPResponseStatus, String, [UInt8]) {
+        let text = "text/plain; charset=utf-8"
+        guard head.method == .GET || head.method == .HEAD else { return (.methodNotAllowed, text, Array("GET only\n".utf8)) }
+        switch head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri {
+        case "/metrics":
+            guard let registry = self.registry else { return (.notFound, text, Array("metrics are not enabled\n".utf8)) }
+            self.probes.beforeScrape()
+            return (.ok, "text/plain; version=0.0.4; charset=utf-8", registry.emitToBuffer())
+        case "/healthz":
+            return (.ok, text, Array("ok\n".utf8))
+        case "/readyz":
+            return self.probes.isReady()
+                ? (.ok, text, Array("ready\n".utf8))
+                : (.serviceUnavailable, text, Array("no usable upstream connection\n".utf8))
+        default:
+            return (.notFound, text, Array("not found: try /metrics, /healthz or /readyz\n".utf8))
+        }
+    }
+}

@@ -1,0 +1,46 @@
+import BridgeCore
+import CoreMetrics
+import Prometheus
+
+/// Gauges the runtime sets from what it reads now and then (the store, the pools), rather
+/// than counting as things happen.
+final class BridgeGauges: Sendable {
+    static let shared = BridgeGauges()
+
+    private let feedbackPending = CoreMetrics.Gauge(label: "apns_bridge_feedback_pending")
+    private let production = CoreMetrics.Gauge(label: "apns_bridge_upstream_connections", dimensions: [("environment", "production")])
+    private let sandbox = CoreMetrics.Gauge(label: "apns_bridge_upstream_connections", dimensions: [("environment", "sandbox")])
+
+    private init() {}
+
+    func feedbackPending(_ count: Int) {
+        self.feedbackPending.record(count)
+    }
+
+    func upstreamConnections(_ environment: APNsEnvironment, _ count: Int) {
+        switch environment {
+        case .production: self.production.record(count)
+        case .sandbox: self.sandbox.record(count)
+        }
+    }
+}
+
+/// Bootstraps swift-metrics with a Prometheus registry, once per process.
+public enum BridgeMetrics {
+    /// Upstream latency buckets: from half a millisecond to the retry budget's order.
+    static let latencyBuckets: [Duration] = [
+        .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
+        .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5),
+        .seconds(5), .seconds(10),
+    ]
+
+    /// Makes every swift-metrics handler of the process report to a Prometheus registry that
+    /// the admin port's `/metrics` exports; call it before anything creates a metric.
+    public static func bootstrapPrometheus() {
+        let registry = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.defaultDurationHistogramBuckets = Self.latencyBuckets
+        MetricsSystem.bootstrap(factory)
+        AdminServer.registry = registry
+    }
+}

@@ -1,0 +1,61 @@
+import ArgumentParser
+import BridgeApp
+import BridgeCore
+import BridgeServer
+import BridgeStores
+import Foundation
+import UpstreamAPNs
+
+struct CheckConfigCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check-config",
+        abstract: "Reads the configuration like `serve` would, checks it, and prints what it resolves to.",
+        discussion: """
+            Takes the same options as `serve`. Exits 0 when the configuration can be served, 78 \
+            with the key at fault otherwise. Secrets (keys, passwords) are never printed.
+            """
+    )
+
+    @OptionGroup var options: BridgeOptions
+
+    func run() async throws {
+        let settings = try await self.options.loadSettings()
+        print(Self.describe(settings))
+    }
+
+    static func describe(_ settings: BridgeSettings) -> String {
+        var lines: [String] = []
+        lines.append("gateway   \(settings.gateway.host):\(settings.gateway.port)  (max \(settings.gateway.maximumConnections) connections, \(settings.gateway.session.maximumInFlight) in flight each)")
+        lines.append("feedback  \(settings.feedback.host):\(settings.feedback.port)\(settings.feedback.drain.only32ByteTokens ? "  (32-byte tokens only)" : "")")
+        lines.append("admin     \(settings.admin.map { "\($0.host):\($0.port)" } ?? "off")")
+        let tls = settings.gateway.tls
+        lines.append(
+            "tls       \(settings.tlsFiles.certificate); client CAs: \(tls.clientCertificateAuthorities.count) certificate(s); pinned: \(tls.pinnedFingerprints.count); TLS \(tls.allowLegacyTLS ? "1.0" : "1.2")–\(tls.allowTLS13 ? "1.3" : "1.2")"
+        )
+        lines.append("store     \(BridgeStoreLocation.redacted(settings.storeLocation))")
+        for environment in APNsEnvironment.allCases {
+            if let endpoint = settings.upstream.endpoints[environment] {
+                lines.append("upstream  \(environment.rawValue): \(endpoint.host):\(endpoint.port)")
+            }
+        }
+        for name in settings.credentials.keys.sorted() {
+            let marker = name == settings.defaultCredentials ? " (default)" : ""
+            lines.append("credentials \(name)\(marker): \(settings.credentials[name]!.summary)")
+        }
+        lines.append("tenants   (default environment \(settings.tenants.defaultEnvironment.rawValue))")
+        for rule in settings.tenants.rules {
+            var match: [String] = []
+            if let userID = rule.userID { match.append("UID=\(userID)") }
+            match += rule.fingerprints.sorted().map { "sha256 \($0.prefix(16))…" }
+            lines.append(
+                "  \(rule.name): matches \(match.joined(separator: " or ")); topic \(rule.topic ?? "the certificate's UID"); environment \(rule.environment?.rawValue ?? "from the certificate"); credentials \(rule.credentials ?? settings.defaultCredentials)"
+            )
+        }
+        if settings.tenants.acceptsUnlistedCertificates {
+            lines.append("  any other certificate with a UID= (verified by a client CA): a tenant of its own, topic = UID, credentials \(settings.defaultCredentials)")
+        } else {
+            lines.append("  any other certificate is refused during the TLS handshake")
+        }
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,193 @@
+import BridgeApp
+import BridgeCore
+import BridgeServer
+import BridgeStores
+import BridgeTestSupport
+import Crypto
+import Foundation
+import Logging
+import NIOCore
+import Testing
+import UpstreamAPNs
+
+/// The configuration: a YAML file, APNS_BRIDGE_* environment variables and flags, in that
+/// order of precedence; errors name their key; the documented examples load.
+@Suite("Configuration")
+struct ConfigurationTests {
+    /// A folder with the files a configuration points at: TLS, a client CA, a signing key.
+    struct Files {
+        var directory: String
+        var pki: TestPKI
+
+        init() throws {
+            self.directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-config-\(UUID().uuidString)").path
+            try FileManager.default.createDirectory(atPath: self.directory, withIntermediateDirectories: true)
+            self.pki = try TestPKI()
+            _ = try self.pki.server.writePEMFiles(to: self.directory, name: "gateway")
+            try self.pki.caCertificatePEM.write(toFile: self.directory + "/provider-ca.pem", atomically: true, encoding: .utf8)
+            try P256.Signing.PrivateKey().pemRepresentation.write(toFile: self.directory + "/AuthKey.p8", atomically: true, encoding: .utf8)
+        }
+
+        /// The settings every test needs, as flags.
+        var basics: [String: String] {
+            [
+                "tls.certificate": self.directory + "/gateway.crt", "tls.privateKey": self.directory + "/gateway.key",
+                "tls.clientCA": self.directory + "/provider-ca.pem", "credentials": "main",
+                "credential.main.keyFile": self.directory + "/AuthKey.p8", "credential.main.keyId": "KEY1234567",
+                "credential.main.teamId": "TEAM123456",
+            ]
+        }
+
+        func write(_ yaml: String, name: String = "apns-bridge.yaml") throws -> String {
+            let path = self.directory + "/" + name
+            try yaml.write(toFile: path, atomically: true, encoding: .utf8)
+            return path
+        }
+
+        func remove() { try? FileManager.default.removeItem(atPath: self.directory) }
+    }
+
+    @Test("Flags win over environment variables, which win over the file")
+    func precedence() async throws {
+        let files = try Files()
+        defer { files.remove() }
+        let file = try files.write(
+            """
+            gateway:
+              listen: 127.0.0.1:1111
+              maximumConnections: 11
+            feedback:
+              listen: 127.0.0.1:2222
+            """
+        )
+        let environment = ["APNS_BRIDGE_GATEWAY_LISTEN": "127.0.0.1:3333", SettingsReader.environmentVariable(for: "feedback.only32ByteTokens"): "true", "HOME": "/root"]
+        var flags = files.basics
+        flags["gateway.listen"] = "127.0.0.1:4444"
+
+        let all = try BridgeSettings.load(from: try await SettingsReader(flags: flags, environment: environment, file: file))
+        #expect(all.gateway.port == 4444)  // flag
+        #expect(all.gateway.maximumConnections == 11)  // file
+        #expect(all.feedback.port == 2222)  // file
+        #expect(all.feedback.drain.only32ByteTokens)  // environment
+
+        let noFlag = try BridgeSettings.load(from: try await SettingsReader(flags: files.basics, environment: environment, file: file))
+        #expect(noFlag.gateway.port == 3333)  // environment over file
+        let fileOnly = try BridgeSettings.load(from: try await SettingsReader(flags: files.basics, environment: [:], file: file))
+        #expect(fileOnly.gateway.port == 1111)
+        #expect(!fileOnly.feedback.drain.only32ByteTokens)
+        let defaults = try BridgeSettings.load(from: try await SettingsReader(flags: files.basics, environment: [:], file: nil))
+        #expect(defaults.gateway.port == 2195)
+        #expect(defaults.feedback.port == 2196)
+        #expect(defaults.admin?.host == "127.0.0.1")
+        #expect(defaults.storeLocation == "sqlite:apns-bridge.sqlite")
+    }
+
+    @Test("Every documented key's environment variable sets that key")
+    func environmentNames() async throws {
+        #expect(SettingsReader.environmentVariable(for: "tenant.shop.uid") == "APNS_BRIDGE_TENANT_SHOP_UID")
+        #expect(SettingsReader.environmentVariable(for: "credential.team-a.pkcs12Password") == "APNS_BRIDGE_CREDENTIAL_TEAM_A_PKCS12PASSWORD")
+        let files = try Files()
+        defer { files.remove() }
+        // Values that differ from the defaults, set through the names environmentVariable(for:) gives.
+        let keys: [String: String] = [
+            "gateway.maximumInFlight": "7", "tls.allowTLS13": "true", "tls.allowLegacyTLS": "true",
+            "upstream.connectionsPerPool": "5", "upstream.retryBudgetSeconds": "3", "store.resendWindowSeconds": "9",
+            "feedback.retentionDays": "2", "admin.listen": "off", "environment": "sandbox", "log.level": "debug",
+            "tenants": "shop", "tenant.shop.uid": "com.example.shop", "tenant.shop.environment": "production",
+        ]
+        let environment = Dictionary(uniqueKeysWithValues: keys.map { (SettingsReader.environmentVariable(for: $0.key), $0.value) })
+        let settings = try BridgeSettings.load(from: try await SettingsReader(flags: files.basics, environment: environment, file: nil))
+        #expect(settings.gateway.session.maximumInFlight == 7)
+        #expect(settings.gateway.tls.allowTLS13)
+        #expect(settings.gateway.tls.allowLegacyTLS)
+        #expect(settings.upstream.connectionsPerPool == 5)
+        #expect(settings.upstream.retryBudget == .seconds(3))
+        #expect(settings.store.resendRecordWindow == .seconds(9))
+        #expect(settings.store.feedbackRetention == .seconds(2 * 86_400))
+        #expect(settings.admin == nil)
+        #expect(settings.tenants.defaultEnvironment == .sandbox)
+        #expect(settings.logLevel == .debug)
+        #expect(settings.tenants.rules == [TenantRule(name: "shop", userID: "com.example.shop", environment: .production)])
+        #expect(!settings.tenants.acceptsUnlistedCertificates)
+    }
+
+    @Test(
+        "An unusable value is an error naming its key",
+        arguments: [
+            ("gateway.listen", "nowhere", "gateway.listen"),
+            ("gateway.maximumConnections", "lots", "gateway.maximumConnections"),
+            ("tls.allowTLS13", "maybe", "tls.allowTLS13"),
+            ("environment", "staging", "environment"),
+            ("tls.certificate", "/nonexistent/cert.pem", "tls.certificate"),
+            ("store.url", "mysql://db", "store.url"),
+            ("defaultCredentials", "nobody", "defaultCredentials"),
+            ("tls.pinnedFingerprints", "abc", "tls.pinnedFingerprints"),
+            ("log.level", "loud", "log.level"),
+        ]
+    )
+    func errorsNameTheirKey(key: String, value: String, expectedKey: String) async throws {
+        let files = try Files()
+        defer { files.remove() }
+        var flags = files.basics
+        flags[key] = value
+        let reader = try await SettingsReader(flags: flags, environment: [:], file: nil)
+        let error = try #require(throws: ConfigurationError.self) { try BridgeSettings.load(from: reader) }
+        #expect(error.key == expectedKey)
+        #expect(error.description.contains(SettingsReader.environmentVariable(for: expectedKey)))
+    }
+
+    @Test("Tenants are cross-checked: unknown credentials, a tenant matching nothing, a shared UID")
+    func tenantErrors() async throws {
+        let files = try Files()
+        defer { files.remove() }
+        let cases: [([String: String], String)] = [
+            (["tenants": "a", "tenant.a.uid": "com.a", "tenant.a.credentials": "other"], "tenant.a.credentials"),
+            (["tenants": "a"], "tenant.a.uid"),
+            (["tenants": "a,b", "tenant.a.uid": "com.a", "tenant.b.uid": "com.a"], "tenant.b.uid"),
+            (["tenants": "a b"], "tenants"),
+            (["credentials": "main,extra"], "credential.extra.keyFile"),
+        ]
+        for (extra, expectedKey) in cases {
+            let reader = try await SettingsReader(flags: files.basics.merging(extra) { $1 }, environment: [:], file: nil)
+            let error = try #require(throws: ConfigurationError.self) { try BridgeSettings.load(from: reader) }
+            #expect(error.key == expectedKey, "\(extra)")
+        }
+    }
+
+    @Test("The documented examples load, with their paths pointed at real files")
+    func documentedExamples() async throws {
+        let files = try Files()
+        defer { files.remove() }
+        let examples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("docs/examples")
+        let replacements = [
+            "/etc/apns-bridge/gateway.pem": files.directory + "/gateway.crt",
+            "/etc/apns-bridge/gateway.key": files.directory + "/gateway.key",
+            "/etc/apns-bridge/provider-ca.pem": files.directory + "/provider-ca.pem",
+            "/etc/apns-bridge/AuthKey_ABCDE12345.p8": files.directory + "/AuthKey.p8",
+            "/etc/apns-bridge/legacy-app-push.pem": files.directory + "/gateway.crt",
+            "/etc/apns-bridge/legacy-app-push.key": files.directory + "/gateway.key",
+            "/var/lib/apns-bridge/": files.directory + "/",
+        ]
+        for name in ["apns-bridge.yaml", "minimal.yaml"] {
+            var text = try String(contentsOf: examples.appendingPathComponent(name), encoding: .utf8)
+            for (from, to) in replacements {
+                text = text.replacingOccurrences(of: from, with: to)
+            }
+            let path = try files.write(text, name: name)
+            let settings = try BridgeSettings.load(from: try await SettingsReader(flags: [:], environment: [:], file: path))
+            if name == "apns-bridge.yaml" {
+                #expect(settings.tenants.rules.map(\.name) == ["shop", "news"])
+                #expect(settings.tenants.rules[1].environment == .sandbox)
+                #expect(settings.tenants.rules[1].credentials == "legacy-app")
+                #expect(settings.credentials.count == 2)
+                #expect(settings.defaultCredentials == "team-a")
+                #expect(!settings.tenants.acceptsUnlistedCertificates)
+            } else {
+                #expect(settings.tenants.rules.isEmpty)
+                #expect(settings.tenants.acceptsUnlistedCertificates)
+                #expect(settings.gateway.port == 2195)
+            }
+        }
+    }
+}

@@ -1,0 +1,291 @@
+import BridgeCore
+import BridgeTestSupport
+import Crypto
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import LegacyProtocol
+import MockAPNs
+import NIOCore
+import NIOPosix
+import Testing
+
+/// Issue 5's checks on `apns-bridge serve` as operators run it (child processes): the
+/// configuration file, SIGTERM under load, the admin port, and what the logs leave out.
+@Suite("serve: configuration, shutdown, metrics, logs (child processes)", .serialized)
+struct ServeProcessTests {
+    /// A token that names its connection and identifier: 4 bytes connection, 4 bytes identifier.
+    static func token(connection: Int, identifier: Int) -> ByteBuffer {
+        var token = ByteBuffer()
+        token.writeInteger(UInt32(connection))
+        token.writeInteger(UInt32(identifier))
+        token.writeBytes([UInt8](repeating: 0xAB, count: 24))
+        return token
+    }
+
+    static func get(_ port: Int, _ path: String) async throws -> (status: Int, body: String) {
+        let (data, response) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+    }
+
+    @Test("The configuration file's tenants: topic from the configuration or the certificate, environment from the certificate's marker")
+    func configuredTenants() async throws {
+        let environment = try await BridgeProcess.Environment.make()
+        defer { Task { await environment.close() } }
+        let directory = environment.directory
+        // Production goes nowhere (a port nothing listens on): a notification reaches the mock
+        // only if its tenant's environment resolved to sandbox.
+        let config = """
+            environment: production
+            tls:
+              certificate: \(directory)/server.crt
+              privateKey: \(directory)/server.key
+              clientCA: [\(directory)/ca.pem]
+            credentials: [main]
+            credential:
+              main:
+                keyFile: \(directory)/AuthKey.p8
+                keyId: \(UpstreamHarness.keyID)
+                teamId: \(UpstreamHarness.teamID)
+            tenants: [renamed, plain]
+            tenant:
+              renamed:
+                uid: com.example.other-bundle
+                topic: \(UpstreamHarness.topic)
+              plain:
+                uid: \(UpstreamHarness.topic)
+            upstream:
+              sandbox: 127.0.0.1:\(environment.mock.port)
+              production: 127.0.0.1:9
+              ca: \(directory)/ca.pem
+              serverName: localhost
+            gateway: {listen: "127.0.0.1:0"}
+            feedback: {listen: "127.0.0.1:0"}
+            admin: {listen: "127.0.0.1:0"}
+            """
+        try config.write(toFile: directory + "/apns-bridge.yaml", atomically: true, encoding: .utf8)
+        let bridge = try await BridgeProcess.start(
+            environment,
+            store: "sqlite:\(directory)/store.sqlite",
+            arguments: ["serve", "--config", directory + "/apns-bridge.yaml"]
+        )
+        defer { Task { await bridge.terminate() } }
+        let pki = environment.pki
+
+        for (index, identity) in [
+            try pki.providerIdentity(bundleID: "com.example.other-bundle", sandboxMarker: true),
+            try pki.providerIdentity(bundleID: UpstreamHarness.topic, sandboxMarker: true),
+        ].enumerated() {
+            let client = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: identity, trusting: pki.caCertificate)
+            try await client.send(FrameBuilder.frame(.itemized, identifier: UInt32(index + 1), token: Self.token(connection: index, identifier: 1), payload: FrameBuilder.payload()))
+            #expect(await environment.mock.ledger.waitForAccepted(index + 1, timeout: .seconds(20)))
+            await client.close()
+        }
+        #expect(environment.mock.ledger.records.map(\.topic) == [UpstreamHarness.topic, UpstreamHarness.topic])
+
+        // Not a configured tenant: refused during the handshake.
+        let stranger = try await LegacyTestClient.connect(
+            to: bridge.gatewayAddress,
+            identity: try pki.providerIdentity(bundleID: "com.example.stranger", sandboxMarker: true),
+            trusting: pki.caCertificate
+        )
+        try? await stranger.send(FrameBuilder.frame(.itemized, identifier: 9, token: Self.token(connection: 9, identifier: 9), payload: FrameBuilder.payload()))
+        #expect(try await stranger.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
+        #expect(environment.mock.ledger.records.count == 2)
+        #expect(bridge.log.contains("refusing a client certificate during the TLS handshake"))
+    }
+
+    @Test("SIGTERM under load: every provider gets 08 0A id, everything up to id reached the upstream once, the process exits in time")
+    func sigtermUnderLoad() async throws {
+        let environment = try await BridgeProcess.Environment.make()
+        defer { Task { await environment.close() } }
+        environment.mock.script.delayResponses(by: .milliseconds(20))
+        let bridge = try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")
+        let identity = try environment.provider()
+        let connections = 16
+        var clients: [LegacyTestClient] = []
+        for _ in 0..<connections {
+            clients.append(try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: identity, trusting: environment.pki.caCertificate))
+        }
+        // Each connection sends batches until its connection stops taking them.
+        let senders = clients.enumerated().map { index, client in
+            Task {
+                var identifier = 1
+                while !Task.isCancelled, identifier <= 5000 {
+                    var frames = ByteBuffer()
+                    for _ in 0..<25 {
+                        frames.writeImmutableBuffer(
+                            FrameBuilder.frame(.itemized, identifier: UInt32(identifier), token: Self.token(connection: index, identifier: identifier), payload: FrameBuilder.payload())
+                        )
+                        identifier += 1
+                    }
+                    do { try await client.send(frames) } catch { break }
+                    try? await Task.sleep(for: .milliseconds(5))
+                }
+            }
+        }
+        #expect(await environment.mock.ledger.waitForAccepted(connections * 50, timeout: .seconds(30)))
+        let signalled = ContinuousClock.now
+        kill(bridge.process.processIdentifier, SIGTERM)
+        var farewells: [Int: UInt32] = [:]
+        for (index, client) in clients.enumerated() {
+            var bytes = try await client.bytesUntilClose(timeout: .seconds(30))
+            #expect(bytes.readableBytes == ErrorResponsePacket.length, "connection \(index)")
+            if let packet = bytes.readErrorResponse() {
+                #expect(packet.status == .shutdown)
+                farewells[index] = packet.identifier.rawValue
+            }
+        }
+        senders.forEach { $0.cancel() }
+        await bridge.terminate()  // waits for the exit
+        let took = ContinuousClock.now - signalled
+        #expect(!bridge.process.isRunning)
+        #expect(bridge.process.terminationStatus == 0)
+        #expect(took < .seconds(15), "grace 10 s + drain; took \(took)")
+
+        // Per connection: every notification up to the farewell's id reached the upstream once.
+        var arrivals: [String: Int] = [:]
+        for record in environment.mock.ledger.records {
+            arrivals[record.token, default: 0] += 1
+        }
+        #expect(farewells.count == connections)
+        for (index, last) in farewells {
+            #expect(last > 0)
+            for identifier in 1...Int(last) {
+                let token = Self.token(connection: index, identifier: identifier).hexDump(format: .compact)
+                #expect(arrivals[token] == 1, "connection \(index), identifier \(identifier) of \(last)")
+            }
+        }
+        #expect(arrivals.values.allSatisfy { $0 == 1 })
+    }
+
+    @Test("/readyz is 503 while the upstream is unreachable and 200 after; /metrics is Prometheus text whose counters move")
+    func adminPort() async throws {
+        let environment = try await BridgeProcess.Environment.make()
+        defer { Task { await environment.close() } }
+        // A port with nothing behind it yet.
+        let placeholder = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        let upstreamPort = placeholder.localAddress!.port!
+        try await placeholder.close()
+        var arguments = environment.arguments
+        arguments[arguments.firstIndex(of: "127.0.0.1:\(environment.mock.port)")!] = "127.0.0.1:\(upstreamPort)"
+        let bridge = try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite", arguments: arguments)
+        defer { Task { await bridge.terminate() } }
+        let admin = try #require(bridge.adminPort)
+
+        #expect(try await Self.get(admin, "/healthz").status == 200)
+        #expect(try await Self.get(admin, "/readyz").status == 503)
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(try await Self.get(admin, "/readyz").status == 503)
+
+        // Now the upstream appears on that port.
+        let key = try P256.Signing.PrivateKey(pemRepresentation: try String(contentsOfFile: environment.directory + "/AuthKey.p8", encoding: .utf8))
+        var configuration = MockAPNsConfiguration(certificateChain: [environment.pki.server.certificate], privateKey: environment.pki.server.privateKey)
+        configuration.port = upstreamPort
+        configuration.signingKeys = [.init(keyID: UpstreamHarness.keyID, teamID: UpstreamHarness.teamID, publicKey: key.publicKey)]
+        configuration.topics = [UpstreamHarness.topic]
+        let mock = try await MockAPNsServer.start(configuration: configuration, logger: .forTests())
+        defer { Task { await mock.close() } }
+        let readyBy = ContinuousClock.now + .seconds(45)
+        var ready = false
+        while !ready, ContinuousClock.now < readyBy {
+            ready = try await Self.get(admin, "/readyz").status == 200
+            if !ready { try await Task.sleep(for: .milliseconds(250)) }
+        }
+        #expect(ready)
+
+        let before = try PrometheusText(try await Self.get(admin, "/metrics").body)
+        let badToken = Self.token(connection: 0, identifier: 11)
+        mock.script.rejectAsBadToken(badToken.hexDump(format: .compact))
+        let client = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+        var frames = ByteBuffer()
+        for identifier in 1...11 {
+            frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: UInt32(identifier), token: Self.token(connection: 0, identifier: identifier), payload: FrameBuilder.payload()))
+        }
+        try await client.send(frames)
+        var answer = try await client.bytesUntilClose(timeout: .seconds(20))
+        #expect(answer.readErrorResponse() == ErrorResponsePacket(status: .invalidToken, identifier: NotificationIdentifier(rawValue: 11)))
+
+        let after = try PrometheusText(try await Self.get(admin, "/metrics").body)
+        #expect(after.value("apns_bridge_notifications_received_total") - before.value("apns_bridge_notifications_received_total") == 11)
+        #expect(after.value("apns_bridge_notifications_forwarded_total") - before.value("apns_bridge_notifications_forwarded_total") == 10)
+        #expect(after.value(#"apns_bridge_notifications_failed_total{status="8",reason="BadDeviceToken"}"#) == 1)
+        #expect(after.value(#"apns_bridge_error_responses_total{status="8"}"#) == 1)
+        #expect(after.value(#"apns_bridge_upstream_responses_total{status="400"}"#) == 1)
+        #expect(after.value("apns_bridge_upstream_request_duration_seconds_count") >= 11)
+        #expect(after.value("apns_bridge_provider_tokens_minted_total") >= 1)
+        #expect(after.value(#"apns_bridge_upstream_connections{environment="sandbox"}"#) >= 1)
+        #expect(after.types["apns_bridge_upstream_request_duration_seconds"] == "histogram")
+        #expect(after.types["apns_bridge_notifications_received_total"] == "counter")
+        #expect(after.types["apns_bridge_notifications_in_flight"] == "gauge")
+    }
+
+    @Test("No log line at info or above holds a whole device token, a payload, a key or a JWT")
+    func logsKeepSecrets() async throws {
+        let environment = try await BridgeProcess.Environment.make()
+        defer { Task { await environment.close() } }
+        environment.mock.script.unregister(token: Self.token(connection: 0, identifier: 2).hexDump(format: .compact), atMilliseconds: 1_767_225_600_000)
+        environment.mock.script.rejectAsBadToken(Self.token(connection: 0, identifier: 3).hexDump(format: .compact))
+        var arguments = environment.arguments
+        arguments[arguments.firstIndex(of: "debug")!] = "info"
+        let bridge = try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite", arguments: arguments)
+        let client = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+        var frames = ByteBuffer()
+        for identifier in 1...4 {
+            frames.writeImmutableBuffer(
+                FrameBuilder.frame(.itemized, identifier: UInt32(identifier), token: Self.token(connection: 0, identifier: identifier), payload: FrameBuilder.payload(#"{"aps":{"alert":"secret text 7f3a"}}"#))
+            )
+        }
+        frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 5, token: FrameBuilder.token(5, length: 31), payload: FrameBuilder.payload()))
+        try await client.send(frames)
+        _ = try await client.bytesUntilClose(timeout: .seconds(20))
+        _ = try await FeedbackTestClient.poll(bridge.feedbackAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+        await bridge.terminate()
+
+        let log = bridge.log
+        #expect(log.contains("notification failed; closing provider connection"))  // the log did say things
+        let keyBody = try String(contentsOfFile: environment.directory + "/AuthKey.p8", encoding: .utf8)
+            .split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+        for identifier in 1...4 {
+            #expect(!log.contains(Self.token(connection: 0, identifier: identifier).hexDump(format: .compact)))
+        }
+        #expect(!log.contains("secret text 7f3a"))
+        #expect(!log.contains("\"aps\""))
+        #expect(!log.contains("eyJ"))  // the start of every JWT (base64 of `{"`)
+        #expect(!log.contains("PRIVATE KEY"))
+        #expect(!log.contains(String(keyBody.prefix(40))))
+        #expect(!log.contains("bearer"))
+    }
+}
+
+/// The Prometheus text exposition format, read strictly enough to fail on malformed lines.
+struct PrometheusText {
+    var samples: [String: Double] = [:]
+    var types: [String: String] = [:]
+
+    init(_ text: String) throws {
+        for line in text.split(separator: "\n") {
+            if line.hasPrefix("# TYPE ") {
+                let parts = line.split(separator: " ")
+                guard parts.count == 4, ["counter", "gauge", "histogram", "summary", "untyped"].contains(parts[3]) else { throw Malformed(line: String(line)) }
+                self.types[String(parts[2])] = String(parts[3])
+                continue
+            }
+            if line.hasPrefix("#") { continue }
+            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { throw Malformed(line: String(line)) }
+            let name = String(line[..<space])
+            guard name.first?.isLetter == true, name.allSatisfy({ $0.isLetter || $0.isNumber || "_{}=\",.+-:".contains($0) }) else {
+                throw Malformed(line: String(line))
+            }
+            self.samples[name] = value
+        }
+    }
+
+    /// The sample's value, 0 when absent (a counter that has not moved yet).
+    func value(_ name: String) -> Double {
+        self.samples[name] ?? 0
+    }
+
+    struct Malformed: Error { var line: String }
+}
