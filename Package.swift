@@ -50,6 +50,7 @@ let package = Package(
             dependencies: [
                 "LegacyProtocol",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: swiftSettings
         ),

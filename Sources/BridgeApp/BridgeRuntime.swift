@@ -4,6 +4,7 @@ import BridgeStores
 import Foundation
 import Logging
 import NIOCore
+import Prometheus
 import ServiceLifecycle
 import UnixSignals
 import UpstreamAPNs
@@ -43,7 +44,9 @@ public final class BridgeRuntime: Sendable {
 
     /// Opens the store, binds every listener and opens the upstream connections. What was
     /// started is stopped again when a later step fails.
-    public static func start(_ settings: BridgeSettings, logger: Logger) async throws -> BridgeRuntime {
+    ///
+    /// - Parameter metrics: the registry `/metrics` exports (``BridgeMetrics/bootstrapPrometheus()``).
+    public static func start(_ settings: BridgeSettings, metrics: PrometheusCollectorRegistry?, logger: Logger) async throws -> BridgeRuntime {
         let store = try await BridgeStoreLocation.open(settings.storeLocation, configuration: settings.store, logger: logger)
         do {
             var clients: [String: APNsClient] = [:]
@@ -81,7 +84,13 @@ public final class BridgeRuntime: Sendable {
             var admin: AdminServer?
             if let address = settings.admin {
                 do {
-                    admin = try await AdminServer.start(host: address.host, port: address.port, probes: readiness.probes, logger: logger)
+                    admin = try await AdminServer.start(
+                        host: address.host,
+                        port: address.port,
+                        probes: readiness.probes,
+                        registry: metrics,
+                        logger: logger
+                    )
                 } catch {
                     await feedback.close()
                     await gateway.close()
@@ -103,11 +112,6 @@ public final class BridgeRuntime: Sendable {
             await store.close()
             throw error
         }
-    }
-
-    /// Ready when every credential has a usable upstream connection in every environment in use.
-    public var isReady: Bool {
-        Readiness(upstream: self.upstream, environments: self.settings.environmentsInUse).isReady
     }
 
     /// Stops everything without waiting for a signal (the demo): the same order as ``run()``.
@@ -134,7 +138,7 @@ public final class BridgeRuntime: Sendable {
             },
         ]
         if let interval = self.settings.tlsReloadInterval {
-            let watcher = TLSFileWatcher(files: self.settings.tlsFiles, settings: self.settings, context: self.tls, logger: self.logger)
+            let watcher = TLSFileWatcher(settings: self.settings, context: self.tls, logger: self.logger)
             services.append(PeriodicJob(name: "TLS file watch", every: interval, logger: self.logger) { watcher.check() })
         }
         if let admin = self.admin {

@@ -7,18 +7,16 @@ import Synchronization
 /// (modification time or size): new handshakes use the new files, open connections keep
 /// theirs. A replacement that cannot be read is logged and the previous one stays in use.
 final class TLSFileWatcher: Sendable {
-    private let files: BridgeSettings.TLSFiles
     private let settings: BridgeSettings
     private let context: LegacyTLSContext
     private let logger: Logger
     private let lastSeen: Mutex<[String]>
 
-    init(files: BridgeSettings.TLSFiles, settings: BridgeSettings, context: LegacyTLSContext, logger: Logger) {
-        self.files = files
+    init(settings: BridgeSettings, context: LegacyTLSContext, logger: Logger) {
         self.settings = settings
         self.context = context
         self.logger = logger
-        self.lastSeen = Mutex(Self.stamps(files))
+        self.lastSeen = Mutex(Self.stamps(settings.tlsFiles))
     }
 
     private static func stamps(_ files: BridgeSettings.TLSFiles) -> [String] {
@@ -31,7 +29,7 @@ final class TLSFileWatcher: Sendable {
     }
 
     func check() {
-        let now = Self.stamps(self.files)
+        let now = Self.stamps(self.settings.tlsFiles)
         let changed = self.lastSeen.withLock { seen -> Bool in
             guard seen != now else { return false }
             seen = now
@@ -39,12 +37,8 @@ final class TLSFileWatcher: Sendable {
         }
         guard changed else { return }
         do {
-            var tls = try BridgeSettings.loadTLS(self.files)
-            tls.pinnedFingerprints = self.settings.gateway.tls.pinnedFingerprints
-            tls.allowTLS13 = self.settings.gateway.tls.allowTLS13
-            tls.allowLegacyTLS = self.settings.gateway.tls.allowLegacyTLS
-            try self.context.reload(tls)
-            self.logger.info("reloaded the legacy listeners' TLS files", metadata: ["certificate": "\(self.files.certificate)"])
+            try self.context.reload(try self.settings.reloadedTLS())
+            self.logger.info("reloaded the legacy listeners' TLS files", metadata: ["certificate": "\(self.settings.tlsFiles.certificate)"])
         } catch {
             self.logger.error("cannot reload the legacy listeners' TLS files; keeping the previous ones", metadata: ["error": "\(error)"])
         }

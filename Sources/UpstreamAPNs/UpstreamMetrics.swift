@@ -2,7 +2,6 @@ import BridgeCore
 import CoreMetrics
 import LegacyProtocol
 import NIOCore
-import Synchronization
 
 /// The upstream side's metrics, through swift-metrics (see `GatewayMetrics` for the legacy side).
 final class UpstreamMetrics: Sendable {
@@ -14,13 +13,9 @@ final class UpstreamMetrics: Sendable {
     let retries = Counter(label: "apns_bridge_upstream_retries_total")
     let goAways = Counter(label: "apns_bridge_upstream_goaways_total")
     let tokensMinted = Counter(label: "apns_bridge_provider_tokens_minted_total")
-    private let responses = Mutex<[Int: Counter]>([:])
-    private let failed = Mutex<[FailureLabels: Counter]>([:])
-
-    private struct FailureLabels: Hashable {
-        var status: String
-        var reason: String
-    }
+    /// Made once: nearly every answer is a 200, and it should not cost a lookup.
+    private let okResponses = Counter(label: "apns_bridge_upstream_responses_total", dimensions: [("status", "200")])
+    private let otherResponses = LabelledCounters(label: "apns_bridge_upstream_responses_total", labelNames: ["status"])
 
     /// Reasons outside Apple's documented list are counted as `other`, so that an upstream
     /// cannot grow the label sets without bound.
@@ -47,13 +42,11 @@ final class UpstreamMetrics: Sendable {
 
     /// `apns_bridge_upstream_responses_total{status}`: HTTP statuses of every answered attempt.
     func responded(status: Int) {
-        let counter = self.responses.withLock { counters in
-            if let counter = counters[status] { return counter }
-            let counter = Counter(label: "apns_bridge_upstream_responses_total", dimensions: [("status", "\(status)")])
-            counters[status] = counter
-            return counter
+        if status == 200 {
+            self.okResponses.increment()
+        } else {
+            self.otherResponses.increment(["\(status)"])
         }
-        counter.increment()
     }
 
     /// The final outcome of one notification sent upstream: `forwarded_total` when APNs
@@ -70,16 +63,6 @@ final class UpstreamMetrics: Sendable {
         case .dropped: status = "none"
         }
         let reasonLabel = reason.map { Self.knownReasons.contains($0.rawValue) ? $0.rawValue : "other" } ?? "none"
-        let labels = FailureLabels(status: status, reason: reasonLabel)
-        let counter = self.failed.withLock { counters in
-            if let counter = counters[labels] { return counter }
-            let counter = Counter(
-                label: "apns_bridge_notifications_failed_total",
-                dimensions: [("status", labels.status), ("reason", labels.reason)]
-            )
-            counters[labels] = counter
-            return counter
-        }
-        counter.increment()
+        NotificationMetrics.failed.increment([status, reasonLabel])
     }
 }

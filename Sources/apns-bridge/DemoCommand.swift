@@ -32,7 +32,7 @@ struct DemoCommand: AsyncParsableCommand {
     )
 
     func run() async throws {
-        BridgeMetrics.bootstrapPrometheus()
+        let metrics = BridgeMetrics.bootstrapPrometheus()
         var logger = Logger(label: "apns-bridge.demo")
         logger.logLevel = .error
         let pki = try TestPKI(name: "apns-bridge demo CA")
@@ -72,7 +72,7 @@ struct DemoCommand: AsyncParsableCommand {
                 file: nil
             )
         )
-        let runtime = try await BridgeRuntime.start(settings, logger: logger)
+        let runtime = try await BridgeRuntime.start(settings, metrics: metrics, logger: logger)
         let gateway = runtime.gateway
         let feedbackServer = runtime.feedback
         let store = runtime.store

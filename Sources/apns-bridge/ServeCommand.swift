@@ -29,9 +29,9 @@ struct ServeCommand: AsyncParsableCommand {
             handler.logLevel = settings.logLevel
             return handler
         }
-        BridgeMetrics.bootstrapPrometheus()
+        let metrics = BridgeMetrics.bootstrapPrometheus()
         let logger = Logger(label: "apns-bridge")
-        let runtime = try await BridgeRuntime.start(settings, logger: logger)
+        let runtime = try await BridgeRuntime.start(settings, metrics: metrics, logger: logger)
         // One line on standard output for scripts and tests that start the bridge on port 0.
         let ports = "gateway=\(runtime.gateway.localAddress.port ?? 0) feedback=\(runtime.feedback.localAddress.port ?? 0) admin=\(runtime.admin?.localAddress.port.map(String.init) ?? "off")"
         FileHandle.standardOutput.write(Data("ready \(ports)\n".utf8))

@@ -249,6 +249,17 @@ public struct BridgeSettings: Sendable {
         return LegacyTLSConfiguration(certificateChain: chain, privateKey: key, clientCertificateAuthorities: authorities)
     }
 
+    /// The legacy listeners' TLS with the certificate, key and client CAs read again from
+    /// ``tlsFiles``, and every other option as configured (certificate reload).
+    public func reloadedTLS() throws -> LegacyTLSConfiguration {
+        let files = try Self.loadTLS(self.tlsFiles)
+        var tls = self.gateway.tls
+        tls.certificateChain = files.certificateChain
+        tls.privateKey = files.privateKey
+        tls.clientCertificateAuthorities = files.clientCertificateAuthorities
+        return tls
+    }
+
     private static func loadCredential(_ name: String, _ settings: SettingsReader) throws -> CredentialSource {
         let prefix = "credential.\(name)."
         if let keyFile = try settings.file(prefix + "keyFile") {

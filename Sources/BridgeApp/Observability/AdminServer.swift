@@ -15,9 +15,6 @@ public final class AdminServer: Service, Sendable {
         var beforeScrape: @Sendable () -> Void
     }
 
-    /// The registry `/metrics` exports; `nil` when metrics were not bootstrapped (tests).
-    nonisolated(unsafe) static var registry: PrometheusCollectorRegistry?
-
     public let localAddress: SocketAddress
     private let channel: any Channel
     private let logger: Logger
@@ -28,8 +25,8 @@ public final class AdminServer: Service, Sendable {
         self.logger = logger
     }
 
-    static func start(host: String, port: Int, probes: Probes, logger: Logger) async throws -> AdminServer {
-        let registry = Self.registry
+    /// - Parameter registry: what `/metrics` exports; `nil` answers 404 there.
+    static func start(host: String, port: Int, probes: Probes, registry: PrometheusCollectorRegistry?, logger: Logger) async throws -> AdminServer {
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in

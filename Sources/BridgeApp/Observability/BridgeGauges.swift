@@ -34,13 +34,14 @@ public enum BridgeMetrics {
         .seconds(5), .seconds(10),
     ]
 
-    /// Makes every swift-metrics handler of the process report to a Prometheus registry that
-    /// the admin port's `/metrics` exports; call it before anything creates a metric.
-    public static func bootstrapPrometheus() {
+    /// Makes every swift-metrics handler of the process report to the returned registry, which
+    /// the admin port's `/metrics` exports (``BridgeRuntime/start(_:metrics:logger:)``); call it
+    /// once, before anything creates a metric.
+    public static func bootstrapPrometheus() -> PrometheusCollectorRegistry {
         let registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
         factory.defaultDurationHistogramBuckets = Self.latencyBuckets
         MetricsSystem.bootstrap(factory)
-        AdminServer.registry = registry
+        return registry
     }
 }

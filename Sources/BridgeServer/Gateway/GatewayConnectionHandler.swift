@@ -218,10 +218,10 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
                     self.upstreamCompleted(sequence, outcome: outcome)
                 }
         case .close(let farewell):
-            GatewayMetrics.failed.increment(["\(farewell.status.rawValue)", failureReason])
+            GatewayMetrics.shared.refused(farewell.status, reason: failureReason)
             self.sayFarewell(farewell, context: context)
         case .waitForPredecessors(let status):
-            GatewayMetrics.failed.increment(["\(status.rawValue)", failureReason])
+            GatewayMetrics.shared.refused(status, reason: failureReason)
             self.logger.debug("notification failed; waiting for earlier ones", metadata: ["status": "\(status)"])
         case .ignore:
             break

@@ -7,6 +7,14 @@ import X509
 /// (CONTRACT §1.2). `nil` refuses the connection.
 public protocol TenantResolver: Sendable {
     func tenant(for certificate: NIOSSLCertificate) -> Tenant?
+
+    /// SHA-256 fingerprints (lowercase hex) of certificates the resolver trusts by themselves,
+    /// whoever issued them (none by default).
+    var pinnedFingerprints: Set<String> { get }
+}
+
+extension TenantResolver {
+    public var pinnedFingerprints: Set<String> { [] }
 }
 
 /// The subject's `UID=` (the bundle id on Apple-issued provider certificates) names the tenant

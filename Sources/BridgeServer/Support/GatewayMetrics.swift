@@ -23,11 +23,6 @@ public final class GatewayMetrics: Sendable {
 
     private init() {}
 
-    /// `apns_bridge_notifications_failed_total{status, reason}`: the legacy status and, for
-    /// failures decided here, `local` (a validation rule) or `malformed` (an unreadable frame).
-    /// The upstream client counts the failures APNs decides, with APNs' reason.
-    public static let failed = LabelledCounters(label: "apns_bridge_notifications_failed_total", labelNames: ["status", "reason"])
-
     func notificationReceived() { self.received.increment() }
     func forwardStarted() { self.inFlight.increment() }
     func forwardFinished() { self.inFlight.decrement() }
@@ -36,30 +31,13 @@ public final class GatewayMetrics: Sendable {
     func feedbackTuplesDelivered(_ count: Int) { self.feedbackDelivered.increment(by: Int64(count)) }
     func feedbackEntryRecorded() { self.feedbackRecorded.increment() }
 
+    /// A notification refused here: `reason` is `local` (a validation rule) or `malformed` (an
+    /// unreadable frame).
+    func refused(_ status: ErrorResponseStatus, reason: String) {
+        NotificationMetrics.failed.increment(["\(status.rawValue)", reason])
+    }
+
     func errorResponseSent(_ status: ErrorResponseStatus) {
         self.errorResponses.increment(["\(status.rawValue)"])
-    }
-}
-
-/// Counters of one name with a fixed set of label names, made on first use of each label set.
-public final class LabelledCounters: Sendable {
-    private let label: String
-    private let labelNames: [String]
-    private let counters = Mutex<[[String]: Counter]>([:])
-
-    public init(label: String, labelNames: [String]) {
-        self.label = label
-        self.labelNames = labelNames
-    }
-
-    public func increment(_ labelValues: [String], by amount: Int = 1) {
-        precondition(labelValues.count == self.labelNames.count, "\(self.label): label values do not match its label names")
-        let counter = self.counters.withLock { counters in
-            if let counter = counters[labelValues] { return counter }
-            let counter = Counter(label: self.label, dimensions: Array(zip(self.labelNames, labelValues)))
-            counters[labelValues] = counter
-            return counter
-        }
-        counter.increment(by: Int64(amount))
     }
 }

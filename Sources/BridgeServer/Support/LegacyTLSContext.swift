@@ -37,13 +37,13 @@ public final class LegacyTLSContext: Sendable {
 
     private static func make(_ configuration: LegacyTLSConfiguration, tenantResolver: any TenantResolver) throws -> Current {
         let roots = try configuration.clientCertificateAuthorities.map { try Certificate(derEncoded: try $0.toDERBytes()) }
-        var pinned = configuration.pinnedFingerprints
-        if let configured = tenantResolver as? ConfiguredTenantResolver {
-            pinned.formUnion(configured.pinnedFingerprints)
-        }
         return Current(
             sslContext: try configuration.makeServerContext(),
-            verifier: ClientCertificateVerifier(roots: roots, pinnedFingerprints: pinned, tenantResolver: tenantResolver)
+            verifier: ClientCertificateVerifier(
+                roots: roots,
+                pinnedFingerprints: configuration.pinnedFingerprints.union(tenantResolver.pinnedFingerprints),
+                tenantResolver: tenantResolver
+            )
         )
     }
 

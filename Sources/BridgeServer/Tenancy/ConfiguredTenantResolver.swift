@@ -57,7 +57,7 @@ public struct ConfiguredTenantResolver: TenantResolver {
         self.acceptsUnlistedCertificates = acceptsUnlistedCertificates ?? rules.isEmpty
     }
 
-    /// Fingerprints that are trusted by themselves (see ``TenantRule/fingerprints``).
+    /// The tenants' fingerprints: trusted by themselves (see ``TenantRule/fingerprints``).
     public var pinnedFingerprints: Set<String> {
         self.rules.reduce(into: []) { $0.formUnion($1.fingerprints) }
     }

@@ -1,0 +1,34 @@
+import CoreMetrics
+import Synchronization
+
+/// Metrics that both sides of the bridge count into (swift-metrics; no-ops until the process
+/// bootstraps a factory).
+public enum NotificationMetrics {
+    /// `apns_bridge_notifications_failed_total{status, reason}`: the legacy status (`none` when
+    /// the provider is told nothing) and why: APNs' reason for failures APNs decides (counted
+    /// by the upstream client), `local` or `malformed` for those the gateway decides.
+    public static let failed = LabelledCounters(label: "apns_bridge_notifications_failed_total", labelNames: ["status", "reason"])
+}
+
+/// Counters of one name with a fixed set of label names, made on first use of each label set.
+public final class LabelledCounters: Sendable {
+    private let label: String
+    private let labelNames: [String]
+    private let counters = Mutex<[[String]: Counter]>([:])
+
+    public init(label: String, labelNames: [String]) {
+        self.label = label
+        self.labelNames = labelNames
+    }
+
+    public func increment(_ labelValues: [String], by amount: Int = 1) {
+        precondition(labelValues.count == self.labelNames.count, "\(self.label): label values do not match its label names")
+        let counter = self.counters.withLock { counters in
+            if let counter = counters[labelValues] { return counter }
+            let counter = Counter(label: self.label, dimensions: Array(zip(self.labelNames, labelValues)))
+            counters[labelValues] = counter
+            return counter
+        }
+        counter.increment(by: Int64(amount))
+    }
+}
