@@ -119,36 +119,63 @@ public struct NotificationFrameDecoder: NIOSingleStepByteToMessageDecoder {
     /// An item with a bad id, length or value does not stop the scan, because the item
     /// boundaries are still known: the identifier may follow, and it is reported with the error.
     /// An item running past the frame ends the scan: nothing after it can be trusted.
+    ///
+    /// The scan reads the items' bytes in place and notes where the token and the payload are;
+    /// the frame gets its two slices of `buffer` at the end (no copy, no allocation).
     private static func parseItems(in buffer: ByteBuffer, from start: Int, to end: Int) throws -> NotificationFrame {
-        var frame = NotificationFrame(
+        var scan = ItemScan()
+        try buffer.withUnsafeReadableBytes { bytes in
+            // `bytes` starts at the reader index; item offsets below are relative to it.
+            let base = buffer.readerIndex
+            try scan.scan(bytes, from: start - base, to: end - base)
+        }
+        if let firstError = scan.firstError {
+            throw firstError.reporting(scan.identifier ?? .zero)
+        }
+        let base = buffer.readerIndex
+        return NotificationFrame(
             command: .itemized,
-            deviceToken: ByteBuffer(),
-            payload: ByteBuffer()
+            identifier: scan.identifier ?? .zero,
+            expiration: scan.expiration,
+            priority: scan.priority,
+            deviceToken: scan.token.map { buffer.getSlice(at: base + $0.offset, length: $0.length)! } ?? ByteBuffer(),
+            payload: scan.payload.map { buffer.getSlice(at: base + $0.offset, length: $0.length)! } ?? ByteBuffer()
         )
-        var seen: UInt8 = 0  // bit n set: item n seen
-        var firstError: LegacyProtocolError?
-        var identifier: NotificationIdentifier?
+    }
+}
 
+/// What a scan of command-2 items found: plain values, and where the token and payload are.
+private struct ItemScan {
+    var token: (offset: Int, length: Int)?
+    var payload: (offset: Int, length: Int)?
+    var identifier: NotificationIdentifier?
+    var expiration: UInt32 = 0
+    var priority: UInt8 = NotificationFrame.defaultPriority
+    var firstError: LegacyProtocolError?
+
+    mutating func scan(_ bytes: UnsafeRawBufferPointer, from start: Int, to end: Int) throws {
+        var seen: UInt8 = 0  // bit n set: item n seen
         var index = start
         while index < end {
             guard index + 3 <= end else {
-                throw (firstError ?? .truncatedItemHeader()).reporting(identifier ?? .zero)
+                throw (self.firstError ?? .truncatedItemHeader()).reporting(self.identifier ?? .zero)
             }
-            let (itemID, itemLength) = buffer.getMultipleIntegers(at: index, as: (UInt8, UInt16).self)!
+            let itemID = bytes[index]
+            let itemLength = UInt16(bytes[index + 1]) << 8 | UInt16(bytes[index + 2])
             let dataIndex = index + 3
             guard dataIndex + Int(itemLength) <= end else {
-                throw (firstError ?? .itemRunsPastFrame(itemID: itemID, length: itemLength))
-                    .reporting(identifier ?? .zero)
+                throw (self.firstError ?? .itemRunsPastFrame(itemID: itemID, length: itemLength))
+                    .reporting(self.identifier ?? .zero)
             }
             index = dataIndex + Int(itemLength)
-            if firstError != nil && itemID != NotificationItemID.identifier {
+            if self.firstError != nil && itemID != NotificationItemID.identifier {
                 continue
             }
 
-            if (1...5).contains(itemID) {
+            if itemID >= 1 && itemID <= 5 {
                 let bit: UInt8 = 1 << itemID
                 if seen & bit != 0 {
-                    firstError = firstError ?? .duplicateItem(itemID)
+                    self.firstError = self.firstError ?? .duplicateItem(itemID)
                     continue
                 }
                 seen |= bit
@@ -156,41 +183,40 @@ public struct NotificationFrameDecoder: NIOSingleStepByteToMessageDecoder {
 
             switch itemID {
             case NotificationItemID.deviceToken:
-                frame.deviceToken = buffer.getSlice(at: dataIndex, length: Int(itemLength))!
+                self.token = (dataIndex, Int(itemLength))
             case NotificationItemID.payload:
-                frame.payload = buffer.getSlice(at: dataIndex, length: Int(itemLength))!
+                self.payload = (dataIndex, Int(itemLength))
             case NotificationItemID.identifier:
                 guard itemLength == 4 else {
-                    firstError = firstError ?? .badItemLength(itemID: itemID, length: itemLength)
+                    self.firstError = self.firstError ?? .badItemLength(itemID: itemID, length: itemLength)
                     continue
                 }
-                identifier = NotificationIdentifier(rawValue: buffer.getInteger(at: dataIndex, as: UInt32.self)!)
+                self.identifier = NotificationIdentifier(rawValue: Self.uint32(bytes, at: dataIndex))
             case NotificationItemID.expiration:
                 guard itemLength == 4 else {
-                    firstError = firstError ?? .badItemLength(itemID: itemID, length: itemLength)
+                    self.firstError = self.firstError ?? .badItemLength(itemID: itemID, length: itemLength)
                     continue
                 }
-                frame.expiration = buffer.getInteger(at: dataIndex, as: UInt32.self)!
+                self.expiration = Self.uint32(bytes, at: dataIndex)
             case NotificationItemID.priority:
                 guard itemLength == 1 else {
-                    firstError = firstError ?? .badItemLength(itemID: itemID, length: itemLength)
+                    self.firstError = self.firstError ?? .badItemLength(itemID: itemID, length: itemLength)
                     continue
                 }
-                let priority = buffer.getInteger(at: dataIndex, as: UInt8.self)!
+                let priority = bytes[dataIndex]
                 guard priority == 10 || priority == 5 || priority == 1 else {
-                    firstError = firstError ?? .badPriority(priority)
+                    self.firstError = self.firstError ?? .badPriority(priority)
                     continue
                 }
-                frame.priority = priority
+                self.priority = priority
             default:
-                firstError = firstError ?? .unknownItem(itemID)
+                self.firstError = self.firstError ?? .unknownItem(itemID)
             }
         }
+    }
 
-        if let firstError {
-            throw firstError.reporting(identifier ?? .zero)
-        }
-        frame.identifier = identifier ?? .zero
-        return frame
+    /// A big-endian UInt32 at `index` (in bounds: checked by the caller).
+    private static func uint32(_ bytes: UnsafeRawBufferPointer, at index: Int) -> UInt32 {
+        UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: index, as: UInt32.self))
     }
 }
