@@ -218,15 +218,19 @@ public final class APNsClient: NotificationUpstream {
     ) {
         let request = attempt.request
         let classification = response.classification
+        if case .final(.accepted) = classification {
+            // The common case: nothing to log, no metadata to build.
+            UpstreamMetrics.shared.finished(.accepted, reason: nil)
+            promise.succeed(.accepted)
+            return
+        }
         var metadata: Logger.Metadata = [
             "identifier": "\(request.legacyIdentifier)", "apns-id": "\(request.apnsID)", "status": "\(response.status)",
         ]
         if let reason = response.reason { metadata["reason"] = "\(reason)" }
         switch classification {
         case .final(let outcome):
-            if outcome != .accepted {
-                self.logger.debug("upstream answered", metadata: metadata)
-            }
+            self.logger.debug("upstream answered", metadata: metadata)
             UpstreamMetrics.shared.finished(outcome, reason: response.reason)
             promise.succeed(outcome)
         case .refreshCredentialsAndRetry:

@@ -63,7 +63,9 @@ public struct ProviderSessionStateMachine {
     public let tenant: Tenant
     public let configuration: Configuration
     private var state: State = .active
-    private var entries = CircularBuffer<Entry>()
+    /// Starts small and grows with the window: most provider connections sit idle, and each
+    /// entry is ~100 bytes (10,000 idle connections × 64 entries would be 64 MB).
+    private var entries = CircularBuffer<Entry>(initialCapacity: 4)
     /// Sequence number of `entries.first`, or of the next notification when `entries` is empty.
     private var headSequence: Sequence = 0
     private var nextSequence: Sequence = 0
@@ -73,7 +75,6 @@ public struct ProviderSessionStateMachine {
     public init(tenant: Tenant, configuration: Configuration = .init()) {
         self.tenant = tenant
         self.configuration = configuration
-        self.entries.reserveCapacity(min(configuration.maximumInFlight, 64))
     }
 
     // MARK: Actions

@@ -93,6 +93,9 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
             if self.buffered.readableBytes == 0 {
                 self.buffered = incoming
             } else {
+                // Compact once per read, not once per frame: forwarded frames hold slices of
+                // the storage, so compacting copies what is left into new storage.
+                self.buffered.discardReadBytes()
                 self.buffered.writeBuffer(&incoming)
             }
             self.processBufferedFrames(context: context)
@@ -198,10 +201,9 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         }
         if self.buffered.readableBytes == 0 {
             // Let go of the storage (forwarded frames may still hold slices of it), so the next
-            // read is adopted without a copy.
+            // read is adopted without a copy. Frames left over stay where they are until the
+            // next read (see channelRead): compacting here would copy them at every outcome.
             self.buffered = ByteBuffer()
-        } else if self.buffered.readerIndex > 0 {
-            self.buffered.discardReadBytes()
         }
     }
 
@@ -229,9 +231,11 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
     }
 
     private func upstreamCompleted(_ sequence: ProviderSessionStateMachine.Sequence, outcome: NotificationOutcome) {
-        guard var session = self.session else { return }
-        let action = session.upstreamCompleted(sequence, outcome: outcome)
-        self.session = session
+        guard self.session != nil else { return }
+        // Mutated in place: a copy taken out and stored back would copy the whole in-flight
+        // window (its storage is shared while both exist) at every outcome.
+        let action = self.session!.upstreamCompleted(sequence, outcome: outcome)
+        let session = self.session!
         let eventLoop = self.eventLoop!
 
         if let change = action.feedback {

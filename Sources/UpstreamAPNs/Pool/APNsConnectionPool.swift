@@ -40,17 +40,22 @@ final class APNsConnectionPool: Sendable {
         var request: APNsRequest
         var authorization: String?
         var avoid: Int?
+        var deadline: NIODeadline
         var promise: EventLoopPromise<AttemptResult>
-        var timeout: Scheduled<Void>?
     }
+
+    /// How often queued requests are checked against their deadlines. One timer per pool
+    /// rather than one per queued request: under load tens of thousands wait, and a scheduled
+    /// task each (made, heaped, cancelled) cost more than the send itself.
+    static let deadlineSweepInterval: TimeAmount = .milliseconds(250)
 
     private struct State {
         var entries: [Int: Entry] = [:]
         var connecting = 0
         var nextConnectionID = 1
-        var waiterOrder = CircularBuffer<UInt64>()
-        var waiters: [UInt64: Waiter] = [:]
-        var nextWaiterID: UInt64 = 0
+        /// Requests waiting for room, oldest first.
+        var waiters = CircularBuffer<Waiter>()
+        var deadlineSweepScheduled = false
         var consecutiveFailures = 0
         var reconnectScheduled = false
         var isShutDown = false
@@ -98,7 +103,8 @@ final class APNsConnectionPool: Sendable {
         let promise = eventLoop.makePromise(of: AttemptResult.self)
         enum Action {
             case send(APNsConnection)
-            case queued(UInt64)
+            /// Queued; whether the deadline sweep must be started.
+            case queued(startSweep: Bool)
             case fail(APNsStreamFailure)
         }
         let (action, connect) = self.state.withLock { state -> (Action, ConnectAction) in
@@ -110,24 +116,17 @@ final class APNsConnectionPool: Sendable {
             guard state.waiters.count < self.configuration.maximumQueuedRequests else {
                 return (.fail(.unprocessed("too many requests waiting for an upstream connection")), .none)
             }
-            let id = state.nextWaiterID
-            state.nextWaiterID += 1
-            state.waiterOrder.append(id)
-            state.waiters[id] = Waiter(request: request, authorization: authorization, avoid: avoid, promise: promise)
-            return (.queued(id), self.connectionsToOpen(&state))
+            state.waiters.append(Waiter(request: request, authorization: authorization, avoid: avoid, deadline: deadline, promise: promise))
+            let startSweep = !state.deadlineSweepScheduled
+            state.deadlineSweepScheduled = true
+            return (.queued(startSweep: startSweep), self.connectionsToOpen(&state))
         }
         switch action {
         case .send(let connection):
             self.send(request, authorization: authorization, on: connection, promise: promise)
-        case .queued(let id):
-            let timeout = eventLoop.scheduleTask(deadline: deadline) { self.expireWaiter(id) }
-            let stillWaiting = self.state.withLock { state -> Bool in
-                guard state.waiters[id] != nil else { return false }
-                state.waiters[id]!.timeout = timeout
-                return true
-            }
-            if !stillWaiting {
-                timeout.cancel()  // dispatched meanwhile by another thread
+        case .queued(let startSweep):
+            if startSweep {
+                self.scheduleDeadlineSweep(on: eventLoop)
             }
         case .fail(let failure):
             promise.succeed(AttemptResult(connectionID: nil, result: .failure(failure)))
@@ -145,13 +144,11 @@ final class APNsConnectionPool: Sendable {
     func shutdown() {
         let (waiters, connections) = self.state.withLock { state in
             state.isShutDown = true
-            let waiters = Array(state.waiters.values)
+            let waiters = Array(state.waiters)
             state.waiters.removeAll()
-            state.waiterOrder.removeAll()
             return (waiters, state.entries.values.compactMap(\.connection))
         }
         for waiter in waiters {
-            waiter.timeout?.cancel()
             waiter.promise.succeed(AttemptResult(connectionID: nil, result: .failure(.unprocessed("the upstream client is shut down"))))
         }
         for connection in connections {
@@ -205,18 +202,13 @@ final class APNsConnectionPool: Sendable {
         self.dispatchWaiters()
     }
 
-    /// Moves queued requests onto connections with room.
+    /// Moves queued requests onto connections with room, oldest first.
     private func dispatchWaiters() {
         var sends: [(Waiter, APNsConnection)] = []
         self.state.withLock { state in
-            while let nextID = state.waiterOrder.first {
-                guard let waiter = state.waiters[nextID] else {
-                    state.waiterOrder.removeFirst()  // expired
-                    continue
-                }
+            while let waiter = state.waiters.first {
                 guard let id = Self.pickConnection(state.entries, avoiding: waiter.avoid) else { break }
-                state.waiterOrder.removeFirst()
-                state.waiters.removeValue(forKey: nextID)
+                state.waiters.removeFirst()
                 state.entries[id]!.inFlight += 1
                 sends.append((waiter, state.entries[id]!.connection!))
             }
@@ -225,16 +217,44 @@ final class APNsConnectionPool: Sendable {
             self.logger.trace("dispatched queued requests", metadata: ["count": "\(sends.count)"])
         }
         for (waiter, connection) in sends {
-            waiter.timeout?.cancel()
             self.send(waiter.request, authorization: waiter.authorization, on: connection, promise: waiter.promise)
         }
     }
 
-    private func expireWaiter(_ id: UInt64) {
-        let waiter = self.state.withLock { $0.waiters.removeValue(forKey: id) }
-        waiter?.promise.succeed(
-            AttemptResult(connectionID: nil, result: .failure(.unprocessed("no upstream connection had room before the deadline")))
-        )
+    private func scheduleDeadlineSweep(on eventLoop: any EventLoop) {
+        eventLoop.scheduleTask(in: Self.deadlineSweepInterval) {
+            self.sweepExpiredWaiters(on: eventLoop)
+        }
+    }
+
+    /// Fails the queued requests whose deadline has passed (at most one sweep interval late);
+    /// keeps sweeping while any request waits.
+    private func sweepExpiredWaiters(on eventLoop: any EventLoop) {
+        let now = NIODeadline.now()
+        let (expired, again) = self.state.withLock { state -> ([Waiter], Bool) in
+            var expired: [Waiter] = []
+            if state.waiters.contains(where: { $0.deadline <= now }) {
+                var kept = CircularBuffer<Waiter>(initialCapacity: state.waiters.count)
+                for waiter in state.waiters {
+                    if waiter.deadline <= now {
+                        expired.append(waiter)
+                    } else {
+                        kept.append(waiter)
+                    }
+                }
+                state.waiters = kept
+            }
+            state.deadlineSweepScheduled = !state.waiters.isEmpty && !state.isShutDown
+            return (expired, state.deadlineSweepScheduled)
+        }
+        for waiter in expired {
+            waiter.promise.succeed(
+                AttemptResult(connectionID: nil, result: .failure(.unprocessed("no upstream connection had room before the deadline")))
+            )
+        }
+        if again {
+            self.scheduleDeadlineSweep(on: eventLoop)
+        }
     }
 
     // MARK: Connections
