@@ -17,6 +17,8 @@ let package = Package(
         .library(name: "BridgeStores", targets: ["BridgeStores"]),
         .library(name: "MockAPNs", targets: ["MockAPNs"]),
         .library(name: "BridgeApp", targets: ["BridgeApp"]),
+        // For the benchmarks package (Benchmarks/): generated certificates and legacy clients.
+        .library(name: "BridgeTestSupport", targets: ["BridgeTestSupport"]),
         .executable(name: "apns-bridge", targets: ["apns-bridge"]),
         .executable(name: "LegacyProtocolFuzzer", targets: ["LegacyProtocolFuzzer"]),
     ],

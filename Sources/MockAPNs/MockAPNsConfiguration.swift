@@ -38,6 +38,9 @@ public struct MockAPNsConfiguration: Sendable {
     public var recordsRequests: Bool = true
     /// The clock used for provider-token ages and 410 timestamps.
     public var now: @Sendable () -> Date = { Date() }
+    /// Called on the connection's event loop for each request answered, as it is answered
+    /// (benchmarks time arrivals with it). Keep it short: it runs on the mock's hot path.
+    public var onAnswer: (@Sendable (MockAPNsRequestRecord) -> Void)?
 
     public init(certificateChain: [NIOSSLCertificate], privateKey: NIOSSLPrivateKey) {
         self.certificateChain = certificateChain

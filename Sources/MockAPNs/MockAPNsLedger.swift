@@ -61,9 +61,11 @@ public final class MockAPNsLedger: Sendable {
 
     private let state = Mutex(State())
     private let keepsRecords: Bool
+    private let onAnswer: (@Sendable (MockAPNsRequestRecord) -> Void)?
 
-    init(keepsRecords: Bool) {
+    init(keepsRecords: Bool, onAnswer: (@Sendable (MockAPNsRequestRecord) -> Void)? = nil) {
         self.keepsRecords = keepsRecords
+        self.onAnswer = onAnswer
     }
 
     public var records: [MockAPNsRequestRecord] { self.state.withLock { $0.records } }
@@ -82,6 +84,7 @@ public final class MockAPNsLedger: Sendable {
     }
 
     func record(_ record: MockAPNsRequestRecord) {
+        self.onAnswer?(record)
         self.state.withLock { state in
             state.counters.answered += 1
             if record.wasAccepted { state.counters.accepted += 1 }

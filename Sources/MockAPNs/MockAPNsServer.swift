@@ -56,7 +56,7 @@ public final class MockAPNsServer: Sendable {
         }
         let sslContext = try NIOSSLContext(configuration: tls)
         let script = MockAPNsScript()
-        let ledger = MockAPNsLedger(keepsRecords: configuration.recordsRequests)
+        let ledger = MockAPNsLedger(keepsRecords: configuration.recordsRequests, onAnswer: configuration.onAnswer)
         let validator = MockAPNsRequestValidator(
             verifier: ProviderTokenVerifier(keys: configuration.signingKeys),
             topics: configuration.topics,
