@@ -55,8 +55,8 @@ final class BridgeChild: @unchecked Sendable {
         let name = UUID().uuidString
         let logPath = "\(workspace.directory)/bridge-\(name).log"
         let outputPath = "\(workspace.directory)/bridge-\(name).out"
-        FileManager.default.createFile(atPath: logPath, contents: nil)
-        FileManager.default.createFile(atPath: outputPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
         try process.run()

@@ -33,7 +33,7 @@ final class LegacyLoad: @unchecked Sendable {
     }
 
     /// Opens every connection and waits for each TLS handshake; nothing is sent yet.
-    func connect(port: Int, workspace: Workspace, group: any EventLoopGroup, idle: Bool = false) async throws {
+    func connect(port: Int, workspace: Workspace, group: any EventLoopGroup) async throws {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.trustRoots = .certificates([workspace.pki.caCertificate])
         tls.maximumTLSVersion = .tlsv12

@@ -30,8 +30,6 @@ final class RunningUpstream: @unchecked Sendable {
         self.process = process
     }
 
-    var pid: Int32? { self.process?.processIdentifier }
-
     static func start(
         _ kind: UpstreamKind,
         workspace: Workspace,
@@ -63,7 +61,7 @@ final class RunningUpstream: @unchecked Sendable {
             let device = root + "/3/device"
             try FileManager.default.createDirectory(atPath: device, withIntermediateDirectories: true)
             for number in 0..<nghttpdDistinctTokens {
-                FileManager.default.createFile(atPath: device + "/" + LoadToken.hex(UInt64(number)), contents: Data())
+                _ = FileManager.default.createFile(atPath: device + "/" + LoadToken.hex(UInt64(number)), contents: Data())
             }
             let port = try freePort()
             let process = Process()
