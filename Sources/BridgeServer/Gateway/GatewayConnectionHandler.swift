@@ -234,8 +234,9 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         guard self.session != nil else { return }
         // Mutated in place: a copy taken out and stored back would copy the whole in-flight
         // window (its storage is shared while both exist) at every outcome.
+        // No local copy afterwards either: one alive while processBufferedFrames appends to the
+        // window would make that append copy it.
         let action = self.session!.upstreamCompleted(sequence, outcome: outcome)
-        let session = self.session!
         let eventLoop = self.eventLoop!
 
         if let change = action.feedback {
@@ -253,7 +254,7 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
             }
         }
         if let record = action.resolvedRecord, let outcome = record.outcome {
-            let key = ResendRecordKey(tenant: session.tenant.name, frame: record.frame)
+            let key = ResendRecordKey(tenant: self.session!.tenant.name, frame: record.frame)
             self.dependencies.dispatcher.resendRecords.resolve(key, outcome: outcome, on: eventLoop).whenFailure { [logger] error in
                 logger.error("could not store a resend record's outcome", metadata: ["error": "\(error)"])
             }
@@ -261,7 +262,7 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         guard let context = self.context else { return }
         if let farewell = action.farewell {
             self.sayFarewell(farewell, context: context)
-        } else if case .open = self.phase, session.isReading {
+        } else if case .open = self.phase, self.session!.isReading {
             self.processBufferedFrames(context: context)
             if self.readPending, case .open = self.phase, self.session!.isReading {
                 self.readPending = false
