@@ -19,6 +19,7 @@ public final class LegacyTestClient: Sendable {
         trusting ca: NIOSSLCertificate,
         minimumTLSVersion: TLSVersion = .tlsv1,
         maximumTLSVersion: TLSVersion? = .tlsv12,
+        from localAddress: SocketAddress? = nil,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> LegacyTestClient {
         var tls = TLSConfiguration.makeClientConfiguration()
@@ -29,7 +30,7 @@ public final class LegacyTestClient: Sendable {
             tls.certificateChain = [.certificate(identity.certificate)]
             tls.privateKey = .privateKey(identity.privateKey)
         }
-        return try await Self.connect(to: address, tls: tls, serverHostname: "localhost", group: group)
+        return try await Self.connect(to: address, tls: tls, serverHostname: "localhost", from: localAddress, group: group)
     }
 
     /// Connects with a TLS configuration of the caller's (the `send` command's files).
@@ -37,13 +38,19 @@ public final class LegacyTestClient: Sendable {
         to address: SocketAddress,
         tls: TLSConfiguration,
         serverHostname: String?,
+        from localAddress: SocketAddress? = nil,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> LegacyTestClient {
         let sslContext = try NIOSSLContext(configuration: tls)
         let eventLoop = group.next()
         let closed = eventLoop.makePromise(of: ByteBuffer.self)
-        let channel = try await ClientBootstrap(group: eventLoop)
+        var bootstrap = ClientBootstrap(group: eventLoop)
+        if let localAddress {
+            bootstrap = bootstrap.bind(to: localAddress)
+        }
+        let channel = try await bootstrap
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.allowRemoteHalfClosure, value: true)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let handler = CollectingHandler(promise: closed)
@@ -73,6 +80,23 @@ public final class LegacyTestClient: Sendable {
         timer.cancel()
         guard let result else { throw TimedOut(what: "the server to close the connection") }
         return result
+    }
+
+    /// Ends this side's output and keeps reading, as a provider that is done writing does:
+    /// with TLS close_notify first, or (`closeNotify: false`) with a bare FIN, as most legacy
+    /// clients close a socket.
+    public func closeOutput(closeNotify: Bool = true) async throws {
+        if closeNotify {
+            try await self.channel.close(mode: .output)
+        } else {
+            // Below NIOSSL: the FIN goes out without a close_notify.
+            let tls = try await self.channel.pipeline.context(handlerType: NIOSSLClientHandler.self).get()
+            let promise = self.channel.eventLoop.makePromise(of: Void.self)
+            self.channel.eventLoop.execute {
+                tls.close(mode: .output, promise: promise)
+            }
+            try await promise.futureResult.get()
+        }
     }
 
     /// Whether the connection is still open.
@@ -111,6 +135,14 @@ private final class CollectingHandler: ChannelInboundHandler {
     func channelInactive(context: ChannelHandlerContext) {
         self.promise.succeed(self.received)
         context.fireChannelInactive()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let channelEvent = event as? ChannelEvent, channelEvent == .inputClosed {
+            // The server closed its side: all it will send has arrived.
+            context.close(promise: nil)
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

@@ -43,15 +43,13 @@ public struct LegacyStreamFuzzRun {
             }
         }
 
-        var offset = self.input.startIndex
-        streamLoop: while offset < self.input.endIndex {
-            let end = min(offset + self.chunkSize, self.input.endIndex)
-            buffer.writeBytes(UnsafeBufferPointer(rebasing: self.input[offset..<end]))
-            offset = end
-            step += 1
+        /// Decodes while the machine reads. Returns `.dry` when the decoder needs more bytes,
+        /// `.paused` when the machine stopped reading, `.refused` when the stream was refused.
+        enum DecodeResult { case dry, paused, refused }
+        func decodeAvailable() -> DecodeResult {
             while machine.isReading {
                 do {
-                    guard let frame = try decoder.decode(buffer: &buffer) else { break }
+                    guard let frame = try decoder.decode(buffer: &buffer) else { return .dry }
                     precondition(frame.deviceToken.readableBytes <= LegacyProtocolLimits.maximumTokenLength)
                     switch machine.frameReceived(frame) {
                     case .forward(let sequence, _): outstanding.append(sequence)
@@ -60,21 +58,54 @@ public struct LegacyStreamFuzzRun {
                 } catch let error as LegacyProtocolError {
                     precondition(error.status != .noErrors)
                     _ = machine.decodeFailed(error)
-                    break streamLoop
+                    return .refused
                 } catch {
                     preconditionFailure("unexpected error \(error)")
                 }
+            }
+            return .paused
+        }
+
+        var offset = self.input.startIndex
+        var refused = false
+        while offset < self.input.endIndex {
+            let end = min(offset + self.chunkSize, self.input.endIndex)
+            buffer.writeBytes(UnsafeBufferPointer(rebasing: self.input[offset..<end]))
+            offset = end
+            step += 1
+            if decodeAvailable() == .refused {
+                refused = true
+                break
             }
             buffer.discardReadBytes()
             if !machine.isReading { completeOne() }
             if step % 7 == 0 { completeOne() }
             if step == 50 { _ = machine.shutdownRequested() }
         }
+        // The end of input, as a provider that writes and closes: what is buffered is still
+        // decoded and forwarded as outcomes drain the window.
+        machine.inputClosed()
+        var exhausted = refused
+        while !exhausted {
+            step += 1
+            switch decodeAvailable() {
+            case .dry:
+                _ = machine.inputExhausted()
+                exhausted = true
+            case .refused:
+                exhausted = true
+            case .paused:
+                if outstanding.isEmpty {
+                    exhausted = true  // stopped for good: a failure or a shutdown
+                } else {
+                    completeOne()
+                }
+            }
+        }
         while !outstanding.isEmpty {
             step += 1
             completeOne()
         }
         _ = machine.shutdownGraceExpired()
-        machine.inputClosed()
     }
 }

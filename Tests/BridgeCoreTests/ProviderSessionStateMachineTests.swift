@@ -147,8 +147,8 @@ struct ProviderSessionStateMachineTests {
         #expect(farewell?.resendRecords.map(\.outcome) == [.accepted, nil, .accepted, nil])
     }
 
-    @Test("After the provider went away, outcomes still feed the feedback list")
-    func abandoned() {
+    @Test("After the provider closed its side, outcomes still feed the feedback list")
+    func outcomesAfterInputClosed() {
         var machine = Self.machine()
         let sequence = Self.forward(&machine, 1)
         machine.inputClosed()
@@ -157,6 +157,65 @@ struct ProviderSessionStateMachineTests {
         #expect(action.feedback?.key.tenant == "com.example.app")
         #expect(action.farewell == nil)
         #expect(action.resolvedRecord == nil)
+    }
+
+    @Test("End of input is not loss: buffered frames are still forwarded, and the last outcome closes")
+    func endOfInputDrains() {
+        var machine = Self.machine(maximumInFlight: 2)
+        let first = Self.forward(&machine, 1)
+        let second = Self.forward(&machine, 2)
+        #expect(!machine.isReading, "window full")
+        machine.inputClosed()
+        #expect(machine.isInputClosed)
+        // The window drains; the frames still buffered are forwarded.
+        #expect(machine.upstreamCompleted(first, outcome: .accepted).closeDrained == false)
+        #expect(machine.isReading)
+        let third = Self.forward(&machine, 3)
+        let closesNow = machine.inputExhausted()
+        #expect(!closesNow, "two still in flight")
+        #expect(machine.upstreamCompleted(third, outcome: .accepted).closeDrained == false)
+        let last = machine.upstreamCompleted(second, outcome: .accepted)
+        #expect(last.closeDrained)
+        #expect(last.farewell == nil)
+    }
+
+    @Test("End of input with nothing in flight closes at once")
+    func endOfInputIdle() {
+        var machine = Self.machine()
+        let sequence = Self.forward(&machine, 1)
+        _ = machine.upstreamCompleted(sequence, outcome: .accepted)
+        machine.inputClosed()
+        let closesNow = machine.inputExhausted()
+        #expect(closesNow)
+    }
+
+    @Test("A failure after the end of input is still a farewell, for a provider that half-closed")
+    func failureAfterInputClosed() {
+        var machine = Self.machine()
+        let first = Self.forward(&machine, 1)
+        let second = Self.forward(&machine, 2)
+        machine.inputClosed()
+        let closesNow = machine.inputExhausted()
+        #expect(!closesNow)
+        let action = machine.upstreamCompleted(first, outcome: .rejected(.invalidToken))
+        #expect(action.farewell?.packet == .init(status: .invalidToken, identifier: .init(rawValue: 1)))
+        #expect(action.farewell?.resendRecords.map(\.frame.identifier.rawValue) == [2])
+        #expect(machine.upstreamCompleted(second, outcome: .accepted).closeDrained == false, "the farewell closes, not the drain")
+    }
+
+    @Test("Shutdown after the end of input keeps forwarding what the provider sent")
+    func shutdownAfterInputClosed() {
+        var machine = Self.machine(maximumInFlight: 1)
+        let first = Self.forward(&machine, 1)
+        machine.inputClosed()
+        let farewell = machine.shutdownRequested()
+        #expect(farewell == nil)
+        _ = machine.upstreamCompleted(first, outcome: .accepted)
+        #expect(machine.isReading, "what is buffered is still forwarded")
+        let second = Self.forward(&machine, 2)
+        let closesNow = machine.inputExhausted()
+        #expect(!closesNow)
+        #expect(machine.upstreamCompleted(second, outcome: .accepted).closeDrained)
     }
 
     @Test("No topic: status 3 for every frame")

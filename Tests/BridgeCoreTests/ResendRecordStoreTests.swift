@@ -7,13 +7,12 @@ import Testing
 
 @Suite("In-memory resend record store")
 struct ResendRecordStoreTests {
-    static func key(_ identifier: UInt32) -> ResendRecordKey {
+    static func key(_ number: UInt8) -> ResendRecordKey {
         ResendRecordKey(
             tenant: "t",
-            identifier: NotificationIdentifier(rawValue: identifier),
-            expiration: 0,
-            deviceToken: ByteBuffer(repeating: 1, count: 32),
-            payloadDigest: PayloadDigest(bytes: (1, 2, 3, 4))
+            deviceToken: ByteBuffer(repeating: number, count: 32),
+            payloadDigest: PayloadDigest(bytes: (1, 2, 3, 4)),
+            priority: 10
         )
     }
 
@@ -21,10 +20,23 @@ struct ResendRecordStoreTests {
     func usedOnce() throws {
         let loop = EmbeddedEventLoop()
         let store = InMemoryResendRecordStore()
+        #expect(!store.mayHoldLiveRecords(tenant: "t"))
         try store.remember([ResendRecord(key: Self.key(1), outcome: .accepted)], on: loop).wait()
+        #expect(store.mayHoldLiveRecords(tenant: "t"))
+        #expect(!store.mayHoldLiveRecords(tenant: "u"))
         #expect(try store.claim(Self.key(1), on: loop).wait() == .accepted)
         #expect(try store.claim(Self.key(1), on: loop).wait() == nil)
         #expect(try store.claim(Self.key(2), on: loop).wait() == nil)
+    }
+
+    @Test("Two identical notifications make two records")
+    func identicalTwice() throws {
+        let loop = EmbeddedEventLoop()
+        let store = InMemoryResendRecordStore()
+        try store.remember([ResendRecord(key: Self.key(1), outcome: .accepted), ResendRecord(key: Self.key(1), outcome: .rejected(.invalidToken))], on: loop).wait()
+        #expect(try store.claim(Self.key(1), on: loop).wait() == .accepted)
+        #expect(try store.claim(Self.key(1), on: loop).wait() == .rejected(.invalidToken))
+        #expect(try store.claim(Self.key(1), on: loop).wait() == nil)
     }
 
     @Test("A claim of a pending record waits for its outcome")
@@ -48,6 +60,7 @@ struct ResendRecordStoreTests {
         try store.remember([ResendRecord(key: Self.key(1), outcome: .accepted), ResendRecord(key: Self.key(2), outcome: .accepted)], on: loop).wait()
         now.withLock { $0 = $0 + .minutes(3) }
         #expect(try store.claim(Self.key(1), on: loop).wait() == nil)
+        #expect(!store.mayHoldLiveRecords(tenant: "t"), "past the window, notifications skip the store")
         store.removeExpired()
         #expect(store.count == 0)
     }
@@ -59,7 +72,7 @@ extension ResendRecordStoreTests {
         let loop = EmbeddedEventLoop()
         let now = Mutex(NIODeadline.uptimeNanoseconds(1_000))
         let store = InMemoryResendRecordStore(window: .minutes(2), now: { now.withLock { $0 } })
-        try store.remember((1...50).map { ResendRecord(key: Self.key($0), outcome: .accepted) }, on: loop).wait()
+        try store.remember((1...50).map { ResendRecord(key: Self.key(UInt8($0)), outcome: .accepted) }, on: loop).wait()
         #expect(store.count == 50)
         now.withLock { $0 = $0 + .minutes(3) }
         try store.remember([ResendRecord(key: Self.key(99), outcome: .accepted)], on: loop).wait()

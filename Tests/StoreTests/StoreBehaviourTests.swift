@@ -193,11 +193,15 @@ struct StoreBehaviourTests {
         let location = try await kind.makeLocation()
         var store = try await kind.open(location)
         try await Self.apply((0..<10).map { Self.unregistered($0) }, to: store)
-        let key = ResendRecordKey(tenant: "com.example.a", identifier: .init(rawValue: 7), expiration: 0, deviceToken: Self.token(7), payloadDigest: .init(bytes: (1, 2, 3, 4)))
+        let key = ResendRecordKey(tenant: "com.example.a", deviceToken: Self.token(7), payloadDigest: .init(bytes: (1, 2, 3, 4)), priority: 10)
         try await store.remember([ResendRecord(key: key, outcome: .accepted)], on: Self.eventLoop).get()
         await store.close()
         store = try await kind.open(location)
         #expect(try await store.pendingCount() == 10)
+        // What a provider connection of the tenant does when it starts.
+        try await store.refreshLiveRecords(tenant: "com.example.a", on: Self.eventLoop).get()
+        #expect(store.mayHoldLiveRecords(tenant: "com.example.a"), "the reopened store knows the record is live")
+        #expect(!store.mayHoldLiveRecords(tenant: "com.example.b"))
         #expect(try await store.claim(key, on: Self.eventLoop).get() == .accepted)
         await store.close()
     }
@@ -248,9 +252,10 @@ struct StoreBehaviourTests {
         configuration.now = clock.function
         configuration.resendRecordWindow = .seconds(120)
         let store = try await kind.open(try await kind.makeLocation(), configuration: configuration)
-        func key(_ identifier: UInt32, tenant: String = "com.example.a") -> ResendRecordKey {
-            ResendRecordKey(tenant: tenant, identifier: .init(rawValue: identifier), expiration: 0, deviceToken: Self.token(Int(identifier)), payloadDigest: .init(bytes: (9, 9, 9, UInt64(identifier))))
+        func key(_ number: UInt32, tenant: String = "com.example.a", priority: UInt8 = 10) -> ResendRecordKey {
+            ResendRecordKey(tenant: tenant, deviceToken: Self.token(Int(number)), payloadDigest: .init(bytes: (9, 9, 9, UInt64(number))), priority: priority)
         }
+        #expect(!store.mayHoldLiveRecords(tenant: "com.example.a"), "no record yet: notifications skip the store")
         #expect(try await store.claim(key(1), on: Self.eventLoop).get() == nil)
         try await store.remember([
             ResendRecord(key: key(1), outcome: .accepted),
@@ -260,6 +265,9 @@ struct StoreBehaviourTests {
             ResendRecord(key: key(5), outcome: .dropped),
         ], on: Self.eventLoop).get()
 
+        #expect(store.mayHoldLiveRecords(tenant: "com.example.a"))
+        #expect(!store.mayHoldLiveRecords(tenant: "com.example.b"), "horizons are per tenant")
+        #expect(try await store.claim(key(1, priority: 5), on: Self.eventLoop).get() == nil, "another priority is another notification")
         #expect(try await store.claim(key(1), on: Self.eventLoop).get() == .accepted)
         #expect(try await store.claim(key(1), on: Self.eventLoop).get() == nil, "a record is used once")
         #expect(try await store.claim(key(1, tenant: "com.example.b"), on: Self.eventLoop).get() == nil, "another tenant's identical frame is new")
@@ -273,10 +281,17 @@ struct StoreBehaviourTests {
         try await store.resolve(key(3), outcome: .rejected(.invalidTopicSize), on: Self.eventLoop).get()
         #expect(try await claim.get() == .rejected(.invalidTopicSize))
 
+        // Two identical notifications forwarded after an error: two records, each used once.
+        try await store.remember([ResendRecord(key: key(7), outcome: .accepted), ResendRecord(key: key(7), outcome: .unregistered(timestamp: 5))], on: Self.eventLoop).get()
+        let twice = [try await store.claim(key(7), on: Self.eventLoop).get(), try await store.claim(key(7), on: Self.eventLoop).get()]
+        #expect(Set(twice.compactMap { $0 }) == [.accepted, .unregistered(timestamp: 5)])
+        #expect(try await store.claim(key(7), on: Self.eventLoop).get() == nil)
+
         // Expiry.
         try await store.remember([ResendRecord(key: key(6), outcome: .accepted)], on: Self.eventLoop).get()
         clock.advance(by: 121)
         #expect(try await store.claim(key(6), on: Self.eventLoop).get() == nil)
+        #expect(!store.mayHoldLiveRecords(tenant: "com.example.a"), "past the window, notifications skip the store again")
         let sweep = try await store.removeExpired()
         #expect(sweep.resendRecords >= 1)
         await store.close()

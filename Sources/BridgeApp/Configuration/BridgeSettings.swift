@@ -140,6 +140,8 @@ public struct BridgeSettings: Sendable {
         gateway.host = gatewayAddress.host
         gateway.port = gatewayAddress.port
         gateway.maximumConnections = try settings.int("gateway.maximumConnections", default: 10_000, range: 1...1_000_000)
+        gateway.maximumHandshakes = try settings.int("gateway.maximumHandshakes", default: 512, range: 1...1_000_000)
+        gateway.maximumHandshakesPerAddress = try settings.int("gateway.maximumHandshakesPerAddress", default: 64, range: 1...1_000_000)
         gateway.session.maximumInFlight = try settings.int("gateway.maximumInFlight", default: 256, range: 1...100_000)
         gateway.handshakeTimeout = .init(try settings.seconds("gateway.handshakeTimeoutSeconds", default: 10, range: 0.1...600))
         let idle = try settings.seconds("gateway.idleTimeoutSeconds", default: 3600, range: 0...864_000)
@@ -151,6 +153,8 @@ public struct BridgeSettings: Sendable {
         feedback.host = feedbackAddress.host
         feedback.port = feedbackAddress.port
         feedback.maximumConnections = try settings.int("feedback.maximumConnections", default: 1000, range: 1...1_000_000)
+        feedback.maximumHandshakes = try settings.int("feedback.maximumHandshakes", default: 256, range: 1...1_000_000)
+        feedback.maximumHandshakesPerAddress = try settings.int("feedback.maximumHandshakesPerAddress", default: 32, range: 1...1_000_000)
         feedback.writeTimeout = .init(try settings.seconds("feedback.writeTimeoutSeconds", default: 60, range: 1...3600))
         feedback.drain.only32ByteTokens = try settings.bool("feedback.only32ByteTokens", default: false)
 

@@ -12,11 +12,17 @@ import NIOCore
 /// - `finished`: the farewell (error-response or status 10) was decided. Notifications forwarded
 ///   after the one it names are remembered as resend records; their outcomes still arrive and
 ///   resolve those records.
-/// - `abandoned`: the provider went away first. Outcomes still arrive, for the feedback list.
+///
+/// Beside the state, whether the provider's input has ended (FIN, close_notify, or the
+/// connection gone): the end of input is not an error (§1.4). Every complete frame received
+/// before it is still decoded and forwarded as the in-flight window drains; once the last one
+/// has an outcome, the connection closes (`closeDrained`). A failure decided after the end is
+/// still a farewell: the packet reaches a provider that only half-closed.
 ///
 /// ## Events
 /// `frameReceived`, `decodeFailed`, `upstreamCompleted`, `shutdownRequested`,
-/// `shutdownGraceExpired`, `inputClosed`: one `mutating func` each, returning what to do.
+/// `shutdownGraceExpired`, `inputClosed`, `inputExhausted`: one `mutating func` each,
+/// returning what to do.
 ///
 /// ## Invariants
 /// - Notifications get consecutive sequence numbers; `entries` holds, in order, every forwarded
@@ -57,12 +63,21 @@ public struct ProviderSessionStateMachine {
         case failing(Failure)
         case shuttingDown
         case finished
-        case abandoned
+    }
+
+    private enum Input {
+        /// Bytes may still arrive.
+        case open
+        /// The provider's input ended; complete frames may still wait in the read buffer.
+        case closed
+        /// Input ended and every complete frame received was fed to the machine.
+        case exhausted
     }
 
     public let tenant: Tenant
     public let configuration: Configuration
     private var state: State = .active
+    private var input: Input = .open
     /// Starts small and grows with the window: most provider connections sit idle, and each
     /// entry is ~100 bytes (10,000 idle connections × 64 entries would be 64 MB).
     private var entries = CircularBuffer<Entry>(initialCapacity: 4)
@@ -126,6 +141,9 @@ public struct ProviderSessionStateMachine {
         public var farewell: Farewell?
         /// The outcome of a notification that is already a resend record.
         public var resolvedRecord: RecordDraft?
+        /// The provider's input ended and every frame it sent has an outcome: close the
+        /// connection.
+        public var closeDrained = false
 
         public static let none = UpstreamCompletedAction()
 
@@ -169,7 +187,7 @@ public struct ProviderSessionStateMachine {
             self.nextSequence += 1
             self.entries.append(Entry(sequence: sequence, frame: frame, outcome: nil))
             return .forward(sequence, UpstreamNotification(tenant: self.tenant, frame: frame))
-        case .failing, .shuttingDown, .finished, .abandoned:
+        case .failing, .shuttingDown, .finished:
             // Frames after a failure are not forwarded (§1.5); while shutting down, reading has
             // stopped and a frame still buffered is left for the provider to resend.
             return .ignore
@@ -183,7 +201,7 @@ public struct ProviderSessionStateMachine {
             return self.localFailure(
                 Failure(sequence: self.nextSequence, status: error.status, identifier: error.identifier, command: error.command)
             )
-        case .failing, .shuttingDown, .finished, .abandoned:
+        case .failing, .shuttingDown, .finished:
             return .ignore
         }
     }
@@ -232,6 +250,7 @@ public struct ProviderSessionStateMachine {
                 action.farewell = self.decideFailureIfPossible()
             } else {
                 self.popCompletedHead()
+                action.closeDrained = self.isDrained
             }
         case .failing(var failure):
             if case .rejected(let status) = outcome, sequence < failure.sequence {
@@ -254,8 +273,6 @@ public struct ProviderSessionStateMachine {
                 action.resolvedRecord = RecordDraft(frame: frame, outcome: outcome)
             }
             self.popCompletedHead()
-        case .abandoned:
-            self.popCompletedHead()
         }
         return action
     }
@@ -264,13 +281,17 @@ public struct ProviderSessionStateMachine {
     /// finish, or when the grace period ends.
     public mutating func shutdownRequested() -> Farewell? {
         switch self.state {
+        case .active where self.input != .open:
+            // The provider has sent its last frame and cannot resend what it does not hear
+            // about: keep forwarding what it sent; the grace period still bounds the wait.
+            return nil
         case .active:
             self.state = .shuttingDown
             if self.entries.isEmpty {
                 return self.shutdownFarewell()
             }
             return nil
-        case .failing, .shuttingDown, .finished, .abandoned:
+        case .failing, .shuttingDown, .finished:
             // A failure's error-response is more useful to the provider than status 10.
             return nil
         }
@@ -286,19 +307,40 @@ public struct ProviderSessionStateMachine {
             // Still waiting for predecessors of a failure: report the failure without them. Those
             // predecessors were forwarded; if they fail later, only logs and metrics see it.
             return self.failureFarewell(failure)
-        case .finished, .abandoned:
+        case .finished:
             return nil
         }
     }
 
-    /// The provider closed its side, or the connection dropped.
+    /// The provider's input ended (FIN with or without close_notify, or the connection is
+    /// gone): no more bytes will come. Complete frames already received are still forwarded.
     public mutating func inputClosed() {
-        switch self.state {
-        case .active, .failing, .shuttingDown:
-            self.state = .abandoned
-        case .finished, .abandoned:
-            break
+        if self.input == .open {
+            self.input = .closed
         }
+    }
+
+    /// After ``inputClosed()``: the read buffer holds no further complete frame (what is left,
+    /// if anything, is a frame cut off by the end of input, which is not forwarded).
+    ///
+    /// - Returns: whether the connection can close now: everything forwarded has an outcome.
+    ///   Otherwise ``UpstreamCompletedAction/closeDrained`` says when.
+    public mutating func inputExhausted() -> Bool {
+        precondition(self.input != .open, "input exhausted before it closed")
+        self.input = .exhausted
+        return self.isDrained
+    }
+
+    /// Whether the provider's input ended, was read to its end, and everything has an outcome.
+    /// (A failure or a shutdown closes through its farewell instead.)
+    private var isDrained: Bool {
+        guard case .active = self.state, self.input == .exhausted else { return false }
+        return self.entries.isEmpty
+    }
+
+    /// Whether the provider's input has ended.
+    public var isInputClosed: Bool {
+        self.input != .open
     }
 
     // MARK: Internals
@@ -311,7 +353,7 @@ public struct ProviderSessionStateMachine {
             self.headSequence += 1
             switch self.state {
             case .active, .shuttingDown: self.lastCompleted = completed
-            case .failing, .finished, .abandoned: break
+            case .failing, .finished: break
             }
         }
         if self.entries.isEmpty {

@@ -40,6 +40,7 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
     public let window: TimeAmount
     private let now: @Sendable () -> NIODeadline
     private let records = Mutex(Records())
+    private let horizons = ResendRecordHorizons()
 
     /// - Parameters:
     ///   - window: how long a record is kept (CONTRACT §1.6: 2 minutes by default).
@@ -54,9 +55,20 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
         self.records.withLock { $0.count }
     }
 
+    public func mayHoldLiveRecords(tenant: String) -> Bool {
+        self.horizons.mayHoldLiveRecords(tenant: tenant, now: Self.milliseconds(self.now()))
+    }
+
+    private static func milliseconds(_ deadline: NIODeadline) -> Int64 {
+        Int64(deadline.uptimeNanoseconds / 1_000_000)
+    }
+
     public func remember(_ newRecords: [ResendRecord], on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
         let now = self.now()
         let expiry = now + self.window
+        for tenant in Set(newRecords.map(\.key.tenant)) {
+            self.horizons.extend(tenant: tenant, until: Self.milliseconds(expiry) + 1)
+        }
         self.records.withLock { records in
             // Records nobody resends expire; sweep once per window so memory stays bounded.
             if let lastSweep = records.lastSweep, now - lastSweep < self.window {

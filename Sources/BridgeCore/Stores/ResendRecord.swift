@@ -21,33 +21,29 @@ public struct PayloadDigest: Hashable, Sendable {
     }
 }
 
-/// What identifies a resent notification (CONTRACT §1.6): the tenant, the identifier bytes,
-/// the token, the payload digest and the expiry.
+/// What identifies a resent notification (CONTRACT §1.6): the tenant, the token, the payload
+/// digest and the priority.
+///
+/// The identifier and the expiry are deliberately not part of it: real clients change both
+/// when they resend (some renumber the rebuilt batch from 0 or 1, some compute "now + 1 day"
+/// again). Two identical notifications make two records with the same key; each is used once.
 public struct ResendRecordKey: Hashable, Sendable, CustomStringConvertible {
     public var tenant: String
-    public var identifier: NotificationIdentifier
-    public var expiration: UInt32
     public var deviceToken: ByteBuffer
     public var payloadDigest: PayloadDigest
+    public var priority: UInt8
 
-    public init(
-        tenant: String,
-        identifier: NotificationIdentifier,
-        expiration: UInt32,
-        deviceToken: ByteBuffer,
-        payloadDigest: PayloadDigest
-    ) {
+    public init(tenant: String, deviceToken: ByteBuffer, payloadDigest: PayloadDigest, priority: UInt8) {
         self.tenant = tenant
-        self.identifier = identifier
-        self.expiration = expiration
         self.deviceToken = deviceToken
         self.payloadDigest = payloadDigest
+        self.priority = priority
     }
 
     /// Shortened: the first 4 bytes of the token only.
     public var description: String {
         let head = self.deviceToken.getSlice(at: self.deviceToken.readerIndex, length: min(4, self.deviceToken.readableBytes)) ?? ByteBuffer()
-        return "\(self.tenant)/\(self.identifier)/\(head.hexDump(format: .compact))…"
+        return "\(self.tenant)/\(head.hexDump(format: .compact))…/p\(self.priority)"
     }
 }
 
@@ -68,6 +64,18 @@ public struct ResendRecord: Hashable, Sendable {
 ///
 /// Records are kept for a bounded window; each is used once.
 public protocol ResendRecordStore: Sendable {
+    /// Whether a live record of this tenant may exist, answered from memory (no I/O).
+    ///
+    /// `false` means the tenant's notifications are new: the caller computes no key and makes
+    /// no claim (CONTRACT §1.6: the normal path costs nothing). A store shared by several
+    /// instances learns of the others' records through ``refreshLiveRecords(tenant:on:)``.
+    func mayHoldLiveRecords(tenant: String) -> Bool
+
+    /// Brings what ``mayHoldLiveRecords(tenant:)`` knows up to date with the store, for a
+    /// provider connection of this tenant that is starting: one query at most, for stores
+    /// shared by several instances; nothing for a store only this process writes.
+    func refreshLiveRecords(tenant: String, on eventLoop: any EventLoop) -> EventLoopFuture<Void>
+
     /// Remembers records. The future completes once they are stored, so the caller can write
     /// the error-response only after a resend would be recognised.
     func remember(_ records: [ResendRecord], on eventLoop: any EventLoop) -> EventLoopFuture<Void>
@@ -79,4 +87,11 @@ public protocol ResendRecordStore: Sendable {
     /// for it while the record is pending), or `nil` when there is no record: then the
     /// notification is new and must be forwarded.
     func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome?>
+}
+
+extension ResendRecordStore {
+    /// A store that only this process writes knows its records already.
+    public func refreshLiveRecords(tenant: String, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        eventLoop.makeSucceededVoidFuture()
+    }
 }

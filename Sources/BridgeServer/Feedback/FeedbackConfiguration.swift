@@ -13,10 +13,22 @@ public struct FeedbackConfiguration: Sendable {
     public var writeTimeout: TimeAmount = .seconds(60)
     /// Connections beyond this are closed as soon as they are accepted.
     public var maximumConnections: Int = 1000
+    /// Connections still in their TLS handshake, in all and from one source address, beyond
+    /// which new ones are closed as soon as they are accepted.
+    public var maximumHandshakes: Int = 256
+    public var maximumHandshakesPerAddress: Int = 32
     /// Batch size, and the 38-byte-tuple option (tokens that are not 32 bytes are left out).
     public var drain = FeedbackDrainOptions()
 
     public init(tls: LegacyTLSConfiguration) {
         self.tls = tls
+    }
+
+    var admission: ConnectionAdmission {
+        ConnectionAdmission(
+            maximumConnections: self.maximumConnections,
+            maximumHandshakes: self.maximumHandshakes,
+            maximumHandshakesPerAddress: self.maximumHandshakesPerAddress
+        )
     }
 }

@@ -52,11 +52,12 @@ public final class FeedbackServer: Sendable {
         let registry = ConnectionRegistry(gauge: GatewayMetrics.shared.feedbackConnections)
         let drains = DrainCounter()
         let serverChannel = try await LegacyListener.bind(
+            name: "feedback",
             host: configuration.host,
             port: configuration.port,
             tls: tls,
             registry: registry,
-            maximumConnections: configuration.maximumConnections,
+            admission: configuration.admission,
             group: group,
             logger: logger
         ) { connectionLogger in

@@ -15,6 +15,11 @@ public struct GatewayConfiguration: Sendable {
     public var idleTimeout: TimeAmount? = .minutes(60)
     /// Connections beyond this are closed as soon as they are accepted.
     public var maximumConnections: Int = 10_000
+    /// Connections still in their TLS handshake beyond this are closed as soon as they are
+    /// accepted, so unauthenticated sockets cannot crowd out providers (docs/operations.md).
+    public var maximumHandshakes: Int = 512
+    /// The same bound for one source address.
+    public var maximumHandshakesPerAddress: Int = 64
     public var session = ProviderSessionStateMachine.Configuration()
     /// After an error-response: how long to keep reading (and dropping) before the final close,
     /// so that a reset does not destroy the packet on its way (§1.5).
@@ -24,6 +29,14 @@ public struct GatewayConfiguration: Sendable {
 
     public init(tls: LegacyTLSConfiguration) {
         self.tls = tls
+    }
+
+    var admission: ConnectionAdmission {
+        ConnectionAdmission(
+            maximumConnections: self.maximumConnections,
+            maximumHandshakes: self.maximumHandshakes,
+            maximumHandshakesPerAddress: self.maximumHandshakesPerAddress
+        )
     }
 }
 

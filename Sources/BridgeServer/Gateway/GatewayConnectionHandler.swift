@@ -16,6 +16,12 @@ struct GatewayShutdownEvent: Sendable {
 /// Sits after the `NIOSSLServerHandler`. Decoding happens here rather than in a separate
 /// `ByteToMessageHandler` so that decoding stops exactly when the session stops reading:
 /// what is not decoded stays in `buffered`, and no more is read from the socket.
+///
+/// The end of the provider's input (FIN, with or without close_notify; the channel allows
+/// remote half-closure) is not the end of the connection: what is buffered is still decoded
+/// and forwarded as the window drains, and the connection closes when the last outcome is in
+/// (CONTRACT §1.4). If the channel is gone entirely (a reset), the buffered frames are still
+/// forwarded; only a failure then has nobody to tell, and is logged and counted.
 final class GatewayConnectionHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = ByteBuffer
@@ -25,11 +31,16 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         var dispatcher: NotificationDispatcher
         var feedback: any FeedbackRecorder
         var tenantResolver: any TenantResolver
+        /// The gateway's unfinished work, which graceful shutdown waits for.
+        var inFlight: InFlightWork
     }
 
     private enum Phase {
         /// Waiting for the TLS handshake (and so for the tenant).
         case handshaking
+        /// The tenant is known; the resend store is learning whether it holds records for it
+        /// (one query for a shared store). Bytes are buffered, not decoded.
+        case preparing
         case open
         /// The farewell is being written; whatever arrives is read and dropped.
         case draining
@@ -50,6 +61,9 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
     private var handshakeTimeout: Scheduled<Void>?
     private var drainTimeout: Scheduled<Void>?
     private var graceTimeout: Scheduled<Void>?
+    /// Completes when the farewell's resend records are stored: their outcomes are written
+    /// after it, or a shared store could see an outcome before its record.
+    private var recordsStored: EventLoopFuture<Void>?
 
     init(configuration: GatewayConfiguration, dependencies: Dependencies, logger: Logger) {
         self.configuration = configuration
@@ -89,7 +103,7 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var incoming = self.unwrapInboundIn(data)
         switch self.phase {
-        case .open:
+        case .preparing, .open:
             if self.buffered.readableBytes == 0 {
                 self.buffered = incoming
             } else {
@@ -98,30 +112,51 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
                 self.buffered.discardReadBytes()
                 self.buffered.writeBuffer(&incoming)
             }
-            self.processBufferedFrames(context: context)
+            if case .open = self.phase {
+                self.processBufferedFrames()
+            }
         case .handshaking, .draining, .closed:
             break  // after a farewell, frames are dropped (§1.5)
         }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if case .open = self.phase, self.buffered.readableBytes > 0 {
-            // §1.4: a frame cut off by the end of the connection is not forwarded.
-            self.logger.info(
-                "provider closed the connection in the middle of a frame; nothing forwarded from it",
-                metadata: ["bytes": "\(self.buffered.readableBytes)"]
-            )
-        }
-        self.phase = .closed
-        self.buffered = ByteBuffer()
-        self.session?.inputClosed()
         self.cancelTimers()
+        switch self.phase {
+        case .preparing, .open:
+            // Gone without a half-close (a reset, or an error closed it): what was received is
+            // still forwarded; there is just nobody left to answer.
+            self.inputClosed()
+        case .handshaking, .draining:
+            self.phase = .closed
+        case .closed:
+            break
+        }
         context.fireChannelInactive()
+    }
+
+    /// The provider's input ended. Buffered frames are forwarded as the window drains (§1.4).
+    private func inputClosed() {
+        guard self.session?.isInputClosed == false else { return }
+        self.logger.debug("provider closed its side", metadata: ["buffered_bytes": "\(self.buffered.readableBytes)"])
+        self.session!.inputClosed()
+        if case .open = self.phase {
+            self.processBufferedFrames()
+        }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted = tlsEvent {
             self.handshakeCompleted(context: context)
+        } else if let channelEvent = event as? ChannelEvent, channelEvent == .inputClosed {
+            switch self.phase {
+            case .preparing, .open:
+                self.inputClosed()
+            case .draining:
+                break  // the drain timer closes the connection
+            case .handshaking, .closed:
+                context.close(promise: nil)
+            }
         } else if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .read {
             if case .open = self.phase, self.session?.isIdle == true {
                 self.logger.debug("closing idle provider connection")
@@ -134,7 +169,13 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // TLS failures, resets: nothing to answer on a broken stream.
+        if let tlsError = error as? NIOSSLError, case .uncleanShutdown = tlsError {
+            // A FIN without close_notify, as most legacy clients close: the same end of input
+            // as a clean one (`ChannelEvent.inputClosed` follows), not a broken stream.
+            return
+        }
+        // TLS failures, resets: nothing to answer on a broken stream. What was received is
+        // still forwarded (channelInactive).
         self.logger.debug("provider connection error", metadata: ["error": "\(error)"])
         context.close(promise: nil)
     }
@@ -142,8 +183,8 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
     func read(context: ChannelHandlerContext) {
         let wantsData: Bool
         switch self.phase {
-        case .handshaking, .draining: wantsData = true
-        case .open: wantsData = self.session?.isReading ?? false
+        case .handshaking, .preparing, .draining: wantsData = true
+        case .open: wantsData = self.session!.isReading
         case .closed: wantsData = false
         }
         if wantsData {
@@ -167,7 +208,18 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         self.logger[metadataKey: "tenant"] = "\(tenant.name)"
         self.logger.debug("provider connected")
         self.session = ProviderSessionStateMachine(tenant: tenant, configuration: self.configuration.session)
-        self.phase = .open
+        self.phase = .preparing
+        // Immediate for a store only this process writes; one query for a shared one, so that
+        // records another instance wrote before this connection are recognised (§1.6).
+        self.dependencies.dispatcher.resendRecords.refreshLiveRecords(tenant: tenant.name, on: context.eventLoop)
+            .hop(to: context.eventLoop)
+            .assumeIsolated()
+            .whenComplete { _ in
+                guard case .preparing = self.phase else { return }
+                self.phase = .open
+                self.processBufferedFrames()
+                self.resumeReadingIfWanted()
+            }
         // The idle clock starts now: the handshake has its own timeout, and a slow handshake
         // must not eat into the time a provider has to send its first frame.
         if let idle = self.configuration.idleTimeout {
@@ -180,12 +232,19 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    private func processBufferedFrames(context: ChannelHandlerContext) {
+    /// Decodes and hands to the session what is buffered, for as long as it reads. After the
+    /// end of input, running out of complete frames is the end: a partial frame left over is
+    /// dropped (§1.4), and the connection closes once everything has an outcome.
+    private func processBufferedFrames() {
+        var ranDry = false
         while case .open = self.phase, self.session!.isReading {
             let action: ProviderSessionStateMachine.FrameReceivedAction
             let failureReason: String
             do {
-                guard let frame = try self.decoder.decode(buffer: &self.buffered) else { break }
+                guard let frame = try self.decoder.decode(buffer: &self.buffered) else {
+                    ranDry = true
+                    break
+                }
                 GatewayMetrics.shared.notificationReceived()
                 action = self.session!.frameReceived(frame)
                 failureReason = "local"
@@ -197,7 +256,20 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
             } catch {
                 preconditionFailure("the decoder throws LegacyProtocolError only: \(error)")
             }
-            self.handle(action, failureReason: failureReason, context: context)
+            self.handle(action, failureReason: failureReason)
+        }
+        if ranDry, case .open = self.phase, self.session!.isInputClosed {
+            if self.buffered.readableBytes > 0 {
+                self.logger.info(
+                    "provider closed the connection in the middle of a frame; that frame is not forwarded",
+                    metadata: ["bytes": "\(self.buffered.readableBytes)"]
+                )
+                GatewayMetrics.shared.partialFrameDropped()
+                self.buffered = ByteBuffer()
+            }
+            if self.session!.inputExhausted() {
+                self.closeDrained()
+            }
         }
         if self.buffered.readableBytes == 0 {
             // Let go of the storage (forwarded frames may still hold slices of it), so the next
@@ -208,12 +280,15 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
     }
 
     /// `failureReason` labels the failure metric when the frame is refused here.
-    private func handle(_ action: ProviderSessionStateMachine.FrameReceivedAction, failureReason: String, context: ChannelHandlerContext) {
+    private func handle(_ action: ProviderSessionStateMachine.FrameReceivedAction, failureReason: String) {
         switch action {
         case .forward(let sequence, let notification):
             GatewayMetrics.shared.forwardStarted()
-            self.dependencies.dispatcher.dispatch(notification, on: context.eventLoop)
-                .hop(to: context.eventLoop)
+            let eventLoop = self.eventLoop!
+            let outcome = self.dependencies.dispatcher.dispatch(notification, on: eventLoop)
+            self.dependencies.inFlight.track(outcome)
+            outcome
+                .hop(to: eventLoop)
                 .assumeIsolated()
                 .whenSuccess { outcome in
                     GatewayMetrics.shared.forwardFinished()
@@ -221,7 +296,7 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
                 }
         case .close(let farewell):
             GatewayMetrics.shared.refused(farewell.status, reason: failureReason)
-            self.sayFarewell(farewell, context: context)
+            self.sayFarewell(farewell)
         case .waitForPredecessors(let status):
             GatewayMetrics.shared.refused(status, reason: failureReason)
             self.logger.debug("notification failed; waiting for earlier ones", metadata: ["status": "\(status)"])
@@ -241,6 +316,7 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
 
         if let change = action.feedback {
             let stored = self.dependencies.feedback.apply(change, on: eventLoop)
+            self.dependencies.inFlight.track(stored)
             if case .unregistered(let entry) = change {
                 let token = LogRedaction.token(entry.deviceToken)
                 self.logger.debug("token unregistered upstream", metadata: ["token": "\(token)"])
@@ -255,20 +331,36 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         }
         if let record = action.resolvedRecord, let outcome = record.outcome {
             let key = ResendRecordKey(tenant: self.session!.tenant.name, frame: record.frame)
-            self.dependencies.dispatcher.resendRecords.resolve(key, outcome: outcome, on: eventLoop).whenFailure { [logger] error in
+            let store = self.dependencies.dispatcher.resendRecords
+            let resolved = (self.recordsStored ?? eventLoop.makeSucceededVoidFuture())
+                .flatMapError { _ in eventLoop.makeSucceededVoidFuture() }
+                .flatMap { store.resolve(key, outcome: outcome, on: eventLoop) }
+            self.dependencies.inFlight.track(resolved)
+            resolved.whenFailure { [logger] error in
                 logger.error("could not store a resend record's outcome", metadata: ["error": "\(error)"])
             }
         }
-        guard let context = self.context else { return }
         if let farewell = action.farewell {
-            self.sayFarewell(farewell, context: context)
+            self.sayFarewell(farewell)
+        } else if action.closeDrained {
+            self.closeDrained()
         } else if case .open = self.phase, self.session!.isReading {
-            self.processBufferedFrames(context: context)
-            if self.readPending, case .open = self.phase, self.session!.isReading {
-                self.readPending = false
-                context.read()
-            }
+            self.processBufferedFrames()
+            self.resumeReadingIfWanted()
         }
+    }
+
+    private func resumeReadingIfWanted() {
+        guard self.readPending, let context = self.context, case .open = self.phase, self.session!.isReading else { return }
+        self.readPending = false
+        context.read()
+    }
+
+    /// Every frame the provider sent before it closed its side has an outcome.
+    private func closeDrained() {
+        self.logger.debug("provider input read to its end and every notification answered; closing")
+        self.phase = .closed
+        self.context?.close(promise: nil)
     }
 
     private func beginShutdown(context: ChannelHandlerContext, gracePeriod: TimeAmount) {
@@ -277,15 +369,17 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
             context.close(promise: nil)
         case .open:
             if let farewell = self.session!.shutdownRequested() {
-                self.sayFarewell(farewell, context: context)
+                self.sayFarewell(farewell)
                 return
             }
             self.graceTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: gracePeriod) {
-                guard let context = self.context, case .open = self.phase else { return }
+                guard case .open = self.phase else { return }
                 if let farewell = self.session!.shutdownGraceExpired() {
-                    self.sayFarewell(farewell, context: context)
+                    self.sayFarewell(farewell)
                 }
             }
+        case .preparing:
+            context.close(promise: nil)  // nothing forwarded yet: the provider resends it all
         case .draining, .closed:
             break
         }
@@ -293,10 +387,24 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
 
     /// §1.5: remember what the provider will resend, then write the packet, flush, send
     /// close_notify and FIN, read and drop what still arrives for a moment, and close.
-    private func sayFarewell(_ farewell: ProviderSessionStateMachine.Farewell, context: ChannelHandlerContext) {
+    ///
+    /// When the connection is already gone, nobody can be told and nobody will resend: the
+    /// failure is logged and counted, and no records are made.
+    private func sayFarewell(_ farewell: ProviderSessionStateMachine.Farewell) {
         self.phase = .draining
         self.buffered = ByteBuffer()
         self.graceTimeout?.cancel()
+        guard let context = self.context, context.channel.isActive else {
+            self.phase = .closed
+            if farewell.status != .shutdown {
+                GatewayMetrics.shared.failureAfterClose()
+                self.logger.warning(
+                    "notification failed after the provider closed its connection; nobody to tell",
+                    metadata: ["status": "\(farewell.status)", "packet": "\(farewell.packet.map { "\($0)" } ?? "none (command 0)")"]
+                )
+            }
+            return
+        }
         let tenant = self.session!.tenant.name
         if farewell.status == .shutdown {
             self.logger.info("closing provider connection for shutdown", metadata: ["packet": "\(farewell.packet.map { "\($0)" } ?? "none")"])
@@ -318,6 +426,8 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
             records.isEmpty
             ? context.eventLoop.makeSucceededVoidFuture()
             : self.dependencies.dispatcher.resendRecords.remember(records, on: context.eventLoop)
+        self.recordsStored = stored
+        self.dependencies.inFlight.track(stored)
         stored.hop(to: context.eventLoop).assumeIsolated().whenComplete { result in
             if case .failure(let error) = result {
                 self.logger.error("could not store resend records; resends may be duplicated", metadata: ["error": "\(error)"])
@@ -330,6 +440,11 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
                 GatewayMetrics.shared.errorResponseSent(packet.status)
             }
             context.flush()
+            if self.session!.isInputClosed {
+                // Nothing more will arrive to drain: close once the packet is out.
+                context.close(promise: nil)
+                return
+            }
             context.close(mode: .output, promise: nil)
             self.drainTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: self.configuration.errorDrainTime) {
                 self.context?.close(promise: nil)

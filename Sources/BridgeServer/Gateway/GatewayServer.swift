@@ -14,19 +14,33 @@ public final class GatewayServer: Sendable {
     public let localAddress: SocketAddress
     private let serverChannel: any Channel
     private let registry: ConnectionRegistry
+    private let inFlight: InFlightWork
     private let logger: Logger
 
     private init(
         configuration: GatewayConfiguration,
         serverChannel: any Channel,
         registry: ConnectionRegistry,
+        inFlight: InFlightWork,
         logger: Logger
     ) {
         self.configuration = configuration
         self.serverChannel = serverChannel
         self.localAddress = serverChannel.localAddress!
         self.registry = registry
+        self.inFlight = inFlight
         self.logger = logger
+    }
+
+    /// Connections still in their TLS handshake.
+    public var handshakingCount: Int {
+        self.registry.handshakingCount
+    }
+
+    /// Notifications forwarded and store writes started, not yet finished, on every
+    /// connection (also those already closed).
+    public var inFlightCount: Int {
+        self.inFlight.count
     }
 
     /// Provider connections currently open.
@@ -45,19 +59,23 @@ public final class GatewayServer: Sendable {
         logger: Logger = Logger(label: "apns-bridge.gateway")
     ) async throws -> GatewayServer {
         let tls = try tlsContext ?? LegacyTLSContext(configuration: configuration.tls, tenantResolver: tenantResolver, logger: logger)
+        let inFlight = InFlightWork()
         let dependencies = GatewayConnectionHandler.Dependencies(
             dispatcher: NotificationDispatcher(upstream: upstream, resendRecords: resendRecords),
             feedback: feedback,
-            tenantResolver: tenantResolver
+            tenantResolver: tenantResolver,
+            inFlight: inFlight
         )
         let registry = ConnectionRegistry(gauge: GatewayMetrics.shared.gatewayConnections)
 
         let serverChannel = try await LegacyListener.bind(
+            name: "gateway",
             host: configuration.host,
             port: configuration.port,
             tls: tls,
             registry: registry,
-            maximumConnections: configuration.maximumConnections,
+            admission: configuration.admission,
+            allowHalfClosure: true,
             group: group,
             logger: logger
         ) { connectionLogger in
@@ -68,6 +86,7 @@ public final class GatewayServer: Sendable {
             configuration: configuration,
             serverChannel: serverChannel,
             registry: registry,
+            inFlight: inFlight,
             logger: logger
         )
         logger.info("gateway listening", metadata: ["address": "\(server.localAddress)"])
@@ -76,9 +95,11 @@ public final class GatewayServer: Sendable {
 
     /// CONTRACT §1.8: stop accepting; stop reading; let in-flight notifications finish within
     /// the grace period; send each connection `08 0A id` and close. Returns when every
-    /// connection is closed, or after the grace period plus the drain time and a margin, when
-    /// the rest are closed by force.
+    /// connection is closed and the notifications of connections closed earlier are finished
+    /// (with their store writes), or after the grace period plus the drain time and a margin,
+    /// when the rest are closed by force.
     public func shutdownGracefully() async {
+        let started = ContinuousClock.now
         let channels = self.registry.closeAdmission()
         try? await self.serverChannel.close()
         self.logger.info("gateway shutting down", metadata: ["connections": "\(channels.count)"])
@@ -90,6 +111,10 @@ public final class GatewayServer: Sendable {
         await Self.waitForClose(channels, within: bound)
         for channel in channels where channel.isActive {
             try? await channel.close()
+        }
+        let remaining = Duration.nanoseconds(bound.nanoseconds) - (ContinuousClock.now - started)
+        if !(await self.inFlight.waitUntilIdle(timeout: max(remaining, .milliseconds(100)))) {
+            self.logger.warning("shutting down with notifications still in flight", metadata: ["in_flight": "\(self.inFlight.count)"])
         }
     }
 

@@ -1,14 +1,20 @@
-import LegacyProtocol
 import BridgeCore
+import LegacyProtocol
 import NIOCore
 
 /// Sends a forwarded notification upstream, unless it is a resend of one that was already
 /// forwarded (CONTRACT §1.6): then the remembered outcome is reported and nothing is sent.
+///
+/// While the tenant can hold no live resend record (the normal case: no error and no shutdown
+/// in the record window), the notification goes straight upstream: no digest, no store.
 struct NotificationDispatcher: Sendable {
     var upstream: any NotificationUpstream
     var resendRecords: any ResendRecordStore
 
     func dispatch(_ notification: UpstreamNotification, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome> {
+        guard self.resendRecords.mayHoldLiveRecords(tenant: notification.tenant.name) else {
+            return self.upstream.send(notification, on: eventLoop)
+        }
         let key = ResendRecordKey(tenant: notification.tenant.name, frame: notification.frame)
         let upstream = self.upstream
         return self.resendRecords.claim(key, on: eventLoop)

@@ -1,13 +1,47 @@
 import CoreMetrics
 import NIOCore
+import NIOSSL
+import NIOTLS
 import Synchronization
 
+/// What a legacy listener admits: open connections, and connections still in their TLS
+/// handshake, globally and per source address.
+///
+/// A connection counts as handshaking from its accept until its handshake completes (or it
+/// closes). Unauthenticated sockets are bounded separately from providers: a flood of stalled
+/// or half-sent handshakes, which could otherwise sit out the handshake timeout on every slot of
+/// the connection cap, is refused at accept while providers with certificates still get in.
+struct ConnectionAdmission: Sendable, Hashable {
+    /// Open connections, authenticated or not.
+    var maximumConnections: Int
+    /// Connections accepted whose TLS handshake has not completed yet.
+    var maximumHandshakes: Int
+    /// The same, from one source address (the IP address, without the port).
+    var maximumHandshakesPerAddress: Int
+}
+
 /// The open connections of a listener, shared with its child channel initializer before the
-/// server object exists: admission against a limit, and the list to close on shutdown.
+/// server object exists: admission against the limits, and the list to close on shutdown.
 final class ConnectionRegistry: Sendable {
+    enum Refusal: String {
+        case shuttingDown = "shutting_down"
+        case connections
+        case handshakes
+        case handshakesPerAddress = "handshakes_per_address"
+    }
+
     private struct Connections {
         var channels: [ObjectIdentifier: any Channel] = [:]
+        /// Channels still in their handshake, with their source address.
+        var handshaking: [ObjectIdentifier: String] = [:]
+        var handshakingPerAddress: [String: Int] = [:]
         var isShuttingDown = false
+
+        mutating func handshakeEnded(_ id: ObjectIdentifier) {
+            guard let address = self.handshaking.removeValue(forKey: id) else { return }
+            let remaining = self.handshakingPerAddress[address, default: 1] - 1
+            self.handshakingPerAddress[address] = remaining > 0 ? remaining : nil
+        }
     }
 
     private let connections = Mutex(Connections())
@@ -21,22 +55,45 @@ final class ConnectionRegistry: Sendable {
         self.connections.withLock { $0.channels.count }
     }
 
-    /// Registers the channel (and unregisters it when it closes), unless the listener is
-    /// shutting down or at its limit.
-    func admit(_ channel: any Channel, limit: Int) -> Bool {
-        let admitted = self.connections.withLock { connections in
-            guard !connections.isShuttingDown, connections.channels.count < limit else { return false }
-            connections.channels[ObjectIdentifier(channel)] = channel
-            return true
+    /// Connections whose handshake has not completed.
+    var handshakingCount: Int {
+        self.connections.withLock { $0.handshaking.count }
+    }
+
+    /// Registers the channel as handshaking (and unregisters it when it closes), unless the
+    /// listener is shutting down or a limit is reached: then the refusal says which.
+    func admit(_ channel: any Channel, limits: ConnectionAdmission) -> Refusal? {
+        let id = ObjectIdentifier(channel)
+        let address = Self.sourceAddress(of: channel)
+        let refusal: Refusal? = self.connections.withLock { connections in
+            if connections.isShuttingDown { return .shuttingDown }
+            if connections.channels.count >= limits.maximumConnections { return .connections }
+            if connections.handshaking.count >= limits.maximumHandshakes { return .handshakes }
+            if connections.handshakingPerAddress[address, default: 0] >= limits.maximumHandshakesPerAddress {
+                return .handshakesPerAddress
+            }
+            connections.channels[id] = channel
+            connections.handshaking[id] = address
+            connections.handshakingPerAddress[address, default: 0] += 1
+            return nil
         }
-        if admitted {
+        if refusal == nil {
             self.gauge?.increment()
             channel.closeFuture.whenComplete { _ in
-                _ = self.connections.withLock { $0.channels.removeValue(forKey: ObjectIdentifier(channel)) }
+                self.connections.withLock { connections in
+                    connections.handshakeEnded(id)
+                    _ = connections.channels.removeValue(forKey: id)
+                }
                 self.gauge?.decrement()
             }
         }
-        return admitted
+        return refusal
+    }
+
+    /// The channel's TLS handshake completed: it no longer counts against the handshake limits.
+    func handshakeCompleted(_ channel: any Channel) {
+        let id = ObjectIdentifier(channel)
+        self.connections.withLock { $0.handshakeEnded(id) }
     }
 
     /// Admits no more connections; returns the open ones.
@@ -46,4 +103,33 @@ final class ConnectionRegistry: Sendable {
             return Array(connections.channels.values)
         }
     }
+
+    /// The address without its port: one client's connections share it.
+    private static func sourceAddress(of channel: any Channel) -> String {
+        channel.remoteAddress?.ipAddress ?? "unknown"
+    }
 }
+
+/// Tells the registry when a connection's TLS handshake completes, then leaves the pipeline.
+final class HandshakeAdmissionHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+
+    private let registry: ConnectionRegistry
+
+    init(registry: ConnectionRegistry) {
+        self.registry = registry
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted = tlsEvent {
+            self.registry.handshakeCompleted(context.channel)
+            context.fireUserInboundEventTriggered(event)
+            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+}
+
+@available(*, unavailable)
+extension HandshakeAdmissionHandler: Sendable {}

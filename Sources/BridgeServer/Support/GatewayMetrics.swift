@@ -19,7 +19,14 @@ public final class GatewayMetrics: Sendable {
     let refusedHandshakes = Counter(label: "apns_bridge_refused_client_certificates_total")
     let feedbackDelivered = Counter(label: "apns_bridge_feedback_tuples_delivered_total")
     let feedbackRecorded = Counter(label: "apns_bridge_feedback_entries_recorded_total")
+    /// Failures decided after the provider's connection was gone: nobody could be told.
+    let failuresAfterClose = Counter(label: "apns_bridge_failures_after_provider_close_total")
+    /// Frames cut off by the end of a provider's input (§1.4: not forwarded).
+    let partialFrames = Counter(label: "apns_bridge_partial_frames_dropped_total")
     private let errorResponses = LabelledCounters(label: "apns_bridge_error_responses_total", labelNames: ["status"])
+    /// Connections closed at accept: `reason` is `connections` (the connection cap),
+    /// `handshakes` (too many handshakes in progress) or `handshakes_per_address`.
+    private let refusedConnections = LabelledCounters(label: "apns_bridge_refused_connections_total", labelNames: ["listener", "reason"])
 
     private init() {}
 
@@ -30,6 +37,9 @@ public final class GatewayMetrics: Sendable {
     func handshakeRefused() { self.refusedHandshakes.increment() }
     func feedbackTuplesDelivered(_ count: Int) { self.feedbackDelivered.increment(by: Int64(count)) }
     func feedbackEntryRecorded() { self.feedbackRecorded.increment() }
+    func failureAfterClose() { self.failuresAfterClose.increment() }
+    func partialFrameDropped() { self.partialFrames.increment() }
+    func connectionRefused(listener: String, reason: String) { self.refusedConnections.increment([listener, reason]) }
 
     /// A notification refused here: `reason` is `local` (a validation rule) or `malformed` (an
     /// unreadable frame).

@@ -4,8 +4,8 @@ import LegacyProtocol
 import NIOCore
 
 extension ResendRecordKey {
-    /// The key of a notification: its tenant, identifier bytes, token, expiry and the SHA-256
-    /// of its payload.
+    /// The key of a notification: its tenant, token, the SHA-256 of its payload and its
+    /// priority (CONTRACT §1.6). Computed only after an error or a shutdown made records.
     init(tenant: String, frame: NotificationFrame) {
         let digest = frame.payload.withUnsafeReadableBytes { SHA256.hash(data: $0) }
         let words = digest.withUnsafeBytes { raw in
@@ -18,10 +18,9 @@ extension ResendRecordKey {
         }
         self.init(
             tenant: tenant,
-            identifier: frame.identifier,
-            expiration: frame.expiration,
             deviceToken: frame.deviceToken,
-            payloadDigest: PayloadDigest(bytes: words)
+            payloadDigest: PayloadDigest(bytes: words),
+            priority: frame.priority
         )
     }
 }

@@ -10,8 +10,10 @@ import PostgresNIO
 ///
 /// Feedback drains claim rows with `FOR UPDATE SKIP LOCKED`, so pollers on different instances
 /// never get the same entry; a claim left by an instance that died is released after
-/// ``BridgeStoreConfiguration/claimLease``. Resend records are looked up in the database for
-/// every notification, so a record written by one instance stops a duplicate on any other.
+/// ``BridgeStoreConfiguration/claimLease``. Resend records live in the database, so a record
+/// written by one instance stops a duplicate on any other: a provider connection that starts
+/// reads, in one query, until when its tenant may hold live records (written by any instance);
+/// while that horizon is in the past, its notifications make no query at all.
 public final class PostgresBridgeStore: BridgeStore {
     static let schemaVersion = 1
     /// Serialises schema migrations of instances starting at the same time.
@@ -22,6 +24,9 @@ public final class PostgresBridgeStore: BridgeStore {
     private let runTask: Task<Void, Never>
     private let batcher: FeedbackWriteBatcher
     private let logger: Logger
+    /// What this instance knows of each tenant's live resend records: its own, and what
+    /// ``refreshLiveRecords(tenant:on:)`` read of the other instances'.
+    private let horizons = ResendRecordHorizons()
 
     private init(client: PostgresClient, runTask: Task<Void, Never>, configuration: BridgeStoreConfiguration, logger: Logger) {
         self.client = client
@@ -317,8 +322,39 @@ public final class PostgresBridgeStore: BridgeStore {
 
     // MARK: Resend records
 
+    public func mayHoldLiveRecords(tenant: String) -> Bool {
+        self.horizons.mayHoldLiveRecords(tenant: tenant, now: self.configuration.nowMilliseconds)
+    }
+
+    /// One query: the latest expiry of the tenant's unclaimed records, whichever instance wrote
+    /// them. If the database cannot answer, the tenant is treated as holding records for a
+    /// window: its claims then fail (status 1) rather than risk forwarding a resend twice.
+    public func refreshLiveRecords(tenant: String, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        eventLoop.makeFutureWithTask {
+            let now = self.configuration.nowMilliseconds
+            do {
+                let rows = try await self.client.query(
+                    "SELECT max(expires_at) FROM resend_records WHERE tenant = \(tenant) AND NOT claimed AND expires_at >= \(now)",
+                    logger: self.logger
+                )
+                for try await until in rows.decode(Int64?.self) {
+                    if let until { self.horizons.extend(tenant: tenant, until: until) }
+                }
+            } catch {
+                self.logger.warning(
+                    "could not read the tenant's resend records; its notifications will be looked up",
+                    metadata: ["tenant": "\(tenant)", "error": "\(String(reflecting: error))"]
+                )
+                self.horizons.extend(tenant: tenant, until: now + self.configuration.resendRecordWindow.milliseconds)
+            }
+        }
+    }
+
     public func remember(_ records: [ResendRecord], on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
         let expiresAt = self.configuration.nowMilliseconds + self.configuration.resendRecordWindow.milliseconds
+        for tenant in Set(records.map(\.key.tenant)) {
+            self.horizons.extend(tenant: tenant, until: expiresAt)
+        }
         let hashes = records.map(\.key.storageHash)
         let tenants = records.map(\.key.tenant)
         let encoded = records.map { $0.outcome.map(StoredOutcome.encode) ?? (kind: -1, value: 0) }
@@ -339,15 +375,18 @@ public final class PostgresBridgeStore: BridgeStore {
     }
 
     public func resolve(_ key: ResendRecordKey, outcome: NotificationOutcome, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        guard self.mayHoldLiveRecords(tenant: key.tenant) else { return eventLoop.makeSucceededVoidFuture() }
         let (kind, value) = StoredOutcome.encode(outcome)
         let hash = key.storageHash
         return eventLoop.makeFutureWithTask {
+            // FOR UPDATE, not SKIP LOCKED: a claim on another instance may hold the row for a
+            // moment; skipping it would lose the outcome that claim is waiting for.
             try await self.client.query(
                 """
                 UPDATE resend_records SET outcome = \(kind), outcome_value = \(value)
                 WHERE id = (
                     SELECT id FROM resend_records WHERE key_hash = \(hash) AND outcome IS NULL
-                    ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED
+                    ORDER BY id LIMIT 1 FOR UPDATE
                 )
                 """,
                 logger: self.logger
@@ -356,23 +395,38 @@ public final class PostgresBridgeStore: BridgeStore {
     }
 
     public func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome?> {
+        guard self.mayHoldLiveRecords(tenant: key.tenant) else { return eventLoop.makeSucceededFuture(nil) }
         let hash = key.storageHash
         return eventLoop.makeFutureWithTask {
             let now = self.configuration.nowMilliseconds
             var claimed: (id: Int64, expiresAt: Int64, kind: Int64?, value: Int64?)?
-            let rows = try await self.client.query(
-                """
-                UPDATE resend_records SET claimed = true
-                WHERE id = (
-                    SELECT id FROM resend_records WHERE key_hash = \(hash) AND NOT claimed AND expires_at >= \(now)
-                    ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED
+            // FOR UPDATE, not SKIP LOCKED: a row locked by a resolve is still this claim's to
+            // take. When a concurrent claim takes the row first, the statement finds nothing
+            // (PostgreSQL re-checks the row after the wait): then it runs again for the next
+            // identical record, if there is one.
+            for _ in 0..<8 where claimed == nil {
+                let rows = try await self.client.query(
+                    """
+                    UPDATE resend_records SET claimed = true
+                    WHERE id = (
+                        SELECT id FROM resend_records WHERE key_hash = \(hash) AND NOT claimed AND expires_at >= \(now)
+                        ORDER BY id LIMIT 1 FOR UPDATE
+                    )
+                    RETURNING id, expires_at, outcome, outcome_value
+                    """,
+                    logger: self.logger
                 )
-                RETURNING id, expires_at, outcome, outcome_value
-                """,
-                logger: self.logger
-            )
-            for try await row in rows.decode((Int64, Int64, Int64?, Int64?).self) {
-                claimed = (row.0, row.1, row.2, row.3)
+                for try await row in rows.decode((Int64, Int64, Int64?, Int64?).self) {
+                    claimed = (row.0, row.1, row.2, row.3)
+                }
+                if claimed != nil { break }
+                var remaining: Int64 = 0
+                let count = try await self.client.query(
+                    "SELECT count(*) FROM resend_records WHERE key_hash = \(hash) AND NOT claimed AND expires_at >= \(now)",
+                    logger: self.logger
+                )
+                for try await found in count.decode(Int64.self) { remaining = found }
+                if remaining == 0 { return nil }
             }
             guard var record = claimed else { return nil }
             // The outcome of the first send may still be on its way, possibly on another

@@ -4,7 +4,6 @@ import LegacyProtocol
 import Logging
 import NIOCore
 import SQLiteNIO
-import Synchronization
 
 /// The embedded store: one SQLite file, for one bridge process (CONTRACT §4).
 ///
@@ -33,16 +32,17 @@ public final class SQLiteBridgeStore: BridgeStore {
     private let lock: AsyncSerialLock
     private let batcher: FeedbackWriteBatcher
     private let logger: Logger
-    /// UNIX milliseconds after which no unclaimed resend record can be live: until then, a
-    /// claim needs a query; after it, the answer is "no record" without one.
-    private let resendRecordsLiveUntil: Mutex<Int64>
+    /// Per tenant, UNIX milliseconds after which no unclaimed resend record can be live: until
+    /// then, a notification of that tenant needs a claim; after it, it is new without one.
+    /// Exact, since this process is the file's only writer.
+    private let horizons: ResendRecordHorizons
 
     private init(
         path: String,
         connection: SQLiteConnection,
         lock: AsyncSerialLock,
         configuration: BridgeStoreConfiguration,
-        resendRecordsLiveUntil: Int64,
+        horizons: ResendRecordHorizons,
         logger: Logger
     ) {
         self.path = path
@@ -50,7 +50,7 @@ public final class SQLiteBridgeStore: BridgeStore {
         self.lock = lock
         self.configuration = configuration
         self.logger = logger
-        self.resendRecordsLiveUntil = Mutex(resendRecordsLiveUntil)
+        self.horizons = horizons
         self.batcher = FeedbackWriteBatcher(maximumQueued: configuration.maximumQueuedFeedbackChanges) { batch in
             try await lock.withLock {
                 try await Self.transaction(connection) {
@@ -79,15 +79,20 @@ public final class SQLiteBridgeStore: BridgeStore {
             if released > 0 {
                 logger.notice("released feedback entries claimed by an unfinished drain of a previous run", metadata: ["entries": "\(released)"])
             }
-            let liveUntil = try await connection.query("SELECT max(expires_at) AS until FROM resend_records WHERE claimed = 0")
-                .first?.column("until")?.integer ?? 0
+            let horizons = ResendRecordHorizons()
+            for row in try await connection.query(
+                "SELECT tenant, max(expires_at) AS until FROM resend_records WHERE claimed = 0 GROUP BY tenant"
+            ) {
+                guard let tenant = row.column("tenant")?.string, let until = row.column("until")?.integer else { continue }
+                horizons.extend(tenant: tenant, until: Int64(until))
+            }
             logger.info("store opened", metadata: ["backend": "sqlite", "path": "\(path)", "synchronous": "\(synchronous.rawValue)"])
             return SQLiteBridgeStore(
                 path: path,
                 connection: connection,
                 lock: lock,
                 configuration: configuration,
-                resendRecordsLiveUntil: Int64(liveUntil),
+                horizons: horizons,
                 logger: logger
             )
         } catch {
@@ -302,7 +307,9 @@ public final class SQLiteBridgeStore: BridgeStore {
     public func remember(_ records: [ResendRecord], on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
         let expiresAt = self.configuration.nowMilliseconds + self.configuration.resendRecordWindow.milliseconds
         // Before the insert: a claim racing with it then queries rather than skips.
-        self.resendRecordsLiveUntil.withLock { $0 = max($0, expiresAt) }
+        for tenant in Set(records.map(\.key.tenant)) {
+            self.horizons.extend(tenant: tenant, until: expiresAt)
+        }
         return eventLoop.makeFutureWithTask {
             try await self.lock.withLock {
                 try await Self.transaction(self.connection) {
@@ -319,12 +326,12 @@ public final class SQLiteBridgeStore: BridgeStore {
         }
     }
 
-    private var mayHoldLiveResendRecords: Bool {
-        self.configuration.nowMilliseconds <= self.resendRecordsLiveUntil.withLock { $0 }
+    public func mayHoldLiveRecords(tenant: String) -> Bool {
+        self.horizons.mayHoldLiveRecords(tenant: tenant, now: self.configuration.nowMilliseconds)
     }
 
     public func resolve(_ key: ResendRecordKey, outcome: NotificationOutcome, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
-        guard self.mayHoldLiveResendRecords else { return eventLoop.makeSucceededVoidFuture() }
+        guard self.mayHoldLiveRecords(tenant: key.tenant) else { return eventLoop.makeSucceededVoidFuture() }
         let (kind, value) = StoredOutcome.encode(outcome)
         return eventLoop.makeFutureWithTask {
             _ = try await self.lock.withLock {
@@ -340,7 +347,7 @@ public final class SQLiteBridgeStore: BridgeStore {
     }
 
     public func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome?> {
-        guard self.mayHoldLiveResendRecords else { return eventLoop.makeSucceededFuture(nil) }
+        guard self.mayHoldLiveRecords(tenant: key.tenant) else { return eventLoop.makeSucceededFuture(nil) }
         return eventLoop.makeFutureWithTask {
             let now = self.configuration.nowMilliseconds
             let row = try await self.lock.withLock {

@@ -32,19 +32,20 @@ enum StoredOutcome {
 }
 
 extension ResendRecordKey {
-    /// One column for the whole key: SHA-256 over the tenant, identifier, expiry, token and
-    /// payload digest, each length-prefixed so that no two keys share an encoding.
+    /// One column for the whole key: SHA-256 over the tenant, token, payload digest and
+    /// priority, each variable part length-prefixed so that no two keys share an encoding.
+    /// (Schema 1 hashed the identifier and expiry too; such rows simply never match again and
+    /// expire with their window.)
     var storageHash: ByteBuffer {
         var hasher = SHA256()
         var bytes = ByteBuffer()
         let tenant = Array(self.tenant.utf8)
         bytes.writeInteger(UInt32(tenant.count))
         bytes.writeBytes(tenant)
-        bytes.writeInteger(self.identifier.rawValue)
-        bytes.writeInteger(self.expiration)
         bytes.writeInteger(UInt32(self.deviceToken.readableBytes))
         bytes.writeImmutableBuffer(self.deviceToken)
         bytes.writeMultipleIntegers(self.payloadDigest.bytes.0, self.payloadDigest.bytes.1, self.payloadDigest.bytes.2, self.payloadDigest.bytes.3)
+        bytes.writeInteger(self.priority)
         bytes.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
         return ByteBuffer(bytes: hasher.finalize())
     }
