@@ -41,6 +41,12 @@ public struct LegacyStreamFuzzRun {
             if let farewell = action.farewell {
                 precondition(farewell.packet?.status != .noErrors, "status 0 is never sent")
             }
+            if case .unregistered = action.feedback {
+                // The store commits the 410's entry: the notification is done.
+                if let farewell = machine.feedbackStored(sequence).farewell {
+                    precondition(farewell.packet?.status != .noErrors, "status 0 is never sent")
+                }
+            }
         }
 
         /// Decodes while the machine reads. Returns `.dry` when the decoder needs more bytes,

@@ -25,8 +25,14 @@ public final class APNsClient: NotificationUpstream {
         public var maximumStreamsPerConnection: Int = 1000
         public var pingInterval: TimeAmount = .seconds(60)
         public var connectTimeout: TimeAmount = .seconds(10)
-        /// How long a notification may spend in retries (CONTRACT §1.7).
+        /// How long a notification may spend in retries (CONTRACT §1.7): it bounds the whole
+        /// wait, answered or not.
         public var retryBudget: TimeAmount = .seconds(30)
+        /// How long one attempt may wait for its answer (or for room on a connection) before
+        /// its stream is reset and it is retried, within the retry budget. APNs answers in
+        /// milliseconds; an upstream that answers PINGs but not a stream must not hold a
+        /// notification until the budget is gone on one attempt.
+        public var requestTimeout: TimeAmount = .seconds(10)
         public var reconnectBackoffBase: TimeAmount = .milliseconds(100)
         public var reconnectBackoffLimit: TimeAmount = .seconds(30)
         /// More refused streams than this in 30 s and a connection is replaced.
@@ -174,6 +180,9 @@ public final class APNsClient: NotificationUpstream {
         var tokenGeneration: Int?
         var credentialRetryUsed = false
         var immediateRetries = 0
+        /// What the notification becomes if the budget runs out now: status 1, or dropped when
+        /// the last answer was 429 (CONTRACT §1.7), also if a later attempt then went unanswered.
+        var exhaustedOutcome: NotificationOutcome = .rejected(.processingError)
     }
 
     private func run(_ attempt: Attempt, pool: APNsConnectionPool, on eventLoop: any EventLoop, promise: EventLoopPromise<NotificationOutcome>) {
@@ -194,7 +203,8 @@ public final class APNsClient: NotificationUpstream {
         let usedGeneration = attempt.tokenGeneration
         let sent = attempt
         let started = NIODeadline.now()
-        pool.execute(attempt.request, authorization: authorization, avoiding: attempt.avoid, deadline: attempt.deadline, on: eventLoop)
+        let attemptDeadline = min(started + self.configuration.requestTimeout, attempt.deadline)
+        pool.execute(attempt.request, authorization: authorization, avoiding: attempt.avoid, deadline: attemptDeadline, on: eventLoop)
             .whenSuccess { result in
                 var attempt = sent
                 attempt.avoid = result.connectionID
@@ -261,7 +271,9 @@ public final class APNsClient: NotificationUpstream {
                 return
             }
             self.logger.debug("retrying after an upstream error", metadata: metadata)
-            self.retry(attempt, after: delay, pool: pool, on: eventLoop, promise: promise)
+            var next = attempt
+            next.exhaustedOutcome = exhausted
+            self.retry(next, after: delay, pool: pool, on: eventLoop, promise: promise)
         case .credentialFailure:
             self.logger.error("upstream refused the bridge's credentials: check the tenant's key or certificate", metadata: metadata)
             self.statistics.withLock { $0.credentialFailures += 1 }
@@ -296,8 +308,8 @@ public final class APNsClient: NotificationUpstream {
         guard self.mayRetry(attempt, after: delay) else {
             self.logger.warning("gave up: no answer from the upstream within the retry budget", metadata: metadata)
             self.statistics.withLock { $0.droppedAfterRetries += 1 }
-            UpstreamMetrics.shared.finished(.rejected(.processingError), reason: nil)
-            promise.succeed(.rejected(.processingError))
+            UpstreamMetrics.shared.finished(attempt.exhaustedOutcome, reason: nil)
+            promise.succeed(attempt.exhaustedOutcome)
             return
         }
         var next = attempt

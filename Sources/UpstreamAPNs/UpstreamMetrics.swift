@@ -12,6 +12,8 @@ final class UpstreamMetrics: Sendable {
     let forwarded = Counter(label: "apns_bridge_notifications_forwarded_total")
     let retries = Counter(label: "apns_bridge_upstream_retries_total")
     let goAways = Counter(label: "apns_bridge_upstream_goaways_total")
+    /// Streams reset because the upstream did not answer before the request's deadline.
+    let timeouts = Counter(label: "apns_bridge_upstream_request_timeouts_total")
     let tokensMinted = Counter(label: "apns_bridge_provider_tokens_minted_total")
     /// Made once: nearly every answer is a 200, and it should not cost a lookup.
     private let okResponses = Counter(label: "apns_bridge_upstream_responses_total", dimensions: [("status", "200")])
@@ -38,6 +40,7 @@ final class UpstreamMetrics: Sendable {
 
     func retried() { self.retries.increment() }
     func goAwayReceived() { self.goAways.increment() }
+    func streamsTimedOut(_ count: Int) { self.timeouts.increment(by: Int64(count)) }
     func tokenMinted() { self.tokensMinted.increment() }
 
     /// `apns_bridge_upstream_responses_total{status}`: HTTP statuses of every answered attempt.

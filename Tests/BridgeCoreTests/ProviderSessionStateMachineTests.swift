@@ -218,6 +218,32 @@ struct ProviderSessionStateMachineTests {
         #expect(machine.upstreamCompleted(second, outcome: .accepted).closeDrained)
     }
 
+    @Test("A 410 is done only once its feedback entry is stored: status 10 does not name it before")
+    func unregisteredWaitsForTheStore() {
+        var machine = Self.machine()
+        let first = Self.forward(&machine, 1)
+        let second = Self.forward(&machine, 2)
+        _ = machine.upstreamCompleted(first, outcome: .accepted)
+        let gone = machine.upstreamCompleted(second, outcome: .unregistered(timestamp: 7))
+        #expect(gone.feedback != nil)
+        #expect(machine.inFlightCount == 0)
+        let farewellBefore = machine.shutdownRequested()
+        #expect(farewellBefore == nil, "the 410's entry is not stored yet")
+        let stored = machine.feedbackStored(second)
+        #expect(stored.farewell?.packet == .init(status: .shutdown, identifier: .init(rawValue: 2)))
+    }
+
+    @Test("A drained connection closes only after the last 410's entry is stored")
+    func drainWaitsForTheStore() {
+        var machine = Self.machine()
+        let sequence = Self.forward(&machine, 1)
+        machine.inputClosed()
+        let closesNow = machine.inputExhausted()
+        #expect(!closesNow)
+        #expect(machine.upstreamCompleted(sequence, outcome: .unregistered(timestamp: 1)).closeDrained == false)
+        #expect(machine.feedbackStored(sequence).closeDrained)
+    }
+
     @Test("No topic: status 3 for every frame")
     func missingTopic() {
         var machine = ProviderSessionStateMachine(tenant: Tenant(name: "x", topic: nil, environment: .production))

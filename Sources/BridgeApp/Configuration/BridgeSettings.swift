@@ -189,6 +189,7 @@ public struct BridgeSettings: Sendable {
         upstream.connectTimeout = .init(try settings.seconds("upstream.connectTimeoutSeconds", default: 10, range: 0.1...600))
         upstream.pingInterval = .init(try settings.seconds("upstream.pingIntervalSeconds", default: 60, range: 1...3600))
         upstream.retryBudget = .init(try settings.seconds("upstream.retryBudgetSeconds", default: 30, range: 0...3600))
+        upstream.requestTimeout = .init(try settings.seconds("upstream.requestTimeoutSeconds", default: 10, range: 0.1...600))
         upstream.maximumQueuedRequests = try settings.int("upstream.maximumQueuedRequests", default: 100_000, range: 1...10_000_000)
 
         // Store.

@@ -49,6 +49,11 @@ public struct ProviderSessionStateMachine {
         var outcome: NotificationOutcome?
         /// Whether this notification became a resend record when the farewell was decided.
         var isRecorded = false
+        /// A 410 whose feedback entry is not stored yet: the notification is not done until it
+        /// is (status 10 never names it, the window keeps its place, a drained connection waits).
+        var awaitingStore = false
+
+        var isDone: Bool { self.outcome != nil && !self.awaitingStore }
     }
 
     private struct Failure {
@@ -135,7 +140,9 @@ public struct ProviderSessionStateMachine {
     }
 
     public struct UpstreamCompletedAction: Hashable, Sendable {
-        /// A 410 puts the token on the tenant's feedback list; a 200 takes it off.
+        /// A 410 puts the token on the tenant's feedback list; a 200 takes it off. For a 410,
+        /// the notification is done only once the entry is stored: report that with
+        /// ``ProviderSessionStateMachine/feedbackStored(_:)``.
         public var feedback: FeedbackChange?
         /// The farewell, when this outcome decided it.
         public var farewell: Farewell?
@@ -227,6 +234,7 @@ public struct ProviderSessionStateMachine {
         var action = UpstreamCompletedAction()
         switch outcome {
         case .unregistered(let timestamp):
+            self.entries[index].awaitingStore = true
             action.feedback = .unregistered(
                 FeedbackEntry(
                     tenant: self.tenant.name,
@@ -272,6 +280,36 @@ public struct ProviderSessionStateMachine {
             if self.entries[index].isRecorded {
                 action.resolvedRecord = RecordDraft(frame: frame, outcome: outcome)
             }
+            self.popCompletedHead()
+        }
+        return action
+    }
+
+    /// The feedback entry of a 410 is stored (or could not be: that was logged): the
+    /// notification is done.
+    public mutating func feedbackStored(_ sequence: Sequence) -> UpstreamCompletedAction {
+        precondition(sequence < self.nextSequence, "feedback stored for unknown notification \(sequence)")
+        guard sequence >= self.headSequence else {
+            // A failure was decided meanwhile: deciding it took this notification off the window
+            // (its outcome was known), so there is nothing left to wait for.
+            return .none
+        }
+        let index = self.entries.index(self.entries.startIndex, offsetBy: Int(sequence - self.headSequence))
+        precondition(self.entries[index].awaitingStore, "feedback stored twice for notification \(sequence)")
+        self.entries[index].awaitingStore = false
+        var action = UpstreamCompletedAction()
+        switch self.state {
+        case .active:
+            self.popCompletedHead()
+            action.closeDrained = self.isDrained
+        case .shuttingDown:
+            self.popCompletedHead()
+            if self.entries.isEmpty {
+                action.farewell = self.shutdownFarewell()
+            }
+        case .failing:
+            action.farewell = self.decideFailureIfPossible()
+        case .finished:
             self.popCompletedHead()
         }
         return action
@@ -348,7 +386,7 @@ public struct ProviderSessionStateMachine {
     /// Drops completed entries from the head. In `active` and `shuttingDown` no entry is ever
     /// rejected (a rejection moves to `failing`), so what is popped there completed well.
     private mutating func popCompletedHead() {
-        while let head = self.entries.first, head.outcome != nil {
+        while let head = self.entries.first, head.isDone {
             let completed = self.entries.removeFirst()
             self.headSequence += 1
             switch self.state {

@@ -313,6 +313,7 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         // window would make that append copy it.
         let action = self.session!.upstreamCompleted(sequence, outcome: outcome)
         let eventLoop = self.eventLoop!
+        var entryStored: EventLoopFuture<Void>?
 
         if let change = action.feedback {
             let stored = self.dependencies.feedback.apply(change, on: eventLoop)
@@ -324,6 +325,7 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
                     GatewayMetrics.shared.feedbackEntryRecorded()
                     logger.debug("feedback entry stored", metadata: ["token": "\(token)"])
                 }
+                entryStored = stored
             }
             stored.whenFailure { [logger] error in
                 logger.error("could not store a feedback change", metadata: ["error": "\(error)"])
@@ -340,6 +342,18 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
                 logger.error("could not store a resend record's outcome", metadata: ["error": "\(error)"])
             }
         }
+        self.proceed(after: action)
+        // A 410's notification is done once its feedback entry is committed (or could not be).
+        // Registered last: the future may be complete already, and its callback then runs now.
+        entryStored?.hop(to: eventLoop).assumeIsolated().whenComplete { _ in
+            let next = self.session!.feedbackStored(sequence)
+            self.proceed(after: next)
+        }
+    }
+
+    /// After a notification became done: the farewell it decided, the close of a drained
+    /// connection, or more frames from the buffer and the socket.
+    private func proceed(after action: ProviderSessionStateMachine.UpstreamCompletedAction) {
         if let farewell = action.farewell {
             self.sayFarewell(farewell)
         } else if action.closeDrained {

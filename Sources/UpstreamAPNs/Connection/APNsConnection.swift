@@ -85,13 +85,13 @@ final class APNsConnection: Sendable {
         }
     }
 
-    func send(_ request: APNsRequest, authorization: String?) -> EventLoopFuture<APNsResponse> {
+    func send(_ request: APNsRequest, authorization: String?, deadline: NIODeadline) -> EventLoopFuture<APNsResponse> {
         let promise = self.eventLoop.makePromise(of: APNsResponse.self)
         if self.eventLoop.inEventLoop {
-            self.handler.value.send(request, authorization: authorization, promise: promise)
+            self.handler.value.send(request, authorization: authorization, deadline: deadline, promise: promise)
         } else {
             self.eventLoop.execute {
-                self.handler.value.send(request, authorization: authorization, promise: promise)
+                self.handler.value.send(request, authorization: authorization, deadline: deadline, promise: promise)
             }
         }
         return promise.futureResult

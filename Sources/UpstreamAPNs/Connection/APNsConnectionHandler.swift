@@ -39,6 +39,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         var refusedStreamLimit: Int = 100
         var refusedStreamWindow: TimeAmount = .seconds(30)
         var maximumResponseBodyLength: Int = 2048
+        /// How often open streams are checked against their deadlines.
+        var deadlineSweepInterval: TimeAmount = .milliseconds(100)
     }
 
     /// Told to the pool, on the event loop.
@@ -49,6 +51,9 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     private struct OpenStream {
         var promise: EventLoopPromise<APNsResponse>
+        /// When the stream is reset if the server has not answered: an upstream that answers
+        /// PINGs but never a stream must not hold a notification (and its provider) forever.
+        var deadline: NIODeadline
         var status: Int?
         var apnsID: String?
         var body = ByteBuffer()
@@ -78,6 +83,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var refusedTimes: [NIODeadline] = []
     private var inboundWindow = InboundConnectionWindow()
     private var closedDuringRead: [HTTP2StreamID] = []
+    private var deadlineSweep: Scheduled<Void>?
 
     init(configuration: Configuration, readyPromise: EventLoopPromise<Void>, logger: Logger) {
         self.configuration = configuration
@@ -101,7 +107,9 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     // MARK: Requests
 
-    func send(_ request: APNsRequest, authorization: String?, promise: EventLoopPromise<APNsResponse>) {
+    /// Writes the request on a new stream; the stream is reset, and the promise failed as
+    /// interrupted, if no answer has come by `deadline`.
+    func send(_ request: APNsRequest, authorization: String?, deadline: NIODeadline, promise: EventLoopPromise<APNsResponse>) {
         guard let context, !self.isClosed, !self.isGoingAway else {
             promise.fail(APNsStreamFailure.unprocessed("the connection is closing"))
             return
@@ -113,7 +121,10 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         } else {
             self.nextStreamID = HTTP2StreamID(Int32(streamID) + 2)
         }
-        self.streams[streamID] = OpenStream(promise: promise)
+        self.streams[streamID] = OpenStream(promise: promise, deadline: deadline)
+        if self.deadlineSweep == nil {
+            self.scheduleDeadlineSweep(context: context)
+        }
         let headers = self.headerEncoder.headers(for: request, authorization: authorization)
         let hasBody = request.payload.readableBytes > 0
         context.write(
@@ -159,6 +170,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         self.isClosed = true
         self.pingTask?.cancel()
         self.pingTask = nil
+        self.deadlineSweep?.cancel()
+        self.deadlineSweep = nil
         if !self.isReady {
             self.readyPromise.fail(APNsStreamFailure.unprocessed("the connection closed before HTTP/2 was set up"))
         }
@@ -349,6 +362,44 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         guard limit != self.reportedLimit else { return }
         self.reportedLimit = limit
         self.events?.limitChanged(limit)
+    }
+
+    // MARK: Deadlines
+
+    /// One timer per connection while streams are open, rather than one per request.
+    private func scheduleDeadlineSweep(context: ChannelHandlerContext) {
+        self.deadlineSweep = context.eventLoop.assumeIsolated().scheduleTask(in: self.configuration.deadlineSweepInterval) {
+            self.sweepExpiredStreams()
+        }
+    }
+
+    /// Resets the streams whose deadline has passed (RST_STREAM CANCEL) and fails them as
+    /// interrupted: the server may have processed them, so the client retries only within its
+    /// budget, like any other interrupted stream.
+    private func sweepExpiredStreams() {
+        self.deadlineSweep = nil
+        guard let context, !self.isClosed else { return }
+        let now = NIODeadline.now()
+        let expired = self.streams.filter { $0.value.deadline <= now }.map(\.key)
+        if !expired.isEmpty {
+            self.logger.warning(
+                "upstream did not answer in time; resetting the streams",
+                metadata: ["streams": "\(expired.count)", "open_streams": "\(self.streams.count)"]
+            )
+            UpstreamMetrics.shared.streamsTimedOut(expired.count)
+        }
+        for streamID in expired {
+            guard let stream = self.streams.removeValue(forKey: streamID) else { continue }
+            context.write(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.cancel))), promise: nil)
+            stream.promise.fail(APNsStreamFailure.interrupted("no answer before the request's deadline; stream reset"))
+        }
+        if !expired.isEmpty {
+            context.flush()
+            self.closeIfDrained(context: context)
+        }
+        if !self.streams.isEmpty, !self.isClosed {
+            self.scheduleDeadlineSweep(context: context)
+        }
     }
 
     // MARK: Health

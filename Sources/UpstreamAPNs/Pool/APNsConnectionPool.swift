@@ -92,7 +92,8 @@ final class APNsConnectionPool: Sendable {
     var usableConnectionCount: Int { self.state.withLock { $0.usableConnections } }
 
     /// Sends one request on the connection with the most room (other than `avoid`, where
-    /// possible), or queues it until `deadline`. The future always succeeds.
+    /// possible), or queues it until `deadline`; a request sent but not answered by `deadline`
+    /// has its stream reset. The future always succeeds.
     func execute(
         _ request: APNsRequest,
         authorization: String?,
@@ -123,7 +124,7 @@ final class APNsConnectionPool: Sendable {
         }
         switch action {
         case .send(let connection):
-            self.send(request, authorization: authorization, on: connection, promise: promise)
+            self.send(request, authorization: authorization, deadline: deadline, on: connection, promise: promise)
         case .queued(let startSweep):
             if startSweep {
                 self.scheduleDeadlineSweep(on: eventLoop)
@@ -173,9 +174,15 @@ final class APNsConnectionPool: Sendable {
         return best?.id ?? avoided
     }
 
-    private func send(_ request: APNsRequest, authorization: String?, on connection: APNsConnection, promise: EventLoopPromise<AttemptResult>) {
+    private func send(
+        _ request: APNsRequest,
+        authorization: String?,
+        deadline: NIODeadline,
+        on connection: APNsConnection,
+        promise: EventLoopPromise<AttemptResult>
+    ) {
         let id = connection.id
-        connection.send(request, authorization: authorization).whenComplete { result in
+        connection.send(request, authorization: authorization, deadline: deadline).whenComplete { result in
             let attempt: AttemptResult
             switch result {
             case .success(let response):
@@ -217,7 +224,7 @@ final class APNsConnectionPool: Sendable {
             self.logger.trace("dispatched queued requests", metadata: ["count": "\(sends.count)"])
         }
         for (waiter, connection) in sends {
-            self.send(waiter.request, authorization: waiter.authorization, on: connection, promise: waiter.promise)
+            self.send(waiter.request, authorization: waiter.authorization, deadline: waiter.deadline, on: connection, promise: waiter.promise)
         }
     }
 

@@ -101,11 +101,13 @@ struct UpstreamBasicsTests {
     func retryBudgetExhausted() async throws {
         let harness = try await UpstreamHarness.start(configureClient: { $0.retryBudget = .milliseconds(300) })
         defer { Task { await harness.stop() } }
+        // The connection is set up first, so that the short budget is spent on retries.
+        #expect(try await harness.send(UpstreamHarness.notification(3)) == .accepted)
         harness.mock.script.fail(1_000, status: 429, reason: .tooManyRequests, token: FrameBuilder.token(1).hexDump(format: .compact))
         harness.mock.script.fail(1_000, status: 503, reason: .serviceUnavailable, token: FrameBuilder.token(2).hexDump(format: .compact))
         #expect(try await harness.send(UpstreamHarness.notification(1)) == .dropped)
         #expect(try await harness.send(UpstreamHarness.notification(2)) == .rejected(.processingError))
-        #expect(harness.mock.ledger.accepted.isEmpty)
+        #expect(harness.mock.ledger.accepted.count == 1, "only the first one")
     }
 
     @Test("A notification whose expiry has passed is not retried")

@@ -116,6 +116,23 @@ struct UpstreamFaultTests {
         #expect(openDuringLimitOfOne <= 500)
     }
 
+    @Test("An upstream that answers PINGs but never a stream: each attempt's stream is reset, retried within the budget, then status 1")
+    func unansweredStreamsAreBounded() async throws {
+        let harness = try await UpstreamHarness.start(configureClient: {
+            $0.retryBudget = .seconds(2)
+            $0.requestTimeout = .milliseconds(400)
+            $0.pingInterval = .milliseconds(200)
+        })
+        defer { Task { await harness.stop() } }
+        harness.mock.script.delayResponses(by: .seconds(150))
+        let outcomes = try await sendMany(harness, count: 3, concurrency: 3)
+        #expect(outcomes.count == 3)
+        #expect(outcomes.values.allSatisfy { $0 == .rejected(.processingError) })
+        #expect(harness.mock.ledger.counters.answered == 0, "nothing was answered: the budget, not an answer, ended the wait")
+        #expect(harness.mock.ledger.counters.pingsReceived > 0, "the connection stayed healthy by its PINGs")
+        #expect(harness.client.currentStatistics.retries >= 3, "each notification was tried again after its first stream was reset")
+    }
+
     @Test("A connection whose PINGs go unanswered is replaced within two ping intervals")
     func unansweredPings() async throws {
         let harness = try await UpstreamHarness.start(configureClient: {
