@@ -70,6 +70,7 @@ let package = Package(
                 .product(name: "UpstreamAPNs", package: "apns-bridge"),
                 .product(name: "MockAPNs", package: "apns-bridge"),
                 .product(name: "BridgeTestSupport", package: "apns-bridge"),
+                .product(name: "BridgeStores", package: "apns-bridge"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -47,34 +47,51 @@ public final class BridgeRuntime: Sendable {
     ///
     /// - Parameter metrics: the registry `/metrics` exports (``BridgeMetrics/bootstrapPrometheus()``).
     public static func start(_ settings: BridgeSettings, metrics: PrometheusCollectorRegistry?, logger: Logger) async throws -> BridgeRuntime {
-        let store = try await BridgeStoreLocation.open(settings.storeLocation, configuration: settings.store, logger: logger)
+        // Everything that can be checked without side effects was checked by BridgeSettings.load;
+        // what still fails here is named by its key (ConfigurationError), never a bare error.
+        let credentialSet: [String: APNsCredentials]
+        do {
+            credentialSet = try settings.makeCredentials(logger: logger)
+        } catch {
+            throw ConfigurationError(key: "credentials", "cannot open the upstream credentials: \(error)")
+        }
+        let store: any BridgeStore
+        do {
+            store = try await BridgeStoreLocation.open(settings.storeLocation, configuration: settings.store, logger: logger)
+        } catch {
+            throw ConfigurationError(key: "store.url", "cannot open \(BridgeStoreLocation.redacted(settings.storeLocation)): \(error)")
+        }
         do {
             var clients: [String: APNsClient] = [:]
-            for (name, credentials) in try settings.makeCredentials(logger: logger) {
+            for (name, credentials) in credentialSet {
                 var clientLogger = logger
                 clientLogger[metadataKey: "credentials"] = "\(name)"
                 clients[name] = try APNsClient(configuration: settings.upstream, credentials: credentials, logger: clientLogger)
             }
             let upstream = APNsClientSet(clients: clients, defaultCredentials: settings.defaultCredentials)
             let tls = try LegacyTLSContext(configuration: settings.gateway.tls, tenantResolver: settings.tenants, logger: logger)
-            let gateway = try await GatewayServer.start(
-                configuration: settings.gateway,
-                upstream: upstream,
-                resendRecords: store,
-                feedback: store,
-                tenantResolver: settings.tenants,
-                tlsContext: tls,
-                logger: logger
-            )
-            let feedback: FeedbackServer
-            do {
-                feedback = try await FeedbackServer.start(
-                    configuration: settings.feedback,
-                    store: store,
+            let gateway = try await Self.listening("gateway.listen", settings.gateway.host, settings.gateway.port) {
+                try await GatewayServer.start(
+                    configuration: settings.gateway,
+                    upstream: upstream,
+                    resendRecords: store,
+                    feedback: store,
                     tenantResolver: settings.tenants,
                     tlsContext: tls,
                     logger: logger
                 )
+            }
+            let feedback: FeedbackServer
+            do {
+                feedback = try await Self.listening("feedback.listen", settings.feedback.host, settings.feedback.port) {
+                    try await FeedbackServer.start(
+                        configuration: settings.feedback,
+                        store: store,
+                        tenantResolver: settings.tenants,
+                        tlsContext: tls,
+                        logger: logger
+                    )
+                }
             } catch {
                 await gateway.close()
                 throw error
@@ -84,13 +101,15 @@ public final class BridgeRuntime: Sendable {
             var admin: AdminServer?
             if let address = settings.admin {
                 do {
-                    admin = try await AdminServer.start(
-                        host: address.host,
-                        port: address.port,
-                        probes: readiness.probes,
-                        registry: metrics,
-                        logger: logger
-                    )
+                    admin = try await Self.listening("admin.listen", address.host, address.port) {
+                        try await AdminServer.start(
+                            host: address.host,
+                            port: address.port,
+                            probes: readiness.probes,
+                            registry: metrics,
+                            logger: logger
+                        )
+                    }
                 } catch {
                     await feedback.close()
                     await gateway.close()
@@ -111,6 +130,19 @@ public final class BridgeRuntime: Sendable {
         } catch {
             await store.close()
             throw error
+        }
+    }
+
+    /// Binds a listener; a failure (a port in use, an address not on this machine) names the key
+    /// and the address.
+    private static func listening<Server>(_ key: String, _ host: String, _ port: Int, _ start: () async throws -> Server) async throws -> Server {
+        do {
+            return try await start()
+        } catch let error as ConfigurationError {
+            throw error
+        } catch {
+            let address = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+            throw ConfigurationError(key: key, "cannot listen on \(address): \(error)")
         }
     }
 

@@ -31,7 +31,13 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let metrics = BridgeMetrics.bootstrapPrometheus()
         let logger = Logger(label: "apns-bridge")
-        let runtime = try await BridgeRuntime.start(settings, metrics: metrics, logger: logger)
+        let runtime: BridgeRuntime
+        do {
+            runtime = try await BridgeRuntime.start(settings, metrics: metrics, logger: logger)
+        } catch let error as ConfigurationError {
+            FileHandle.standardError.write(Data("apns-bridge: \(error)\n".utf8))
+            throw ExitCode(78)  // EX_CONFIG, as for the settings themselves
+        }
         // One line on standard output for scripts and tests that start the bridge on port 0.
         let ports = "gateway=\(runtime.gateway.localAddress.port ?? 0) feedback=\(runtime.feedback.localAddress.port ?? 0) admin=\(runtime.admin?.localAddress.port.map(String.init) ?? "off")"
         FileHandle.standardOutput.write(Data("ready \(ports)\n".utf8))

@@ -191,3 +191,93 @@ struct ConfigurationTests {
         }
     }
 }
+
+/// Issue 18, part 3: `check-config` (BridgeSettings.load) catches what `serve` would fail on.
+@Suite("Configuration: what serve would fail on")
+struct ConfigurationFailsEarlyTests {
+    typealias Files = ConfigurationTests.Files
+
+    static func loadError(_ flags: [String: String]) async throws -> ConfigurationError {
+        let reader = try await SettingsReader(flags: flags, environment: [:], file: nil)
+        return try #require(throws: ConfigurationError.self) { try BridgeSettings.load(from: reader) }
+    }
+
+    @Test("A private key that is not the certificate's is refused, naming tls.privateKey")
+    func mismatchedKey() async throws {
+        let files = try Files()
+        defer { files.remove() }
+        // Another identity's key beside the gateway's certificate.
+        let other = try TestPKI()
+        _ = try other.server.writePEMFiles(to: files.directory, name: "other")
+        var flags = files.basics
+        flags["tls.privateKey"] = files.directory + "/other.key"
+        let error = try await Self.loadError(flags)
+        #expect(error.key == "tls.privateKey")
+        #expect(error.description.contains("other.key"))
+        #expect(error.description.contains("APNS_BRIDGE_TLS_PRIVATE_KEY"))
+    }
+
+    @Test("An upstream certificate with another certificate's key is refused")
+    func mismatchedUpstreamKey() async throws {
+        let files = try Files()
+        defer { files.remove() }
+        let other = try TestPKI()
+        _ = try other.server.writePEMFiles(to: files.directory, name: "other")
+        var flags = files.basics
+        flags["credentials"] = "cert"
+        flags["credential.cert.certificate"] = files.directory + "/gateway.crt"
+        flags["credential.cert.privateKey"] = files.directory + "/other.key"
+        let error = try await Self.loadError(flags)
+        #expect(error.key == "credential.cert.privateKey")
+    }
+
+    @Test("Key and team ids that are not 10 letters and digits are refused", arguments: [
+        ("credential.main.keyId", "KEY123"), ("credential.main.keyId", "KEY1234567X"), ("credential.main.teamId", "TEAM-12345"),
+    ])
+    func identifiers(key: String, value: String) async throws {
+        let files = try Files()
+        defer { files.remove() }
+        var flags = files.basics
+        flags[key] = value
+        let error = try await Self.loadError(flags)
+        #expect(error.key == key)
+    }
+
+    @Test("An unusable store is refused before anything is created: a missing folder, a file that is not a database")
+    func unusableStore() async throws {
+        let files = try Files()
+        defer { files.remove() }
+        var flags = files.basics
+        flags["store.url"] = "sqlite:/nonexistent/dir/x.sqlite"
+        #expect(try await Self.loadError(flags).key == "store.url")
+        #expect(!FileManager.default.fileExists(atPath: "/nonexistent/dir"))
+
+        let notADatabase = files.directory + "/notes.txt"
+        try "not a database\n".write(toFile: notADatabase, atomically: true, encoding: .utf8)
+        flags["store.url"] = "sqlite:" + notADatabase
+        let error = try await Self.loadError(flags)
+        #expect(error.key == "store.url")
+        #expect(error.description.contains("not an SQLite database"))
+
+        flags["store.url"] = "postgres://"
+        #expect(try await Self.loadError(flags).key == "store.url")
+
+        // An empty file (as `touch` leaves it) and a new path are fine.
+        let empty = files.directory + "/empty.sqlite"
+        _ = FileManager.default.createFile(atPath: empty, contents: nil)
+        flags["store.url"] = "sqlite:" + empty
+        _ = try BridgeSettings.load(from: try await SettingsReader(flags: flags, environment: [:], file: nil))
+        flags["store.url"] = "sqlite:" + files.directory + "/new.sqlite"
+        _ = try BridgeSettings.load(from: try await SettingsReader(flags: flags, environment: [:], file: nil))
+        #expect(!FileManager.default.fileExists(atPath: files.directory + "/new.sqlite"), "checking creates nothing")
+    }
+
+    @Test("An unreadable --config names APNS_BRIDGE_CONFIG")
+    func configFileVariable() async throws {
+        let error = try await #require(throws: ConfigurationError.self) {
+            _ = try await SettingsReader(flags: [:], environment: [:], file: "/nonexistent/apns-bridge.yaml")
+        }
+        #expect(error.key == "--config")
+        #expect(error.description.contains("(environment APNS_BRIDGE_CONFIG)"))
+    }
+}

@@ -25,7 +25,8 @@ final class BridgeChild: @unchecked Sendable {
         workspace: Workspace,
         upstreamPort: Int,
         upstreamConnections: Int,
-        extraSettings: [String] = []
+        extraSettings: [String] = [],
+        store: String? = nil
     ) async throws -> BridgeChild {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
             throw LoadToolError("no apns-bridge at \(executable): build it with `swift build -c release --product apns-bridge` in the repository root, or pass --bridge")
@@ -45,7 +46,7 @@ final class BridgeChild: @unchecked Sendable {
             "--upstream", "127.0.0.1:\(upstreamPort)",
             "--upstream-ca", workspace.caPath,
             "--upstream-server-name", "localhost",
-            "--store", "sqlite:\(workspace.directory)/bridge-\(UUID().uuidString).sqlite",
+            "--store", store ?? "sqlite:\(workspace.directory)/bridge-\(UUID().uuidString).sqlite",
             "--log-level", "warning",
             "--set", "upstream.connectionsPerPool=\(upstreamConnections)",
             "--set", "gateway.maximumConnections=20000",

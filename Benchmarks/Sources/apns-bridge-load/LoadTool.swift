@@ -14,7 +14,7 @@ struct LoadTool: AsyncParsableCommand {
             Benchmarks/scripts/run-e2e.sh runs the whole set and draws the plot \
             (docs/performance.md).
             """,
-        subcommands: [BridgeRun.self, ClientRun.self, H2LoadRun.self, IdleRun.self, BackpressureRun.self]
+        subcommands: [BridgeRun.self, ClientRun.self, H2LoadRun.self, IdleRun.self, BackpressureRun.self, KillWindowRun.self]
     )
 }
 
@@ -40,13 +40,14 @@ struct BridgeOptions: ParsableArguments {
     }
 
     /// `apns-bridge serve` with these options, sending to the upstream on `upstreamPort`.
-    func startBridge(workspace: Workspace, upstreamPort: Int) async throws -> BridgeChild {
+    func startBridge(workspace: Workspace, upstreamPort: Int, store: String? = nil) async throws -> BridgeChild {
         try await BridgeChild.start(
             executable: self.executable,
             workspace: workspace,
             upstreamPort: upstreamPort,
             upstreamConnections: self.upstreamConnections,
-            extraSettings: self.settings
+            extraSettings: self.settings,
+            store: store
         )
     }
 }

@@ -197,9 +197,11 @@ public struct BridgeSettings: Sendable {
         guard storeLocation.hasPrefix("sqlite:") || storeLocation.hasPrefix("postgres://") || storeLocation.hasPrefix("postgresql://") else {
             throw ConfigurationError(key: "store.url", "expected sqlite:PATH or postgres://user:password@host:port/database")
         }
+        try Self.checkStoreLocation(storeLocation)
         var store = BridgeStoreConfiguration()
         store.feedbackRetention = try settings.seconds("feedback.retentionDays", default: 30, range: 0.001...3650, unit: "days", secondsPerUnit: 86_400)
         store.resendRecordWindow = try settings.seconds("store.resendWindowSeconds", default: 120, range: 1...86_400)
+        store.sqliteSynchronous = try settings.choice("store.sqliteSynchronous", default: .full, ["full": .full, "normal": .normal])
 
         let admin = try settings.address("admin.listen", default: "127.0.0.1:9180", allowOff: true)
 
@@ -251,7 +253,14 @@ public struct BridgeSettings: Sendable {
                 throw ConfigurationError(key: "tls.clientCA", "\(path) holds no PEM certificate: \(error)")
             }
         }
-        return LegacyTLSConfiguration(certificateChain: chain, privateKey: key, clientCertificateAuthorities: authorities)
+        let configuration = LegacyTLSConfiguration(certificateChain: chain, privateKey: key, clientCertificateAuthorities: authorities)
+        do {
+            // What the listeners do at start: BoringSSL checks that the key is the certificate's.
+            _ = try configuration.makeServerContext()
+        } catch {
+            throw ConfigurationError(key: "tls.privateKey", "\(files.privateKey) is not the private key of \(files.certificate) (\(error))")
+        }
+        return configuration
     }
 
     /// The legacy listeners' TLS with the certificate, key and client CAs read again from
@@ -271,8 +280,14 @@ public struct BridgeSettings: Sendable {
             guard let keyID = settings.string(prefix + "keyId") else {
                 throw ConfigurationError(key: prefix + "keyId", "missing: the key id of \(keyFile) (10 characters, from the Apple developer account)")
             }
+            guard Self.isAppleIdentifier(keyID) else {
+                throw ConfigurationError(key: prefix + "keyId", "\"\(keyID)\" is not a key id: 10 letters and digits, as the Apple developer account shows it (the AuthKey_KEYID.p8 file name)")
+            }
             guard let teamID = settings.string(prefix + "teamId") else {
                 throw ConfigurationError(key: prefix + "teamId", "missing: the team id that owns \(keyFile)")
+            }
+            guard Self.isAppleIdentifier(teamID) else {
+                throw ConfigurationError(key: prefix + "teamId", "\"\(teamID)\" is not a team id: 10 letters and digits")
             }
             do {
                 _ = try P256.Signing.PrivateKey(pemRepresentation: try String(contentsOfFile: keyFile, encoding: .utf8))
@@ -283,23 +298,80 @@ public struct BridgeSettings: Sendable {
         }
         if let certificate = try settings.file(prefix + "certificate") {
             let key = try settings.requiredFile(prefix + "privateKey", why: "the PEM private key of \(certificate)")
+            let credentials: APNsCredentials
             do {
-                _ = try APNsCredentials.certificate(pemCertificateFile: certificate, pemKeyFile: key)
+                credentials = try APNsCredentials.certificate(pemCertificateFile: certificate, pemKeyFile: key)
             } catch {
                 throw ConfigurationError(key: prefix + "certificate", "\(certificate) and \(key) are not a PEM certificate and key: \(error)")
+            }
+            guard Self.keyMatchesCertificate(credentials) else {
+                throw ConfigurationError(key: prefix + "privateKey", "\(key) is not the private key of \(certificate)")
             }
             return .certificate(certificateFile: certificate, privateKeyFile: key)
         }
         if let file = try settings.file(prefix + "pkcs12") {
             let passphrase = settings.string(prefix + "pkcs12Password", secret: true)
+            let credentials: APNsCredentials
             do {
-                _ = try APNsCredentials.certificate(pkcs12File: file, passphrase: passphrase)
+                credentials = try APNsCredentials.certificate(pkcs12File: file, passphrase: passphrase)
             } catch {
                 throw ConfigurationError(key: prefix + "pkcs12", "\(file) cannot be opened (wrong pkcs12Password, or not PKCS#12)")
+            }
+            guard Self.keyMatchesCertificate(credentials) else {
+                throw ConfigurationError(key: prefix + "pkcs12", "the private key in \(file) is not its certificate's")
             }
             return .pkcs12(file: file, passphrase: passphrase)
         }
         throw ConfigurationError(key: prefix + "keyFile", "credentials \(name) need keyFile + keyId + teamId, certificate + privateKey, or pkcs12")
+    }
+
+    /// Apple's key and team ids: 10 ASCII letters and digits.
+    static func isAppleIdentifier(_ text: String) -> Bool {
+        text.count == 10 && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) }
+    }
+
+    /// Whether a client TLS context can be made from the certificate and key, as the upstream
+    /// client will at start (BoringSSL refuses a key that is not the certificate's).
+    static func keyMatchesCertificate(_ credentials: APNsCredentials) -> Bool {
+        guard case .certificate(let chain, let key) = credentials else { return true }
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.certificateChain = chain.map { .certificate($0) }
+        tls.privateKey = .privateKey(key)
+        return (try? NIOSSLContext(configuration: tls)) != nil
+    }
+
+    /// `sqlite:PATH` must name a file that can be created or opened as a database; a
+    /// PostgreSQL URL must parse. Checked before anything is opened or bound.
+    static func checkStoreLocation(_ location: String) throws {
+        if location.hasPrefix("sqlite:") {
+            let path = String(location.dropFirst("sqlite:".count))
+            guard !path.isEmpty else { throw ConfigurationError(key: "store.url", "sqlite: needs a file path") }
+            let directory = (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw ConfigurationError(key: "store.url", "the folder \(directory) of \(path) does not exist")
+            }
+            guard FileManager.default.isWritableFile(atPath: directory) else {
+                throw ConfigurationError(key: "store.url", "the folder \(directory) of \(path) is not writable (SQLite writes its journal beside the file)")
+            }
+            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
+                guard !isDirectory.boolValue else { throw ConfigurationError(key: "store.url", "\(path) is a folder, not a database file") }
+                guard let handle = FileHandle(forReadingAtPath: path) else {
+                    throw ConfigurationError(key: "store.url", "cannot read \(path)")
+                }
+                defer { try? handle.close() }
+                let header = (try? handle.read(upToCount: 16)) ?? Data()
+                if !header.isEmpty, header != Data("SQLite format 3\0".utf8) {
+                    throw ConfigurationError(key: "store.url", "\(path) exists and is not an SQLite database")
+                }
+            }
+        } else {
+            do {
+                _ = try PostgresBridgeStore.clientConfiguration(url: location)
+            } catch {
+                throw ConfigurationError(key: "store.url", "\(BridgeStoreLocation.redacted(location)): \(error)")
+            }
+        }
     }
 
     /// Opens the credentials: signing keys become provider-token sources (one per key, shared by

@@ -58,6 +58,7 @@ public struct SettingsReader: Sendable {
 
     /// The environment variable that sets `key`.
     public static func environmentVariable(for key: String) -> String {
+        if key == "--config" { return "APNS_BRIDGE_CONFIG" }  // the file itself, read by the command
         var name = Self.environmentPrefix
         var previousWasLowercase = false
         for character in key {

@@ -13,7 +13,16 @@ public final class AdminServer: Service, Sendable {
         var isReady: @Sendable () -> Bool
         /// Sets the gauges that are read rather than counted.
         var beforeScrape: @Sendable () -> Void
+
+        public init(isReady: @escaping @Sendable () -> Bool, beforeScrape: @escaping @Sendable () -> Void = {}) {
+            self.isReady = isReady
+            self.beforeScrape = beforeScrape
+        }
     }
+
+    /// A connection that sends no request for this long is closed (a scraper reconnects;
+    /// a forgotten client must not hold a socket forever).
+    public static let idleTimeout: TimeAmount = .seconds(30)
 
     public let localAddress: SocketAddress
     private let channel: any Channel
@@ -26,11 +35,19 @@ public final class AdminServer: Service, Sendable {
     }
 
     /// - Parameter registry: what `/metrics` exports; `nil` answers 404 there.
-    static func start(host: String, port: Int, probes: Probes, registry: PrometheusCollectorRegistry?, logger: Logger) async throws -> AdminServer {
+    public static func start(
+        host: String,
+        port: Int,
+        probes: Probes,
+        registry: PrometheusCollectorRegistry?,
+        idleTimeout: TimeAmount = AdminServer.idleTimeout,
+        logger: Logger
+    ) async throws -> AdminServer {
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: idleTimeout))
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
                     try channel.pipeline.syncOperations.addHandler(AdminRequestHandler(probes: probes, registry: registry))
                 }
@@ -81,10 +98,18 @@ final class AdminRequestHandler: ChannelInboundHandler {
             context.write(self.wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
             context.write(self.wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil)
             let keepAlive = head.isKeepAlive
-            context.writeAndFlush(self.wrapOutboundOut(.end(nil))).whenComplete { [context] _ in
+            context.writeAndFlush(self.wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
                 if !keepAlive { context.close(promise: nil) }
             }
         }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent {
+            context.close(promise: nil)  // idle between requests (or a request that never ends)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     private func answer(_ head: HTTPRequestHead) -> (HTTPResponseStatus, String, [UInt8]) {

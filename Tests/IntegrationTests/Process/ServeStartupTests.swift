@@ -1,0 +1,131 @@
+import BridgeApp
+import BridgeTestSupport
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import Testing
+
+/// Issue 18, parts 3 and 4, on `apns-bridge serve` as a child process: what cannot start is
+/// refused with exit 78 and the key at fault, before a database is created; the admin port
+/// closes idle connections; refusals at the connection cap are logged at a bounded rate.
+@Suite("serve: refusing to start, small bounds (child processes)", .serialized)
+struct ServeStartupTests {
+    /// Runs `apns-bridge` to its exit (30 s at most); returns its exit status and standard error.
+    static func runToExit(_ arguments: [String]) async throws -> (status: Int32, stderr: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: BridgeProcess.executable)
+        process.arguments = arguments
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-exit-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let errorPath = directory.appendingPathComponent("stderr").path
+        _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let deadline = ContinuousClock.now + .seconds(30)
+        while process.isRunning, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        if process.isRunning {
+            process.terminate()
+            throw TimedOut(what: "apns-bridge to exit")
+        }
+        return (process.terminationStatus, (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "")
+    }
+
+    @Test("A port in use: exit 78 naming the key and the address")
+    func portInUse() async throws {
+        let environment = try await BridgeProcess.Environment.make()
+        defer { Task { await environment.close() } }
+        let occupier = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .bind(host: "127.0.0.1", port: 0).get()
+        defer { occupier.close(promise: nil) }
+        let port = try #require(occupier.localAddress?.port)
+        var arguments = environment.arguments
+        let index = try #require(arguments.firstIndex(of: "--feedback"))
+        arguments[index + 1] = "127.0.0.1:\(port)"
+        let (status, stderr) = try await Self.runToExit(arguments + ["--store", "sqlite:\(environment.directory)/store.sqlite"])
+        #expect(status == 78)
+        #expect(stderr.contains("feedback.listen"))
+        #expect(stderr.contains("127.0.0.1:\(port)"))
+    }
+
+    @Test("A key that is not the certificate's, a store that is not a database: exit 78, the key named, no database created")
+    func refusedBeforeAnythingStarts() async throws {
+        let environment = try await BridgeProcess.Environment.make()
+        defer { Task { await environment.close() } }
+        let other = try TestPKI()
+        let otherFiles = try other.server.writePEMFiles(to: environment.directory, name: "other")
+        let store = "\(environment.directory)/never.sqlite"
+
+        let mismatched = try await Self.runToExit(environment.arguments + ["--private-key", otherFiles.privateKey, "--store", "sqlite:\(store)"])
+        #expect(mismatched.status == 78)
+        #expect(mismatched.stderr.contains("tls.privateKey"))
+        #expect(mismatched.stderr.contains("other.key"))
+        #expect(!mismatched.stderr.contains("failedToLoadPrivateKey\n"), "never a bare library error")
+        #expect(!FileManager.default.fileExists(atPath: store))
+
+        let notADatabase = "\(environment.directory)/notes.txt"
+        try "hello\n".write(toFile: notADatabase, atomically: true, encoding: .utf8)
+        let badStore = try await Self.runToExit(environment.arguments + ["--store", "sqlite:\(notADatabase)"])
+        #expect(badStore.status == 78)
+        #expect(badStore.stderr.contains("store.url"))
+        #expect(try String(contentsOfFile: notADatabase, encoding: .utf8) == "hello\n", "the file is left as it was")
+
+        let badKeyID = try await Self.runToExit(
+            environment.arguments.map { $0.hasPrefix(UpstreamHarness.keyID + ":") ? "SHORT:" + $0.dropFirst(UpstreamHarness.keyID.count + 1) : $0 }
+                + ["--store", "sqlite:\(store)"]
+        )
+        #expect(badKeyID.status == 78)
+        #expect(badKeyID.stderr.contains("credential.default.keyId"))
+        #expect(!FileManager.default.fileExists(atPath: store))
+    }
+
+    @Test("Refusals at the connection cap are counted and logged at a bounded rate, not once per connection")
+    func refusalsLoggedAtABoundedRate() async throws {
+        let environment = try await BridgeProcess.Environment.make()
+        defer { Task { await environment.close() } }
+        let bridge = try await BridgeProcess.start(
+            environment,
+            store: "sqlite:\(environment.directory)/store.sqlite",
+            extraArguments: ["--set", "gateway.maximumConnections=1"]
+        )
+        let holder = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+        var refused = 0
+        for _ in 0..<40 {
+            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(to: bridge.gatewayAddress).get()
+            try await channel.closeFuture.get()  // closed by the bridge as soon as it is accepted
+            refused += 1
+        }
+        let metrics = try await ServeProcessTests.get(try #require(bridge.adminPort), "/metrics").body
+        await holder.close()
+        await bridge.terminate()
+        let lines = bridge.log.split(separator: "\n").filter { $0.contains("refusing connections: limit reached") }
+        #expect(refused == 40)
+        #expect(lines.count >= 1)
+        #expect(lines.count <= 2, "one line per interval (10 s), not one per connection: \(lines.count)")
+        let counted = metrics.split(separator: "\n").first { $0.hasPrefix("apns_bridge_refused_connections_total") && $0.contains("reason=\"connections\"") }
+        #expect(counted.flatMap { Double($0.split(separator: " ").last ?? "") } == 40)
+    }
+
+    @Test("The admin port closes a connection that sends nothing")
+    func adminIdle() async throws {
+        var logger = Logger(label: "apns-bridge.test")
+        logger.logLevel = .warning
+        let admin = try await AdminServer.start(
+            host: "127.0.0.1",
+            port: 0,
+            probes: .init(isReady: { true }),
+            registry: nil,
+            idleTimeout: .milliseconds(300),
+            logger: logger
+        )
+        let port = try #require(admin.localAddress.port)
+        #expect(try await ServeProcessTests.get(port, "/healthz").status == 200)
+        let idle = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port).get()
+        try await idle.closeFuture.get()  // the admin server closed it; without the bound this never returns
+        await admin.close()
+    }
+}
