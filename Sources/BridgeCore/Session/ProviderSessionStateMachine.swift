@@ -20,9 +20,9 @@ import NIOCore
 /// still a farewell: the packet reaches a provider that only half-closed.
 ///
 /// ## Events
-/// `frameReceived`, `decodeFailed`, `upstreamCompleted`, `shutdownRequested`,
-/// `shutdownGraceExpired`, `inputClosed`, `inputExhausted`: one `mutating func` each,
-/// returning what to do.
+/// `frameReceived`, `decodeFailed`, `upstreamCompleted`, `feedbackStored` (a 410's notification
+/// is done only once its feedback entry is stored), `shutdownRequested`, `shutdownGraceExpired`,
+/// `inputClosed`, `inputExhausted`: one `mutating func` each, returning what to do.
 ///
 /// ## Invariants
 /// - Notifications get consecutive sequence numbers; `entries` holds, in order, every forwarded

@@ -285,14 +285,16 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         case .forward(let sequence, let notification):
             GatewayMetrics.shared.forwardStarted()
             let eventLoop = self.eventLoop!
-            let outcome = self.dependencies.dispatcher.dispatch(notification, on: eventLoop)
-            self.dependencies.inFlight.track(outcome)
-            outcome
+            // Finished only after the outcome was handled: handling it may forward the next
+            // frame, so the count never touches zero while a closed connection still drains.
+            self.dependencies.inFlight.started()
+            self.dependencies.dispatcher.dispatch(notification, on: eventLoop)
                 .hop(to: eventLoop)
                 .assumeIsolated()
                 .whenSuccess { outcome in
                     GatewayMetrics.shared.forwardFinished()
                     self.upstreamCompleted(sequence, outcome: outcome)
+                    self.dependencies.inFlight.finished()
                 }
         case .close(let farewell):
             GatewayMetrics.shared.refused(farewell.status, reason: failureReason)

@@ -53,8 +53,15 @@ public final class SQLiteBridgeStore: BridgeStore {
         self.horizons = horizons
         self.batcher = FeedbackWriteBatcher(maximumQueued: configuration.maximumQueuedFeedbackChanges) { batch in
             try await lock.withLock {
-                try await Self.transaction(connection) {
+                if Self.statementCount(batch) == 1 {
+                    // One statement is atomic by itself: no BEGIN and COMMIT around it, which are
+                    // two more trips to the thread pool before a 410 is durable (the usual batch:
+                    // a few 410s, or a few 200s clearing tokens).
                     try await Self.write(batch, to: connection, now: configuration.nowSeconds)
+                } else {
+                    try await Self.transaction(connection) {
+                        try await Self.write(batch, to: connection, now: configuration.nowSeconds)
+                    }
                 }
             }
         }
@@ -174,6 +181,12 @@ public final class SQLiteBridgeStore: BridgeStore {
 
     /// Rows per statement: well under SQLite's limit of bound parameters.
     private static let rowsPerStatement = 200
+
+    /// How many statements ``write(_:to:now:)`` runs for a batch.
+    private static func statementCount(_ batch: FeedbackWriteBatcher.Batch) -> Int {
+        func statements(_ rows: Int) -> Int { (rows + Self.rowsPerStatement - 1) / Self.rowsPerStatement }
+        return statements(batch.entries.count) + statements(batch.removals.count)
+    }
 
     private static func write(_ batch: FeedbackWriteBatcher.Batch, to connection: SQLiteConnection, now: Int64) async throws {
         let entries = batch.entries
