@@ -112,6 +112,32 @@ struct ResendTests {
         await third.close()
     }
 
+    @Test("A remembered failure is reported under the identifier of the resent frame, whatever the client renumbered it to")
+    func rememberedFailureUnderTheResentIdentifier() async throws {
+        let harness = try await GatewayHarness.start(script: { notification, _ in
+            switch notification.frame.identifier.rawValue {
+            case 1: .init(.rejected(.invalidToken), after: .milliseconds(50))
+            case 2: .init(.rejected(.invalidToken), after: .milliseconds(300))
+            default: .init(.accepted)
+            }
+        })
+        defer { Task { await harness.stop() } }
+        let first = try await harness.connect()
+        try await first.send(Self.frames(1...2))
+        var firstReceived = try await first.bytesUntilClose()
+        #expect(firstReceived.readErrorResponse() == .init(status: .invalidToken, identifier: .init(rawValue: 1)))
+
+        // The client rebuilds its queue from the failed position and numbers it from 0: the
+        // frame for token 2 now carries identifier 0.
+        let second = try await harness.connect()
+        try await second.send(
+            FrameBuilder.frame(.itemized, identifier: 0, expiration: 86_400, token: FrameBuilder.token(2), payload: Self.payload)
+        )
+        var secondReceived = try await second.bytesUntilClose()
+        #expect(secondReceived.readErrorResponse() == .init(status: .invalidToken, identifier: .init(rawValue: 0)))
+        #expect(harness.upstream.ledger.map(\.frame.identifier.rawValue) == [1, 2], "the resend was not sent again")
+    }
+
     @Test("410 Unregistered is accepted silently and recorded for the feedback list")
     func unregisteredGoesToFeedback() async throws {
         let harness = try await GatewayHarness.start(script: { notification, _ in

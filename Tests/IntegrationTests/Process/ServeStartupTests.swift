@@ -1,7 +1,9 @@
 import BridgeApp
 import BridgeTestSupport
 import Foundation
+import LegacyProtocol
 import Logging
+import MockAPNs
 import NIOCore
 import NIOPosix
 import Testing
@@ -92,7 +94,11 @@ struct ServeStartupTests {
             store: "sqlite:\(environment.directory)/store.sqlite",
             extraArguments: ["--set", "gateway.maximumConnections=1"]
         )
+        // The one connection the cap allows, admitted and through its handshake before the rest
+        // arrive: a notification through it reaching the mock proves both.
         let holder = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+        try await holder.send(FrameBuilder.frame(.itemized, identifier: 1, token: FrameBuilder.token(1), payload: FrameBuilder.payload()))
+        #expect(await environment.mock.ledger.waitForAccepted(1))
         var refused = 0
         for _ in 0..<40 {
             let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(to: bridge.gatewayAddress).get()
