@@ -8,10 +8,19 @@ public final class ScriptedUpstream: NotificationUpstream {
     public struct Reply: Sendable {
         public var outcome: NotificationOutcome
         public var delay: TimeAmount
+        /// When set, the answer waits for this future (the test decides when), then `delay`.
+        public var gate: EventLoopFuture<Void>?
 
         public init(_ outcome: NotificationOutcome, after delay: TimeAmount = .zero) {
             self.outcome = outcome
             self.delay = delay
+        }
+
+        /// An answer held until `gate` completes.
+        public init(_ outcome: NotificationOutcome, when gate: EventLoopFuture<Void>) {
+            self.outcome = outcome
+            self.delay = .zero
+            self.gate = gate
         }
     }
 
@@ -44,6 +53,9 @@ public final class ScriptedUpstream: NotificationUpstream {
         }
         for promise in ready { promise.succeed() }
         let reply = self.script(notification, arrival)
+        if let gate = reply.gate {
+            return gate.hop(to: eventLoop).map { reply.outcome }
+        }
         if reply.delay == .zero {
             return eventLoop.makeSucceededFuture(reply.outcome)
         }

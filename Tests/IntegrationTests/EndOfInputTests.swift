@@ -78,9 +78,12 @@ struct EndOfInputTests {
 
     @Test("A failure decided after a half-close still reaches the provider, and nothing after it is forwarded")
     func failureAfterHalfClose() async throws {
+        // Notification 300's answer is held until the provider has half-closed.
+        let halfClosed = MultiThreadedEventLoopGroup.singleton.any().makePromise(of: Void.self)
+        defer { halfClosed.succeed() }  // never leaked, whatever fails (a second success is ignored)
         let harness = try await GatewayHarness.start(script: { notification, _ in
             notification.frame.identifier.rawValue == 300
-                ? .init(.rejected(.invalidToken), after: .milliseconds(100))
+                ? .init(.rejected(.invalidToken), when: halfClosed.futureResult)
                 : .init(.accepted, after: .milliseconds(20))
         }) {
             $0.session.maximumInFlight = 32
@@ -89,6 +92,7 @@ struct EndOfInputTests {
         let client = try await harness.connect()
         try await client.send(ResendTests.frames(1...1_000))
         try await client.closeOutput()
+        halfClosed.succeed()
         var received = try await client.bytesUntilClose(timeout: .seconds(120))
         #expect(received.readErrorResponse() == ErrorResponsePacket(status: .invalidToken, identifier: .init(rawValue: 300)))
         let forwarded = Set(harness.upstream.ledger.map(\.frame.identifier.rawValue))
