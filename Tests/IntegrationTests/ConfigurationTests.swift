@@ -224,7 +224,7 @@ struct ConfigurationFailsEarlyTests {
         let other = try TestPKI()
         _ = try other.server.writePEMFiles(to: files.directory, name: "other")
         var flags = files.basics
-        flags["credentials"] = "cert"
+        flags["credentials"] = "main,cert"
         flags["credential.cert.certificate"] = files.directory + "/gateway.crt"
         flags["credential.cert.privateKey"] = files.directory + "/other.key"
         let error = try await Self.loadError(flags)
@@ -279,5 +279,72 @@ struct ConfigurationFailsEarlyTests {
         }
         #expect(error.key == "--config")
         #expect(error.description.contains("(environment APNS_BRIDGE_CONFIG)"))
+    }
+}
+
+/// Issue 17, part 5: a key the bridge does not know is refused, naming the nearest known key.
+@Suite("Configuration: unknown keys")
+struct UnknownKeyTests {
+    typealias Files = ConfigurationTests.Files
+
+    @Test(
+        "A misspelt key in the file is refused, naming the key and the nearest known one",
+        arguments: [
+            ("tls:\n  certficate: /x.pem\n", "tls.certficate", "tls.certificate"),
+            ("gateway:\n  maximumInFlght: 10\n", "gateway.maximumInFlght", "gateway.maximumInFlight"),
+            ("upstream:\n  retryBudget: 5\n", "upstream.retryBudget", "upstream.retryBudgetSeconds"),
+        ]
+    )
+    func misspeltInFile(yaml: String, key: String, nearest: String) async throws {
+        let files = try Files()
+        defer { files.remove() }
+        let file = try files.write(yaml)
+        let reader = try await SettingsReader(flags: files.basics, environment: [:], file: file)
+        let error = try #require(throws: ConfigurationError.self) { try BridgeSettings.load(from: reader) }
+        #expect(error.key == key)
+        #expect(error.description.contains("did you mean \(nearest)?"))
+    }
+
+    @Test("A misspelt --set key, and a tenant not listed in tenants, are refused")
+    func flagsAndNames() async throws {
+        let files = try Files()
+        defer { files.remove() }
+        var flags = files.basics
+        flags["gateway.maximumConections"] = "5"
+        let flagReader = try await SettingsReader(flags: flags, environment: [:], file: nil)
+        var error = try #require(throws: ConfigurationError.self) { try BridgeSettings.load(from: flagReader) }
+        #expect(error.key == "gateway.maximumConections")
+        #expect(error.description.contains("gateway.maximumConnections"))
+
+        let file = try files.write("tenants: [shop]\ntenant:\n  shop:\n    uid: com.example.shop\n  news:\n    uid: com.example.news\n")
+        let fileReader = try await SettingsReader(flags: files.basics, environment: [:], file: file)
+        error = try #require(throws: ConfigurationError.self) { try BridgeSettings.load(from: fileReader) }
+        #expect(error.key == "tenant.news.uid")
+        #expect(error.description.contains("tenants"))
+    }
+
+    @Test("Every key the settings read is a known key, and every known fixed key is documented")
+    func knownKeysMatchTheCodeAndTheDocs() async throws {
+        let files = try Files()
+        defer { files.remove() }
+        // A configuration with two tenants and two credentials, read completely.
+        var flags = files.basics
+        flags["credentials"] = "main,cert"
+        flags["credential.cert.certificate"] = files.directory + "/gateway.crt"
+        flags["credential.cert.privateKey"] = files.directory + "/gateway.key"
+        flags["tenants"] = "a,b"
+        flags["tenant.a.uid"] = "com.a"
+        flags["tenant.b.uid"] = "com.b"
+        flags["tenant.b.credentials"] = "cert"
+        let reader = try await SettingsReader(flags: flags, environment: [:], file: nil)
+        _ = try BridgeSettings.load(from: reader)
+        let known = BridgeSettings.knownKeys(tenants: ["a", "b"], credentials: ["main", "cert"])
+        #expect(reader.requestedKeys.subtracting(known).isEmpty, "read but not known: \(reader.requestedKeys.subtracting(known).sorted())")
+
+        let docs = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("docs/configuration.md")
+        let text = try String(contentsOf: docs, encoding: .utf8)
+        let undocumented = BridgeSettings.fixedKeys.filter { !text.contains("| `\($0)` |") }
+        #expect(undocumented.isEmpty, "not in docs/configuration.md: \(undocumented.sorted())")
     }
 }

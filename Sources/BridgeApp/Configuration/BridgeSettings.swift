@@ -51,6 +51,7 @@ public struct BridgeSettings: Sendable {
     /// Reads, checks and resolves the settings; a ``ConfigurationError`` names the first key
     /// that cannot be used.
     public static func load(from settings: SettingsReader) throws -> BridgeSettings {
+        try Self.rejectUnknownKeys(settings)
         let logLevel = try settings.choice(
             "log.level",
             default: Logger.Level.info,
@@ -219,6 +220,52 @@ public struct BridgeSettings: Sendable {
             store: store,
             admin: admin
         )
+    }
+
+    /// Every key without a name in it (docs/configuration.md lists them all).
+    public static let fixedKeys: Set<String> = [
+        "log.level", "environment", "acceptUnlistedCertificates", "defaultCredentials", "credentials", "tenants",
+        "gateway.listen", "gateway.maximumConnections", "gateway.maximumHandshakes", "gateway.maximumHandshakesPerAddress",
+        "gateway.maximumInFlight", "gateway.handshakeTimeoutSeconds", "gateway.idleTimeoutSeconds", "gateway.shutdownGraceSeconds",
+        "feedback.listen", "feedback.maximumConnections", "feedback.maximumHandshakes", "feedback.maximumHandshakesPerAddress",
+        "feedback.writeTimeoutSeconds", "feedback.only32ByteTokens", "feedback.retentionDays",
+        "tls.certificate", "tls.privateKey", "tls.clientCA", "tls.pinnedFingerprints", "tls.allowTLS13", "tls.allowLegacyTLS",
+        "tls.reloadIntervalSeconds",
+        "upstream.production", "upstream.sandbox", "upstream.ca", "upstream.serverName", "upstream.connectionsPerPool",
+        "upstream.maximumStreamsPerConnection", "upstream.connectTimeoutSeconds", "upstream.pingIntervalSeconds",
+        "upstream.retryBudgetSeconds", "upstream.requestTimeoutSeconds", "upstream.maximumQueuedRequests",
+        "store.url", "store.resendWindowSeconds", "store.sqliteSynchronous",
+        "admin.listen",
+    ]
+
+    /// The keys of one tenant and of one set of credentials, after `tenant.NAME.` and
+    /// `credential.NAME.`.
+    public static let tenantKeys: Set<String> = ["uid", "topic", "environment", "credentials", "fingerprints"]
+    public static let credentialKeys: Set<String> = ["keyFile", "keyId", "teamId", "certificate", "privateKey", "pkcs12", "pkcs12Password"]
+
+    /// Every valid key, for the tenants and credentials the settings list.
+    public static func knownKeys(tenants: [String], credentials: [String]) -> Set<String> {
+        var keys = Self.fixedKeys
+        for name in tenants { keys.formUnion(Self.tenantKeys.map { "tenant.\(name).\($0)" }) }
+        for name in credentials { keys.formUnion(Self.credentialKeys.map { "credential.\(name).\($0)" }) }
+        return keys
+    }
+
+    /// A key in the file or the flags that the bridge does not know is a mistake (a typo, or a
+    /// tenant not listed in `tenants`): refused, naming the nearest known key.
+    private static func rejectUnknownKeys(_ settings: SettingsReader) throws {
+        let known = Self.knownKeys(tenants: try settings.names("tenants"), credentials: try settings.names("credentials"))
+        guard let unknown = settings.unknownKeys(known: known).first else { return }
+        var message = "not a configuration key"
+        let parts = unknown.key.split(separator: ".").map(String.init)
+        if parts.count == 3, parts[0] == "tenant", Self.tenantKeys.contains(parts[2]) {
+            message += "; tenant \(parts[1]) is not listed in tenants"
+        } else if parts.count == 3, parts[0] == "credential", Self.credentialKeys.contains(parts[2]) {
+            message += "; credentials \(parts[1]) are not listed in credentials"
+        } else if let nearest = unknown.nearest {
+            message += "; did you mean \(nearest)?"
+        }
+        throw ConfigurationError(key: unknown.key, message + " (docs/configuration.md lists every key)")
     }
 
     /// The environments whose connections readiness depends on: the default one and those

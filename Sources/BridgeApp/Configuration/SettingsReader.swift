@@ -1,6 +1,8 @@
 import Configuration
 import Foundation
+import Synchronization
 import SystemPackage
+import Yams
 
 /// A configuration value that cannot be used, named by its key (and the environment variable
 /// that sets the same key), so that the operator knows what to fix.
@@ -30,6 +32,10 @@ public struct SettingsReader: Sendable {
     public static let environmentPrefix = "APNS_BRIDGE_"
 
     private let reader: ConfigReader
+    /// Every key set in the file and by flags, to find the ones nothing reads (typos).
+    private let setKeys: [String]
+    /// Every key the settings asked for so far.
+    private let requested = RequestedKeys()
 
     /// - Parameters:
     ///   - flags: values given on the command line, by key.
@@ -43,17 +49,91 @@ public struct SettingsReader: Sendable {
             ),
             EnvironmentVariablesProvider(environmentVariables: environment).prefixKeys(with: ConfigKey(["apnsBridge"])),
         ]
+        var setKeys = Array(flags.keys)
         if let file {
             guard FileManager.default.isReadableFile(atPath: file) else {
                 throw ConfigurationError(key: "--config", "cannot read \(file)")
             }
             do {
                 providers.append(try await FileProvider<YAMLSnapshot>(filePath: .init(file)))
+                setKeys += try Self.keys(ofYAML: try String(contentsOfFile: file, encoding: .utf8))
             } catch {
                 throw ConfigurationError(key: "--config", "\(file) is not a valid configuration file: \(error)")
             }
         }
         self.reader = ConfigReader(providers: providers)
+        self.setKeys = setKeys
+    }
+
+    /// The dotted keys a YAML document sets: the paths to its leaves through nested mappings
+    /// (a sequence is a leaf: one list value).
+    static func keys(ofYAML text: String) throws -> [String] {
+        func walk(_ node: Node, _ path: [String], into keys: inout [String]) {
+            if case .mapping(let mapping) = node {
+                for (key, value) in mapping {
+                    walk(value, path + [key.string ?? "\(key)"], into: &keys)
+                }
+            } else if !path.isEmpty {
+                keys.append(path.joined(separator: "."))
+            }
+        }
+        var keys: [String] = []
+        if let root = try Yams.compose(yaml: text) {
+            walk(root, [], into: &keys)
+        }
+        return keys
+    }
+
+    /// The keys set in the file or by flags that are not in `known` (typos, or keys of another
+    /// version), each with the nearest known key, if one is close.
+    public func unknownKeys(known: Set<String>) -> [(key: String, nearest: String?)] {
+        Set(self.setKeys).subtracting(known).sorted().map { key in
+            (key, Self.nearest(to: key, in: known))
+        }
+    }
+
+    /// The known key closest to `key` by edit distance, if within a third of its length; else
+    /// the shortest known key that begins with it (a unit left off: `retryBudget`).
+    static func nearest(to key: String, in known: Set<String>) -> String? {
+        Self.nearestByDistance(to: key, in: known)
+            ?? known.filter { $0.lowercased().hasPrefix(key.lowercased()) }.min { ($0.count, $0) < ($1.count, $1) }
+    }
+
+    private static func nearestByDistance(to key: String, in known: Set<String>) -> String? {
+        let limit = Swift.max(2, key.count / 3)
+        var best: (key: String, distance: Int)?
+        for candidate in known.sorted() {
+            let distance = Self.editDistance(candidate.lowercased(), key.lowercased())
+            guard distance <= limit else { continue }
+            if best == nil || distance < best!.distance {
+                best = (candidate, distance)
+            }
+        }
+        return best?.key
+    }
+
+    /// Every key the settings have asked for so far (tests compare it with the known keys).
+    public var requestedKeys: Set<String> {
+        self.requested.keys
+    }
+
+    /// Levenshtein distance.
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a.utf8)
+        let b = Array(b.utf8)
+        guard !a.isEmpty else { return b.count }
+        guard !b.isEmpty else { return a.count }
+        var previous = Array(0...b.count)
+        for i in 1...a.count {
+            var current = [Int](repeating: 0, count: b.count + 1)
+            current[0] = i
+            for j in 1...b.count {
+                let substitution = previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)
+                current[j] = Swift.min(previous[j] + 1, current[j - 1] + 1, substitution)
+            }
+            previous = current
+        }
+        return previous[b.count]
     }
 
     /// The environment variable that sets `key`.
@@ -77,6 +157,7 @@ public struct SettingsReader: Sendable {
     // MARK: Typed reads
 
     public func string(_ key: String, secret: Bool = false) -> String? {
+        self.requested.insert(key)
         guard let value = self.reader.string(forKey: Self.configKey(key), isSecret: secret) else { return nil }
         let trimmed = value.trimmingCharacters(in: .whitespaces)
         return trimmed.isEmpty ? nil : trimmed
@@ -88,6 +169,7 @@ public struct SettingsReader: Sendable {
 
     /// A list: a YAML sequence, or comma-separated text (environment variables, flags).
     public func list(_ key: String) -> [String] {
+        self.requested.insert(key)
         let components = Self.configKey(key)
         if let array = self.reader.stringArray(forKey: components) {
             return array.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
@@ -178,5 +260,18 @@ public struct SettingsReader: Sendable {
 
     private static func configKey(_ key: String) -> ConfigKey {
         ConfigKey(key.split(separator: ".").map(String.init))
+    }
+}
+
+/// The keys a ``SettingsReader`` was asked for.
+private final class RequestedKeys: Sendable {
+    private let storage = Mutex(Set<String>())
+
+    func insert(_ key: String) {
+        _ = self.storage.withLock { $0.insert(key) }
+    }
+
+    var keys: Set<String> {
+        self.storage.withLock { $0 }
     }
 }

@@ -85,6 +85,19 @@ struct ServeStartupTests {
         #expect(!FileManager.default.fileExists(atPath: store))
     }
 
+    @Test("A misspelt key: serve refuses to start, naming the key and the nearest known one")
+    func misspeltKey() async throws {
+        let environment = try await BridgeProcess.Environment.make()
+        defer { Task { await environment.close() } }
+        let (status, stderr) = try await Self.runToExit(
+            environment.arguments + ["--set", "gateway.maximumInFlght=10", "--store", "sqlite:\(environment.directory)/never.sqlite"]
+        )
+        #expect(status == 78)
+        #expect(stderr.contains("gateway.maximumInFlght"))
+        #expect(stderr.contains("did you mean gateway.maximumInFlight?"))
+        #expect(!FileManager.default.fileExists(atPath: "\(environment.directory)/never.sqlite"))
+    }
+
     @Test("Refusals at the connection cap are counted and logged at a bounded rate, not once per connection")
     func refusalsLoggedAtABoundedRate() async throws {
         let environment = try await BridgeProcess.Environment.make()
