@@ -23,5 +23,7 @@ WORKDIR /var/lib/apns-bridge
 ENV APNS_BRIDGE_CONFIG=/etc/apns-bridge/apns-bridge.yaml
 EXPOSE 2195 2196
 STOPSIGNAL SIGTERM
+# Ready = an HTTP/2 connection to APNs is usable (GET /readyz on the admin port).
+HEALTHCHECK --interval=30s --timeout=10s --start-period=30s --retries=3 CMD ["/usr/local/bin/apns-bridge", "healthcheck"]
 ENTRYPOINT ["/usr/local/bin/apns-bridge"]
 CMD ["serve"]

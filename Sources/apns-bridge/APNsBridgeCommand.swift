@@ -10,9 +10,10 @@ struct APNsBridgeCommand: AsyncParsableCommand {
             error-response packet); each notification goes to APNs over HTTP/2 with a provider \
             token or a certificate; 410 answers feed the feedback service. Start with `demo`; run \
             with `serve`; check a configuration with `check-config`; `send` and `feedback` are a \
-            legacy provider and a feedback poller for smoke tests.
+            legacy provider and a feedback poller for smoke tests; `healthcheck` asks a running bridge \
+            whether it is ready.
             """,
         version: "0.4.0",
-        subcommands: [ServeCommand.self, DemoCommand.self, MockAPNsCommand.self, SendCommand.self, FeedbackCommand.self, CheckConfigCommand.self]
+        subcommands: [ServeCommand.self, DemoCommand.self, MockAPNsCommand.self, SendCommand.self, FeedbackCommand.self, CheckConfigCommand.self, HealthcheckCommand.self]
     )
 }

@@ -129,6 +129,23 @@ struct ServeStartupTests {
         #expect(counted.flatMap { Double($0.split(separator: " ").last ?? "") } == 40)
     }
 
+    @Test("apns-bridge healthcheck: exit 0 when /readyz answers 200, 1 when 503, 1 when nothing listens")
+    func healthcheck() async throws {
+        var logger = Logger(label: "apns-bridge.test")
+        logger.logLevel = .warning
+        for ready in [true, false] {
+            let admin = try await AdminServer.start(host: "127.0.0.1", port: 0, probes: .init(isReady: { ready }), registry: nil, logger: logger)
+            let port = try #require(admin.localAddress.port)
+            let (status, _) = try await Self.runToExit(["healthcheck", "--admin", "127.0.0.1:\(port)"])
+            #expect(status == (ready ? 0 : 1))
+            await admin.close()
+            if !ready {
+                let (closedStatus, _) = try await Self.runToExit(["healthcheck", "--admin", "127.0.0.1:\(port)", "--timeout", "2"])
+                #expect(closedStatus == 1, "nothing listens there any more")
+            }
+        }
+    }
+
     @Test("The admin port closes a connection that sends nothing")
     func adminIdle() async throws {
         var logger = Logger(label: "apns-bridge.test")
