@@ -59,6 +59,9 @@ struct BridgeOptions: ParsableArguments {
     @Option(name: .customLong("log-level"), help: "log.level: trace, debug, info, notice, warning, error or critical.")
     var logLevel: String?
 
+    @Option(name: .customLong("log-format"), help: "log.format: text (default) or json (one JSON object per line, for log shippers).")
+    var logFormat: String?
+
     /// The flags as configuration keys.
     func flagValues() throws -> [String: String] {
         var values: [String: String] = [:]
@@ -75,7 +78,7 @@ struct BridgeOptions: ParsableArguments {
             ("upstream.production", self.upstream), ("upstream.sandbox", self.upstream),
             ("upstream.ca", self.upstreamCA), ("upstream.serverName", self.upstreamServerName),
             ("feedback.retentionDays", self.feedbackRetentionDays), ("store.resendWindowSeconds", self.resendWindowSeconds),
-            ("log.level", self.logLevel),
+            ("log.level", self.logLevel), ("log.format", self.logFormat),
         ]
         for (key, value) in simple {
             if let value { values[key] = value }

@@ -25,9 +25,14 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         let settings = try await self.options.loadSettings()
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = settings.logLevel
-            return handler
+            switch settings.logFormat {
+            case .text:
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = settings.logLevel
+                return handler
+            case .json:
+                return JSONLogHandler(label: label, logLevel: settings.logLevel)
+            }
         }
         let metrics = BridgeMetrics.bootstrapPrometheus()
         let logger = Logger(label: "apns-bridge")

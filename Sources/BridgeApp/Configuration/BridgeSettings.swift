@@ -35,6 +35,7 @@ public struct BridgeSettings: Sendable {
     }
 
     public var logLevel: Logger.Level
+    public var logFormat: LogFormat
     public var gateway: GatewayConfiguration
     public var feedback: FeedbackConfiguration
     public var tlsFiles: TLSFiles
@@ -57,6 +58,7 @@ public struct BridgeSettings: Sendable {
             default: Logger.Level.info,
             Dictionary(uniqueKeysWithValues: Logger.Level.allCases.map { ($0.rawValue, $0) })
         )
+        let logFormat = try settings.choice("log.format", default: LogFormat.text, ["text": .text, "json": .json])
         let defaultEnvironment = try settings.choice("environment", default: APNsEnvironment.production, Self.environments)
 
         // Legacy listeners' TLS.
@@ -208,6 +210,7 @@ public struct BridgeSettings: Sendable {
 
         return BridgeSettings(
             logLevel: logLevel,
+            logFormat: logFormat,
             gateway: gateway,
             feedback: feedback,
             tlsFiles: tlsFiles,
@@ -224,7 +227,7 @@ public struct BridgeSettings: Sendable {
 
     /// Every key without a name in it (docs/configuration.md lists them all).
     public static let fixedKeys: Set<String> = [
-        "log.level", "environment", "acceptUnlistedCertificates", "defaultCredentials", "credentials", "tenants",
+        "log.level", "log.format", "environment", "acceptUnlistedCertificates", "defaultCredentials", "credentials", "tenants",
         "gateway.listen", "gateway.maximumConnections", "gateway.maximumHandshakes", "gateway.maximumHandshakesPerAddress",
         "gateway.maximumInFlight", "gateway.handshakeTimeoutSeconds", "gateway.idleTimeoutSeconds", "gateway.shutdownGraceSeconds",
         "feedback.listen", "feedback.maximumConnections", "feedback.maximumHandshakes", "feedback.maximumHandshakesPerAddress",

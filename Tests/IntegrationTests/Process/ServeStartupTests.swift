@@ -146,6 +146,40 @@ struct ServeStartupTests {
         }
     }
 
+    @Test("--log-format json: every line of the log is one JSON object with timestamp, level, label and message; no whole token")
+    func jsonLogs() async throws {
+        let environment = try await BridgeProcess.Environment.make()
+        defer { Task { await environment.close() } }
+        let bridge = try await BridgeProcess.start(
+            environment,
+            store: "sqlite:\(environment.directory)/store.sqlite",
+            extraArguments: ["--log-format", "json"]
+        )
+        let token = FrameBuilder.token(0x150A)
+        let bad = FrameBuilder.token(0xBAD)
+        environment.mock.script.rejectAsBadToken(bad.hexDump(format: .compact))
+        let provider = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+        var frames = FrameBuilder.frame(.itemized, identifier: 1, token: token, payload: FrameBuilder.payload())
+        frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 2, token: bad, payload: FrameBuilder.payload()))
+        try await provider.send(frames)
+        var answer = try await provider.bytesUntilClose()
+        #expect(answer.readErrorResponse()?.status == .invalidToken)
+        await bridge.terminate()
+
+        let lines = bridge.log.split(separator: "\n")
+        #expect(lines.count > 5)
+        for line in lines {
+            let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+            #expect(object != nil, "not a JSON object: \(line.prefix(200))")
+            for key in ["timestamp", "level", "label", "message"] {
+                #expect(object?[key] is String, "\(key) missing: \(line.prefix(200))")
+            }
+            #expect(!line.contains(token.hexDump(format: .compact)), "a whole token in the log")
+            #expect(!line.contains(bad.hexDump(format: .compact)), "a whole token in the log")
+        }
+        #expect(lines.contains { $0.contains("notification failed; closing provider connection") })
+    }
+
     @Test("The admin port closes a connection that sends nothing")
     func adminIdle() async throws {
         var logger = Logger(label: "apns-bridge.test")
