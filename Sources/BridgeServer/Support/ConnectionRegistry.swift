@@ -1,6 +1,5 @@
 import CoreMetrics
 import NIOCore
-import NIOSSL
 import NIOTLS
 import Synchronization
 

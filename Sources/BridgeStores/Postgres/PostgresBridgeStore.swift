@@ -404,7 +404,7 @@ public final class PostgresBridgeStore: BridgeStore {
             // take. When a concurrent claim takes the row first, the statement finds nothing
             // (PostgreSQL re-checks the row after the wait): then it runs again for the next
             // identical record, if there is one.
-            for _ in 0..<8 where claimed == nil {
+            for _ in 0..<8 {
                 let rows = try await self.client.query(
                     """
                     UPDATE resend_records SET claimed = true

@@ -101,13 +101,15 @@ struct UpstreamBasicsTests {
     func retryBudgetExhausted() async throws {
         let harness = try await UpstreamHarness.start(configureClient: { $0.retryBudget = .milliseconds(300) })
         defer { Task { await harness.stop() } }
-        // The connection is set up first, so that the short budget is spent on retries.
-        #expect(try await harness.send(UpstreamHarness.notification(3)) == .accepted)
+        // The connection is set up first (outside any budget), so that the short budget is spent
+        // on retries, not on a TLS and HTTP/2 set-up that a loaded machine can make slow.
+        harness.client.warmUp(.sandbox)
+        try await waitUntil { harness.client.hasUsableConnection(.sandbox) }
         harness.mock.script.fail(1_000, status: 429, reason: .tooManyRequests, token: FrameBuilder.token(1).hexDump(format: .compact))
         harness.mock.script.fail(1_000, status: 503, reason: .serviceUnavailable, token: FrameBuilder.token(2).hexDump(format: .compact))
         #expect(try await harness.send(UpstreamHarness.notification(1)) == .dropped)
         #expect(try await harness.send(UpstreamHarness.notification(2)) == .rejected(.processingError))
-        #expect(harness.mock.ledger.accepted.count == 1, "only the first one")
+        #expect(harness.mock.ledger.accepted.isEmpty)
     }
 
     @Test("A notification whose expiry has passed is not retried")
