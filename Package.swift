@@ -33,7 +33,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.2"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
-        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0", traits: ["YAML"]),
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0", traits: ["YAML", "Reloading"]),
         // Already in the graph through swift-configuration's YAML trait; read directly to list
         // the keys a configuration file sets (unknown keys are refused).
         .package(url: "https://github.com/jpsim/Yams.git", "5.4.0"..<"7.0.0"),
@@ -165,6 +165,7 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

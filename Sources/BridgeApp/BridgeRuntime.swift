@@ -1,6 +1,7 @@
 import BridgeCore
 import BridgeServer
 import BridgeStores
+import Configuration
 import Foundation
 import Logging
 import NIOCore
@@ -10,43 +11,58 @@ import UnixSignals
 import UpstreamAPNs
 
 /// `apns-bridge serve`, assembled: the store, one upstream client per credential, the legacy
-/// listeners, the admin port and the periodic jobs, run as one swift-service-lifecycle
-/// `ServiceGroup` that SIGTERM and SIGINT shut down gracefully (CONTRACT §1.8).
+/// listeners, the admin port, the reloader and the periodic jobs, run as one
+/// swift-service-lifecycle `ServiceGroup` that SIGTERM and SIGINT shut down gracefully
+/// (CONTRACT §1.8) and SIGHUP reloads (``ConfigurationReloader``).
 public final class BridgeRuntime: Sendable {
+    /// The settings the bridge started with.
     public let settings: BridgeSettings
     public let gateway: GatewayServer
     public let feedback: FeedbackServer
     public let admin: AdminServer?
-    public let upstream: APNsClientSet
+    public let upstream: ReloadableUpstream
     public let store: any BridgeStore
-    private let tls: LegacyTLSContext
+    public let reloader: ConfigurationReloader
+    private let configFileWatch: ReloadingFileProvider<YAMLSnapshot>?
     private let logger: Logger
 
     private init(
         settings: BridgeSettings,
+        configFileWatch: ReloadingFileProvider<YAMLSnapshot>?,
         gateway: GatewayServer,
         feedback: FeedbackServer,
         admin: AdminServer?,
-        upstream: APNsClientSet,
+        upstream: ReloadableUpstream,
         store: any BridgeStore,
-        tls: LegacyTLSContext,
+        reloader: ConfigurationReloader,
         logger: Logger
     ) {
         self.settings = settings
+        self.configFileWatch = configFileWatch
         self.gateway = gateway
         self.feedback = feedback
         self.admin = admin
         self.upstream = upstream
         self.store = store
-        self.tls = tls
+        self.reloader = reloader
         self.logger = logger
     }
 
     /// Opens the store, binds every listener and opens the upstream connections. What was
     /// started is stopped again when a later step fails.
     ///
-    /// - Parameter metrics: the registry `/metrics` exports (``BridgeMetrics/bootstrapPrometheus()``).
-    public static func start(_ settings: BridgeSettings, metrics: PrometheusCollectorRegistry?, logger: Logger) async throws -> BridgeRuntime {
+    /// - Parameters:
+    ///   - source: where `settings` were read, to read them again on reload; `nil`: the
+    ///     settings as given, again (a reload then re-reads only the files they name).
+    ///   - metrics: the registry `/metrics` exports (``BridgeMetrics/bootstrapPrometheus()``).
+    ///   - logLevel: the process's log level, which a reload sets.
+    public static func start(
+        _ settings: BridgeSettings,
+        source: SettingsSource? = nil,
+        metrics: PrometheusCollectorRegistry?,
+        logLevel: LiveLogLevel? = nil,
+        logger: Logger
+    ) async throws -> BridgeRuntime {
         // Everything that can be checked without side effects was checked by BridgeSettings.load;
         // what still fails here is named by its key (ConfigurationError), never a bare error.
         let credentialSet: [String: APNsCredentials]
@@ -61,22 +77,34 @@ public final class BridgeRuntime: Sendable {
         } catch {
             throw ConfigurationError(key: "store.url", "cannot open \(BridgeStoreLocation.redacted(settings.storeLocation)): \(error)")
         }
+        let makeClient: @Sendable (String, APNsCredentials) throws -> APNsClient = { name, credentials in
+            var clientLogger = logger
+            clientLogger[metadataKey: "credentials"] = "\(name)"
+            return try APNsClient(configuration: settings.upstream, credentials: credentials, logger: clientLogger)
+        }
         do {
             var clients: [String: APNsClient] = [:]
             for (name, credentials) in credentialSet {
-                var clientLogger = logger
-                clientLogger[metadataKey: "credentials"] = "\(name)"
-                clients[name] = try APNsClient(configuration: settings.upstream, credentials: credentials, logger: clientLogger)
+                clients[name] = try makeClient(name, credentials)
             }
-            let upstream = APNsClientSet(clients: clients, defaultCredentials: settings.defaultCredentials)
-            let tls = try LegacyTLSContext(configuration: settings.gateway.tls, tenantResolver: settings.tenants, logger: logger)
+            CertificateExpiry.shared.update(CertificateExpiry.dates(settings, credentials: credentialSet))
+            let upstream = ReloadableUpstream(clients: clients, defaultCredentials: settings.defaultCredentials)
+            let tenants = ReloadableTenantResolver(settings.tenants)
+            // Read now, before the listeners: a change from here on is a change.
+            let configFileWatch: ReloadingFileProvider<YAMLSnapshot>?
+            do {
+                configFileWatch = try await ReloadService.watch(source?.file, every: settings.watchInterval, logger: logger)
+            } catch {
+                throw ConfigurationError(key: "--config", "cannot watch \(source?.file ?? ""): \(error)")
+            }
+            let tls = try LegacyTLSContext(configuration: settings.gateway.tls, tenantResolver: tenants, logger: logger)
             let gateway = try await Self.listening("gateway.listen", settings.gateway.host, settings.gateway.port) {
                 try await GatewayServer.start(
                     configuration: settings.gateway,
                     upstream: upstream,
                     resendRecords: store,
                     feedback: store,
-                    tenantResolver: settings.tenants,
+                    tenantResolver: tenants,
                     tlsContext: tls,
                     logger: logger
                 )
@@ -87,7 +115,7 @@ public final class BridgeRuntime: Sendable {
                     try await FeedbackServer.start(
                         configuration: settings.feedback,
                         store: store,
-                        tenantResolver: settings.tenants,
+                        tenantResolver: tenants,
                         tlsContext: tls,
                         logger: logger
                     )
@@ -96,7 +124,18 @@ public final class BridgeRuntime: Sendable {
                 await gateway.close()
                 throw error
             }
-            let readiness = Readiness(upstream: upstream, environments: settings.environmentsInUse)
+            let reloader = ConfigurationReloader(
+                source: source ?? SettingsSource(flags: [:], environment: [:], file: nil),
+                settings: settings,
+                tenants: tenants,
+                tls: tls,
+                upstream: upstream,
+                gateway: gateway,
+                logLevel: logLevel,
+                makeClient: makeClient,
+                logger: logger
+            )
+            let readiness = Readiness(upstream: upstream, tenants: tenants)
             readiness.warmUp()
             var admin: AdminServer?
             if let address = settings.admin {
@@ -105,7 +144,7 @@ public final class BridgeRuntime: Sendable {
                         try await AdminServer.start(
                             host: address.host,
                             port: address.port,
-                            probes: readiness.probes,
+                            probes: readiness.probes(reloader: reloader),
                             registry: metrics,
                             logger: logger
                         )
@@ -119,12 +158,13 @@ public final class BridgeRuntime: Sendable {
             }
             return BridgeRuntime(
                 settings: settings,
+                configFileWatch: configFileWatch,
                 gateway: gateway,
                 feedback: feedback,
                 admin: admin,
                 upstream: upstream,
                 store: store,
-                tls: tls,
+                reloader: reloader,
                 logger: logger
             )
         } catch {
@@ -169,10 +209,9 @@ public final class BridgeRuntime: Sendable {
                 }
             },
         ]
-        if let interval = self.settings.tlsReloadInterval {
-            let watcher = TLSFileWatcher(settings: self.settings, context: self.tls, logger: self.logger)
-            services.append(PeriodicJob(name: "TLS file watch", every: interval, logger: self.logger) { watcher.check() })
-        }
+        services.append(
+            ReloadService(reloader: self.reloader, configFileWatch: self.configFileWatch, watchInterval: self.settings.watchInterval, logger: self.logger)
+        )
         if let admin = self.admin {
             services.append(admin)
         }
@@ -238,25 +277,34 @@ struct PeriodicJob: Service {
 
 /// Readiness (`/readyz`) and the gauges read at each scrape.
 struct Readiness: Sendable {
-    var upstream: APNsClientSet
-    var environments: Set<APNsEnvironment>
+    var upstream: ReloadableUpstream
+    var tenants: ReloadableTenantResolver
+
+    /// The environments whose connections readiness depends on: the default one and those
+    /// configured for tenants.
+    var environments: Set<APNsEnvironment> {
+        let tenants = self.tenants.current
+        return Set(tenants.rules.compactMap(\.environment)).union([tenants.defaultEnvironment])
+    }
 
     /// Opens the upstream connections readiness depends on.
     func warmUp() {
-        for client in self.upstream.clients.values {
-            for environment in self.environments {
-                client.warmUp(environment)
+        let environments = self.environments
+        for member in self.upstream.members.values {
+            for environment in environments {
+                member.client.warmUp(environment)
             }
         }
     }
 
     var isReady: Bool {
-        self.upstream.clients.values.allSatisfy { client in
-            self.environments.allSatisfy { client.hasUsableConnection($0) }
+        let environments = self.environments
+        return self.upstream.members.values.allSatisfy { member in
+            environments.allSatisfy { member.client.hasUsableConnection($0) }
         }
     }
 
-    var probes: AdminServer.Probes {
+    func probes(reloader: ConfigurationReloader) -> AdminServer.Probes {
         AdminServer.Probes(
             isReady: {
                 if self.isReady { return true }
@@ -265,9 +313,13 @@ struct Readiness: Sendable {
             },
             beforeScrape: {
                 for environment in APNsEnvironment.allCases {
-                    let usable = self.upstream.clients.values.reduce(0) { $0 + $1.usableConnectionCount(environment) }
+                    let usable = self.upstream.members.values.reduce(0) { $0 + $1.client.usableConnectionCount(environment) }
                     BridgeGauges.shared.upstreamConnections(environment, usable)
                 }
+            },
+            reload: {
+                let outcome = await reloader.reload(trigger: "admin")
+                return (outcome.refused == nil, outcome.description)
             }
         )
     }

@@ -11,9 +11,9 @@ struct APNsBridgeCommand: AsyncParsableCommand {
             token or a certificate; 410 answers feed the feedback service. Start with `demo`; run \
             with `serve`; check a configuration with `check-config`; `send` and `feedback` are a \
             legacy provider and a feedback poller for smoke tests; `healthcheck` asks a running bridge \
-            whether it is ready.
+            whether it is ready; `reload` makes it read its configuration again.
             """,
         version: "0.4.0",
-        subcommands: [ServeCommand.self, DemoCommand.self, MockAPNsCommand.self, SendCommand.self, FeedbackCommand.self, CheckConfigCommand.self, HealthcheckCommand.self]
+        subcommands: [ServeCommand.self, DemoCommand.self, MockAPNsCommand.self, SendCommand.self, FeedbackCommand.self, CheckConfigCommand.self, HealthcheckCommand.self, ReloadCommand.self]
     )
 }

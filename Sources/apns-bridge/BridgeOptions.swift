@@ -95,16 +95,16 @@ struct BridgeOptions: ParsableArguments {
         return values
     }
 
+    /// Where the settings come from: these flags, the process environment, the file.
+    func settingsSource() throws -> SettingsSource {
+        let environment = ProcessInfo.processInfo.environment
+        return SettingsSource(flags: try self.flagValues(), environment: environment, file: self.config ?? environment["APNS_BRIDGE_CONFIG"])
+    }
+
     /// Reads and checks the configuration; on an error, prints it (naming the key) and exits 78.
     func loadSettings() async throws -> BridgeSettings {
         do {
-            let environment = ProcessInfo.processInfo.environment
-            let reader = try await SettingsReader(
-                flags: try self.flagValues(),
-                environment: environment,
-                file: self.config ?? environment["APNS_BRIDGE_CONFIG"]
-            )
-            return try BridgeSettings.load(from: reader)
+            return try await self.settingsSource().load()
         } catch let error as ConfigurationError {
             FileHandle.standardError.write(Data("apns-bridge: \(error)\n".utf8))
             throw ExitCode(78)  // EX_CONFIG

@@ -13,9 +13,11 @@ struct ServeCommand: AsyncParsableCommand {
             Settings come from a YAML file (--config), APNS_BRIDGE_* environment variables and \
             flags, flags winning (docs/configuration.md). Provider certificates name their tenant \
             (UID=, or a configured fingerprint); the topic and environment come from the \
-            configuration, else from the certificate. SIGTERM or SIGINT: the listeners stop, every \
-            provider connection gets the status-10 error-response naming its last completed \
-            notification, then the process exits. Prints `ready gateway=PORT feedback=PORT \
+            configuration, else from the certificate. SIGHUP (or `apns-bridge reload`) reloads the \
+            configuration: tenants, upstream credentials, the listeners' certificates and the log \
+            level change without a restart; an invalid new configuration is refused and the running \
+            one stays. SIGTERM or SIGINT: the listeners stop, every provider connection gets the \
+            status-10 error-response naming its last completed notification, then the process exits. Prints `ready gateway=PORT feedback=PORT \
             admin=PORT` on standard output once listening.
             """
     )
@@ -24,21 +26,24 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let settings = try await self.options.loadSettings()
+        let source = try self.options.settingsSource()
+        // The level is the handlers' floor; LiveLogLevel decides, and a reload changes it.
+        let level = LiveLogLevel(settings.logLevel)
         LoggingSystem.bootstrap { label in
             switch settings.logFormat {
             case .text:
                 var handler = StreamLogHandler.standardError(label: label)
-                handler.logLevel = settings.logLevel
-                return handler
+                handler.logLevel = .trace
+                return LiveLevelLogHandler(wrapping: handler, level: level)
             case .json:
-                return JSONLogHandler(label: label, logLevel: settings.logLevel)
+                return LiveLevelLogHandler(wrapping: JSONLogHandler(label: label, logLevel: .trace), level: level)
             }
         }
         let metrics = BridgeMetrics.bootstrapPrometheus()
         let logger = Logger(label: "apns-bridge")
         let runtime: BridgeRuntime
         do {
-            runtime = try await BridgeRuntime.start(settings, metrics: metrics, logger: logger)
+            runtime = try await BridgeRuntime.start(settings, source: source, metrics: metrics, logLevel: level, logger: logger)
         } catch let error as ConfigurationError {
             FileHandle.standardError.write(Data("apns-bridge: \(error)\n".utf8))
             throw ExitCode(78)  // EX_CONFIG, as for the settings themselves

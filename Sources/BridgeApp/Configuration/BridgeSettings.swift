@@ -18,6 +18,15 @@ public struct BridgeSettings: Sendable {
         case certificate(certificateFile: String, privateKeyFile: String)
         case pkcs12(file: String, passphrase: String?)
 
+        /// The files holding the secret (and certificate).
+        public var files: [String] {
+            switch self {
+            case .signingKey(let file, _, _): [file]
+            case .certificate(let certificate, let key): [certificate, key]
+            case .pkcs12(let file, _): [file]
+            }
+        }
+
         public var summary: String {
             switch self {
             case .signingKey(let file, let keyID, let teamID): "signing key \(keyID) of team \(teamID) (\(file))"
@@ -27,7 +36,7 @@ public struct BridgeSettings: Sendable {
         }
     }
 
-    /// The files of the legacy listeners' TLS, watched for replacement.
+    /// The files of the legacy listeners' TLS.
     public struct TLSFiles: Sendable, Equatable {
         public var certificate: String
         public var privateKey: String
@@ -39,8 +48,9 @@ public struct BridgeSettings: Sendable {
     public var gateway: GatewayConfiguration
     public var feedback: FeedbackConfiguration
     public var tlsFiles: TLSFiles
-    /// How often the TLS files are checked for replacement; `nil`: never.
-    public var tlsReloadInterval: Duration?
+    /// How often the configuration file and the files it names are checked for changes, which
+    /// are then reloaded (as on SIGHUP); `nil`: only on SIGHUP or `apns-bridge reload`.
+    public var watchInterval: Duration?
     public var tenants: ConfiguredTenantResolver
     public var credentials: [String: CredentialSource]
     public var defaultCredentials: String
@@ -48,6 +58,8 @@ public struct BridgeSettings: Sendable {
     public var storeLocation: String
     public var store: BridgeStoreConfiguration
     public var admin: (host: String, port: Int)?
+    /// Every key read, with its value as text (`nil`: not set), to tell what a reload changes.
+    public var values: [String: String?]
 
     /// Reads, checks and resolves the settings; a ``ConfigurationError`` names the first key
     /// that cannot be used.
@@ -79,8 +91,11 @@ public struct BridgeSettings: Sendable {
         }
         tls.allowTLS13 = try settings.bool("tls.allowTLS13", default: false)
         tls.allowLegacyTLS = try settings.bool("tls.allowLegacyTLS", default: false)
-        let reloadSeconds = try settings.seconds("tls.reloadIntervalSeconds", default: 10, range: 0...86_400)
-        let tlsReloadInterval: Duration? = reloadSeconds == .zero ? nil : reloadSeconds
+        // `tls.reloadIntervalSeconds` is the name of earlier versions.
+        let watchKey = settings.string("reload.watchIntervalSeconds") == nil && settings.string("tls.reloadIntervalSeconds") != nil
+            ? "tls.reloadIntervalSeconds" : "reload.watchIntervalSeconds"
+        let watchSeconds = try settings.seconds(watchKey, default: 10, range: 0...86_400)
+        let watchInterval: Duration? = watchSeconds == .zero ? nil : watchSeconds
 
         // Upstream credentials.
         let credentialNames = try settings.names("credentials")
@@ -214,15 +229,33 @@ public struct BridgeSettings: Sendable {
             gateway: gateway,
             feedback: feedback,
             tlsFiles: tlsFiles,
-            tlsReloadInterval: tlsReloadInterval,
+            watchInterval: watchInterval,
             tenants: tenants,
             credentials: credentials,
             defaultCredentials: defaultCredentials,
             upstream: upstream,
             storeLocation: storeLocation,
             store: store,
-            admin: admin
+            admin: admin,
+            values: settings.requestedValues
         )
+    }
+
+    /// The keys a reload applies to the running bridge; a change of any other key is reported
+    /// as needing a restart (listeners, limits, the store, the upstream connections' settings).
+    public static func isLive(_ key: String) -> Bool {
+        let liveKeys: Set<String> = [
+            "log.level", "environment", "acceptUnlistedCertificates", "defaultCredentials", "credentials", "tenants",
+            "tls.certificate", "tls.privateKey", "tls.clientCA", "tls.pinnedFingerprints", "tls.allowTLS13", "tls.allowLegacyTLS",
+        ]
+        return liveKeys.contains(key) || key.hasPrefix("tenant.") || key.hasPrefix("credential.")
+    }
+
+    /// The keys whose values differ between `self` and `other` (set, unset or changed).
+    public func changedKeys(comparedWith other: BridgeSettings) -> [String] {
+        Set(self.values.keys).union(other.values.keys).filter { key in
+            (self.values[key] ?? nil) != (other.values[key] ?? nil)
+        }.sorted()
     }
 
     /// Every key without a name in it (docs/configuration.md lists them all).
@@ -233,7 +266,7 @@ public struct BridgeSettings: Sendable {
         "feedback.listen", "feedback.maximumConnections", "feedback.maximumHandshakes", "feedback.maximumHandshakesPerAddress",
         "feedback.writeTimeoutSeconds", "feedback.only32ByteTokens", "feedback.retentionDays",
         "tls.certificate", "tls.privateKey", "tls.clientCA", "tls.pinnedFingerprints", "tls.allowTLS13", "tls.allowLegacyTLS",
-        "tls.reloadIntervalSeconds",
+        "tls.reloadIntervalSeconds", "reload.watchIntervalSeconds",
         "upstream.production", "upstream.sandbox", "upstream.ca", "upstream.serverName", "upstream.connectionsPerPool",
         "upstream.maximumStreamsPerConnection", "upstream.connectTimeoutSeconds", "upstream.pingIntervalSeconds",
         "upstream.retryBudgetSeconds", "upstream.requestTimeoutSeconds", "upstream.maximumQueuedRequests",
@@ -269,12 +302,6 @@ public struct BridgeSettings: Sendable {
             message += "; did you mean \(nearest)?"
         }
         throw ConfigurationError(key: unknown.key, message + " (docs/configuration.md lists every key)")
-    }
-
-    /// The environments whose connections readiness depends on: the default one and those
-    /// configured for tenants.
-    public var environmentsInUse: Set<APNsEnvironment> {
-        Set(self.tenants.rules.compactMap(\.environment)).union([self.tenants.defaultEnvironment])
     }
 
     static let environments: [String: APNsEnvironment] = [
@@ -313,15 +340,14 @@ public struct BridgeSettings: Sendable {
         return configuration
     }
 
-    /// The legacy listeners' TLS with the certificate, key and client CAs read again from
-    /// ``tlsFiles``, and every other option as configured (certificate reload).
-    public func reloadedTLS() throws -> LegacyTLSConfiguration {
-        let files = try Self.loadTLS(self.tlsFiles)
-        var tls = self.gateway.tls
-        tls.certificateChain = files.certificateChain
-        tls.privateKey = files.privateKey
-        tls.clientCertificateAuthorities = files.clientCertificateAuthorities
-        return tls
+    /// The files the settings name (listener TLS, upstream credentials): a reload notices when
+    /// their contents change.
+    public var namedFiles: [String] {
+        var files = [self.tlsFiles.certificate, self.tlsFiles.privateKey] + self.tlsFiles.clientCAs
+        for source in self.credentials.values {
+            files += source.files
+        }
+        return files
     }
 
     private static func loadCredential(_ name: String, _ settings: SettingsReader) throws -> CredentialSource {

@@ -114,7 +114,13 @@ public struct SettingsReader: Sendable {
 
     /// Every key the settings have asked for so far (tests compare it with the known keys).
     public var requestedKeys: Set<String> {
-        self.requested.keys
+        Set(self.requested.values.keys)
+    }
+
+    /// The value each key asked for so far had (`nil`: not set), as text; secrets as a hash.
+    /// A reload compares them to tell what changed.
+    public var requestedValues: [String: String?] {
+        self.requested.values
     }
 
     /// Levenshtein distance.
@@ -157,9 +163,13 @@ public struct SettingsReader: Sendable {
     // MARK: Typed reads
 
     public func string(_ key: String, secret: Bool = false) -> String? {
-        self.requested.insert(key)
-        guard let value = self.reader.string(forKey: Self.configKey(key), isSecret: secret) else { return nil }
+        guard let value = self.reader.string(forKey: Self.configKey(key), isSecret: secret) else {
+            self.requested.insert(key, value: nil)
+            return nil
+        }
         let trimmed = value.trimmingCharacters(in: .whitespaces)
+        // A secret is remembered only as a hash, enough to tell a reload that it changed.
+        self.requested.insert(key, value: trimmed.isEmpty ? nil : secret ? "secret#\(trimmed.hashValue)" : trimmed)
         return trimmed.isEmpty ? nil : trimmed
     }
 
@@ -169,10 +179,11 @@ public struct SettingsReader: Sendable {
 
     /// A list: a YAML sequence, or comma-separated text (environment variables, flags).
     public func list(_ key: String) -> [String] {
-        self.requested.insert(key)
         let components = Self.configKey(key)
         if let array = self.reader.stringArray(forKey: components) {
-            return array.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            let values = array.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            self.requested.insert(key, value: values.joined(separator: ","))
+            return values
         }
         guard let text = self.string(key) else { return [] }
         return text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
@@ -263,15 +274,15 @@ public struct SettingsReader: Sendable {
     }
 }
 
-/// The keys a ``SettingsReader`` was asked for.
+/// The keys a ``SettingsReader`` was asked for, with the values they had.
 private final class RequestedKeys: Sendable {
-    private let storage = Mutex(Set<String>())
+    private let storage = Mutex([String: String?]())
 
-    func insert(_ key: String) {
-        _ = self.storage.withLock { $0.insert(key) }
+    func insert(_ key: String, value: String?) {
+        self.storage.withLock { $0[key] = .some(value) }
     }
 
-    var keys: Set<String> {
+    var values: [String: String?] {
         self.storage.withLock { $0 }
     }
 }

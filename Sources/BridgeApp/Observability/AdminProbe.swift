@@ -1,8 +1,10 @@
+import Foundation
 import NIOCore
 import NIOPosix
 
-/// A GET on the admin port of a running bridge, for `apns-bridge healthcheck` (the container's
-/// HEALTHCHECK): the HTTP status of one request, or an error if nothing answers in time.
+/// One request to the admin port of a running bridge, for `apns-bridge healthcheck` (the
+/// container's HEALTHCHECK) and `apns-bridge reload`: the HTTP status and body of the answer,
+/// or an error if nothing answers in time.
 public enum AdminProbe {
     public struct NoAnswer: Error, CustomStringConvertible {
         public var description: String
@@ -16,6 +18,18 @@ public enum AdminProbe {
         timeout: TimeAmount = .seconds(5),
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> Int {
+        try await Self.request(host: host, port: port, path: path, timeout: timeout, group: group).status
+    }
+
+    /// - Returns: the status code and body of `method path` on `host:port`.
+    public static func request(
+        host: String,
+        port: Int,
+        method: String = "GET",
+        path: String,
+        timeout: TimeAmount = .seconds(5),
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws -> (status: Int, body: String) {
         // A listener on every address is reached on loopback.
         let target = host == "0.0.0.0" ? "127.0.0.1" : (host == "::" ? "::1" : host)
         let eventLoop = group.next()
@@ -40,15 +54,19 @@ public enum AdminProbe {
             throw NoAnswer(description: "cannot connect to \(target):\(port): \(error)")
         }
         defer { channel.close(promise: nil) }
-        try await channel.writeAndFlush(ByteBuffer(string: "GET \(path) HTTP/1.1\r\nHost: \(target)\r\nConnection: close\r\n\r\n"))
+        try await channel.writeAndFlush(
+            ByteBuffer(string: "\(method) \(path) HTTP/1.1\r\nHost: \(target)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        )
         var response = try await received.futureResult.get()
+        let text = response.readString(length: response.readableBytes) ?? ""
         // "HTTP/1.1 200 OK"
-        guard let line = response.readString(length: min(response.readableBytes, 64))?.split(separator: "\r\n").first,
-            line.hasPrefix("HTTP/"), let status = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) })
+        guard let line = text.split(separator: "\r\n").first, line.hasPrefix("HTTP/"),
+            let status = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) })
         else {
             throw NoAnswer(description: "\(target):\(port) did not answer HTTP")
         }
-        return status
+        let body = text.range(of: "\r\n\r\n").map { String(text[$0.upperBound...]) } ?? ""
+        return (status, body)
     }
 }
 

@@ -7,16 +7,24 @@ import ServiceLifecycle
 
 /// The admin HTTP port (loopback by default): `GET /metrics` (Prometheus text format),
 /// `GET /healthz` (200 while the process serves), `GET /readyz` (200 when a usable upstream
-/// connection exists, else 503).
+/// connection exists, else 503), `POST /-/reload` (reloads the configuration: 200 with what
+/// changed, or 422 with why the new configuration was refused).
 public final class AdminServer: Service, Sendable {
     public struct Probes: Sendable {
         var isReady: @Sendable () -> Bool
         /// Sets the gauges that are read rather than counted.
         var beforeScrape: @Sendable () -> Void
+        /// Reloads the configuration: whether it was applied, and the report.
+        var reload: (@Sendable () async -> (applied: Bool, report: String))?
 
-        public init(isReady: @escaping @Sendable () -> Bool, beforeScrape: @escaping @Sendable () -> Void = {}) {
+        public init(
+            isReady: @escaping @Sendable () -> Bool,
+            beforeScrape: @escaping @Sendable () -> Void = {},
+            reload: (@Sendable () async -> (applied: Bool, report: String))? = nil
+        ) {
             self.isReady = isReady
             self.beforeScrape = beforeScrape
+            self.reload = reload
         }
     }
 
@@ -92,15 +100,33 @@ final class AdminRequestHandler: ChannelInboundHandler {
         case .end:
             guard let head = self.request else { return }
             self.request = nil
-            let (status, contentType, body) = self.answer(head)
-            var headers = HTTPHeaders([("content-type", contentType), ("content-length", "\(body.count)")])
-            if !head.isKeepAlive { headers.add(name: "connection", value: "close") }
-            context.write(self.wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
-            context.write(self.wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil)
-            let keepAlive = head.isKeepAlive
-            context.writeAndFlush(self.wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
-                if !keepAlive { context.close(promise: nil) }
+            if head.method == .POST, head.uri == "/-/reload", let reload = self.probes.reload {
+                // Answered when the reload is done; NIO's pipelining handler holds a next
+                // request on this connection until then.
+                let promise = context.eventLoop.makePromise(of: (applied: Bool, report: String).self)
+                promise.completeWithTask { await reload() }
+                promise.futureResult.assumeIsolated().whenSuccess { outcome in
+                    self.respond(
+                        context: context,
+                        head: head,
+                        (outcome.applied ? .ok : .unprocessableEntity, "text/plain; charset=utf-8", Array((outcome.report + "\n").utf8))
+                    )
+                }
+                return
             }
+            self.respond(context: context, head: head, self.answer(head))
+        }
+    }
+
+    private func respond(context: ChannelHandlerContext, head: HTTPRequestHead, _ answer: (HTTPResponseStatus, String, [UInt8])) {
+        let (status, contentType, body) = answer
+        var headers = HTTPHeaders([("content-type", contentType), ("content-length", "\(body.count)")])
+        if !head.isKeepAlive { headers.add(name: "connection", value: "close") }
+        context.write(self.wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
+        context.write(self.wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil)
+        let keepAlive = head.isKeepAlive
+        context.writeAndFlush(self.wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
+            if !keepAlive { context.close(promise: nil) }
         }
     }
 
@@ -114,7 +140,9 @@ final class AdminRequestHandler: ChannelInboundHandler {
 
     private func answer(_ head: HTTPRequestHead) -> (HTTPResponseStatus, String, [UInt8]) {
         let text = "text/plain; charset=utf-8"
-        guard head.method == .GET || head.method == .HEAD else { return (.methodNotAllowed, text, Array("GET only\n".utf8)) }
+        guard head.method == .GET || head.method == .HEAD else {
+            return (.methodNotAllowed, text, Array("GET only (and POST /-/reload)\n".utf8))
+        }
         switch head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri {
         case "/metrics":
             guard let registry = self.registry else { return (.notFound, text, Array("metrics are not enabled\n".utf8)) }

@@ -10,6 +10,14 @@ struct GatewayShutdownEvent: Sendable {
     var gracePeriod: TimeAmount
 }
 
+/// Sent down a gateway connection's pipeline after a configuration reload: a connection whose
+/// certificate no longer resolves to a tenant closes as at shutdown.
+struct GatewayTenantReviewEvent: Sendable {
+    var gracePeriod: TimeAmount
+    /// The upstream credentials that remain.
+    var credentials: Set<String>
+}
+
 /// The I/O edge of one provider connection: it decodes frames, feeds them and the upstream's
 /// outcomes into a ``ProviderSessionStateMachine``, and does what the machine says.
 ///
@@ -164,6 +172,8 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
             }
         } else if let shutdown = event as? GatewayShutdownEvent {
             self.beginShutdown(context: context, gracePeriod: shutdown.gracePeriod)
+        } else if let review = event as? GatewayTenantReviewEvent {
+            self.reviewTenant(context: context, review)
         }
         context.fireUserInboundEventTriggered(event)
     }
@@ -399,6 +409,27 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         case .draining, .closed:
             break
         }
+    }
+
+    /// A reload removed tenants or credentials: if this connection's certificate no longer
+    /// resolves, or its tenant's credentials are gone, it is closed with status 10 once what is
+    /// in flight is answered (or the grace period ends).
+    private func reviewTenant(context: ChannelHandlerContext, _ review: GatewayTenantReviewEvent) {
+        switch self.phase {
+        case .preparing, .open:
+            break
+        case .handshaking, .draining, .closed:
+            return  // a handshake in progress is checked against the new tenants anyway
+        }
+        let certificate = try? context.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self).peerCertificate
+        let stillResolves = certificate.flatMap { self.dependencies.tenantResolver.tenant(for: $0) } != nil
+        let credentialsRemain = self.session?.tenant.credentials.map { review.credentials.contains($0) } ?? true
+        guard !stillResolves || !credentialsRemain else { return }
+        self.logger.notice(
+            "the reloaded configuration removed this connection's tenant or its credentials; closing it with status 10",
+            metadata: ["tenant_resolves": "\(stillResolves)", "credentials_remain": "\(credentialsRemain)"]
+        )
+        self.beginShutdown(context: context, gracePeriod: review.gracePeriod)
     }
 
     /// §1.5: remember what the provider will resend, then write the packet, flush, send

@@ -118,6 +118,23 @@ public final class GatewayServer: Sendable {
         }
     }
 
+    /// After a configuration reload: each open connection resolves its client certificate
+    /// again, and one that no longer resolves to a tenant (its tenant was removed), or whose
+    /// tenant names upstream credentials not in `credentials`, is closed as at shutdown
+    /// (CONTRACT §1.8): its notifications in flight finish within the grace period, then it gets
+    /// `08 0A id`. Other connections keep the settings they started with until they close.
+    ///
+    /// Returns when every connection has seen the review: from then on, the connections being
+    /// closed forward nothing new.
+    public func reviewTenants(credentials: Set<String>) async {
+        let event = GatewayTenantReviewEvent(gracePeriod: self.configuration.shutdownGracePeriod, credentials: credentials)
+        for channel in self.registry.openChannels {
+            try? await channel.eventLoop.submit {
+                channel.pipeline.fireUserInboundEventTriggered(event)
+            }.get()
+        }
+    }
+
     /// Closes the listener and every connection at once, without farewells.
     public func close() async {
         let channels = self.registry.closeAdmission()

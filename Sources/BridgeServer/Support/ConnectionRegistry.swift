@@ -95,6 +95,11 @@ final class ConnectionRegistry: Sendable {
         self.connections.withLock { $0.handshakeEnded(id) }
     }
 
+    /// The connections open now.
+    var openChannels: [any Channel] {
+        self.connections.withLock { Array($0.channels.values) }
+    }
+
     /// Admits no more connections; returns the open ones.
     func closeAdmission() -> [any Channel] {
         self.connections.withLock { connections in

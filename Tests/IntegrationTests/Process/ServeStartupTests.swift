@@ -15,6 +15,13 @@ import Testing
 struct ServeStartupTests {
     /// Runs `apns-bridge` to its exit (30 s at most); returns its exit status and standard error.
     static func runToExit(_ arguments: [String]) async throws -> (status: Int32, stderr: String) {
+        let result = try await Self.runToExitWithOutput(arguments)
+        return (result.status, result.stderr)
+    }
+
+    /// Runs `apns-bridge` to its exit (30 s at most); returns its exit status, standard output
+    /// and standard error.
+    static func runToExitWithOutput(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: BridgeProcess.executable)
         process.arguments = arguments
@@ -22,9 +29,11 @@ struct ServeStartupTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let errorPath = directory.appendingPathComponent("stderr").path
+        let outputPath = directory.appendingPathComponent("stdout").path
         _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
-        process.standardOutput = FileHandle.nullDevice
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
         try process.run()
         let deadline = ContinuousClock.now + .seconds(30)
         while process.isRunning, ContinuousClock.now < deadline {
@@ -34,7 +43,11 @@ struct ServeStartupTests {
             process.terminate()
             throw TimedOut(what: "apns-bridge to exit")
         }
-        return (process.terminationStatus, (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "")
+        return (
+            process.terminationStatus,
+            (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "",
+            (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? ""
+        )
     }
 
     @Test("A port in use: exit 78 naming the key and the address")

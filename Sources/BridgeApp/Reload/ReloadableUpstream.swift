@@ -1,0 +1,131 @@
+import BridgeCore
+import LegacyProtocol
+import Logging
+import NIOCore
+import Synchronization
+import UpstreamAPNs
+
+/// The upstream of a running bridge: one ``APNsClient`` per set of credentials, by name, where a
+/// configuration reload can add, replace or remove clients.
+///
+/// A notification goes to the client in force when it is sent and stays with it through its
+/// retries. A replaced or removed client is retired: it takes nothing new, and it is shut down
+/// once its last notification has its outcome, so a reload loses nothing in flight.
+public final class ReloadableUpstream: NotificationUpstream {
+    /// One client and the notifications it has not answered yet.
+    public final class Member: Sendable {
+        public let name: String
+        public let client: APNsClient
+        private let state = Mutex((inFlight: 0, retired: false))
+
+        init(name: String, client: APNsClient) {
+            self.name = name
+            self.client = client
+        }
+
+        /// Counts a notification in; `false` once the client is retired.
+        fileprivate func begin() -> Bool {
+            self.state.withLock { state in
+                guard !state.retired else { return false }
+                state.inFlight += 1
+                return true
+            }
+        }
+
+        fileprivate func end() {
+            let shutDown = self.state.withLock { state in
+                state.inFlight -= 1
+                return state.retired && state.inFlight == 0
+            }
+            if shutDown { self.client.shutdown() }
+        }
+
+        /// Takes nothing new; shuts down now or when the last notification is answered.
+        fileprivate func retire() {
+            let shutDown = self.state.withLock { state in
+                guard !state.retired else { return false }
+                state.retired = true
+                return state.inFlight == 0
+            }
+            if shutDown { self.client.shutdown() }
+        }
+
+        /// Notifications sent through this client that have no outcome yet.
+        public var inFlight: Int {
+            self.state.withLock { $0.inFlight }
+        }
+    }
+
+    private struct Clients {
+        var members: [String: Member]
+        var defaultCredentials: String
+    }
+
+    private let clients: Mutex<Clients>
+
+    /// - Parameter defaultCredentials: the name used for tenants that name none; a key of
+    ///   `clients`.
+    public init(clients: [String: APNsClient], defaultCredentials: String) {
+        precondition(clients[defaultCredentials] != nil, "the default credentials must be one of the clients")
+        let members = Dictionary(uniqueKeysWithValues: clients.map { ($0.key, Member(name: $0.key, client: $0.value)) })
+        self.clients = Mutex(Clients(members: members, defaultCredentials: defaultCredentials))
+    }
+
+    /// The clients in force now, by credentials name.
+    public var members: [String: Member] {
+        self.clients.withLock { $0.members }
+    }
+
+    public var defaultCredentials: String {
+        self.clients.withLock { $0.defaultCredentials }
+    }
+
+    /// Puts `replacements` in force (new names, or new clients for existing names), removes the
+    /// clients `removed` names, and sets the default; the clients they displace are retired.
+    public func update(replacing replacements: [String: APNsClient], removing removed: Set<String>, defaultCredentials: String) {
+        let retired: [Member] = self.clients.withLock { clients in
+            var retired: [Member] = []
+            for (name, client) in replacements {
+                if let old = clients.members.updateValue(Member(name: name, client: client), forKey: name) {
+                    retired.append(old)
+                }
+            }
+            for name in removed {
+                if let old = clients.members.removeValue(forKey: name) {
+                    retired.append(old)
+                }
+            }
+            precondition(clients.members[defaultCredentials] != nil, "the default credentials must be one of the clients")
+            clients.defaultCredentials = defaultCredentials
+            return retired
+        }
+        for member in retired {
+            member.retire()
+        }
+    }
+
+    public func send(_ notification: UpstreamNotification, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome> {
+        // A client retired between the lookup and `begin` takes nothing: look again.
+        while true {
+            let member = self.clients.withLock { clients in
+                clients.members[notification.tenant.credentials ?? clients.defaultCredentials]
+            }
+            guard let member else {
+                // A tenant naming credentials that a reload removed (the reload refuses that for
+                // configured tenants; a connection opened before it may still name them).
+                return eventLoop.makeSucceededFuture(.rejected(.processingError))
+            }
+            guard member.begin() else { continue }
+            let outcome = member.client.send(notification, on: eventLoop)
+            outcome.whenComplete { _ in member.end() }
+            return outcome
+        }
+    }
+
+    /// Closes every client at once (the end of the process).
+    public func shutdown() {
+        for member in self.members.values {
+            member.client.shutdown()
+        }
+    }
+}
