@@ -24,11 +24,13 @@ public final class BridgeRuntime: Sendable {
     public let store: any BridgeStore
     public let reloader: ConfigurationReloader
     private let configFileWatch: ReloadingFileProvider<YAMLSnapshot>?
+    private let statusPage: StatusPage?
     private let logger: Logger
 
     private init(
         settings: BridgeSettings,
         configFileWatch: ReloadingFileProvider<YAMLSnapshot>?,
+        statusPage: StatusPage?,
         gateway: GatewayServer,
         feedback: FeedbackServer,
         admin: AdminServer?,
@@ -39,6 +41,7 @@ public final class BridgeRuntime: Sendable {
     ) {
         self.settings = settings
         self.configFileWatch = configFileWatch
+        self.statusPage = statusPage
         self.gateway = gateway
         self.feedback = feedback
         self.admin = admin
@@ -135,6 +138,9 @@ public final class BridgeRuntime: Sendable {
                 makeClient: makeClient,
                 logger: logger
             )
+            let statusPage = metrics.map {
+                StatusPage(registry: $0, reloader: reloader, upstream: upstream, gateway: gateway, store: store)
+            }
             let readiness = Readiness(upstream: upstream, tenants: tenants)
             readiness.warmUp()
             var admin: AdminServer?
@@ -144,7 +150,7 @@ public final class BridgeRuntime: Sendable {
                         try await AdminServer.start(
                             host: address.host,
                             port: address.port,
-                            probes: readiness.probes(reloader: reloader),
+                            probes: readiness.probes(reloader: reloader, statusPage: statusPage),
                             registry: metrics,
                             logger: logger
                         )
@@ -159,6 +165,7 @@ public final class BridgeRuntime: Sendable {
             return BridgeRuntime(
                 settings: settings,
                 configFileWatch: configFileWatch,
+                statusPage: statusPage,
                 gateway: gateway,
                 feedback: feedback,
                 admin: admin,
@@ -203,12 +210,15 @@ public final class BridgeRuntime: Sendable {
             PeriodicJob(name: "store maintenance", every: .seconds(600), logger: self.logger) { [store, logger] in
                 await BridgeStoreMaintenance.sweepOnce(store, logger: logger)
             },
-            PeriodicJob(name: "feedback pending gauge", every: .seconds(15), logger: self.logger) { [store] in
+            PeriodicJob(name: "feedback pending gauge", every: .seconds(15), runsAtStart: true, logger: self.logger) { [store] in
                 if let pending = try? await store.pendingCount() {
                     BridgeGauges.shared.feedbackPending(pending)
                 }
             },
         ]
+        if let statusPage = self.statusPage {
+            services.append(PeriodicJob(name: "status page sample", every: .seconds(5), runsAtStart: true, logger: self.logger) { statusPage.sample() })
+        }
         services.append(
             ReloadService(reloader: self.reloader, configFileWatch: self.configFileWatch, watchInterval: self.settings.watchInterval, logger: self.logger)
         )
@@ -255,17 +265,23 @@ struct LegacyListenersService: Service {
 struct PeriodicJob: Service {
     var name: String
     var every: Duration
+    /// Runs once at start too, not only after the first interval.
+    var runsAtStart: Bool
     var logger: Logger
     var job: @Sendable () async -> Void
 
-    init(name: String, every: Duration, logger: Logger, job: @escaping @Sendable () async -> Void) {
+    init(name: String, every: Duration, runsAtStart: Bool = false, logger: Logger, job: @escaping @Sendable () async -> Void) {
         self.name = name
         self.every = every
+        self.runsAtStart = runsAtStart
         self.logger = logger
         self.job = job
     }
 
     func run() async throws {
+        if self.runsAtStart {
+            await self.job()
+        }
         try? await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 try await Task.sleep(for: self.every)
@@ -304,23 +320,34 @@ struct Readiness: Sendable {
         }
     }
 
-    func probes(reloader: ConfigurationReloader) -> AdminServer.Probes {
-        AdminServer.Probes(
+    func probes(reloader: ConfigurationReloader, statusPage: StatusPage?) -> AdminServer.Probes {
+        var renderStatusPage: (@Sendable () async -> String)?
+        if let statusPage {
+            renderStatusPage = {
+                self.updateGauges()
+                return await statusPage.render()
+            }
+        }
+        return AdminServer.Probes(
             isReady: {
                 if self.isReady { return true }
                 self.warmUp()  // a probe that finds no connection asks for one (the pool backs off)
                 return false
             },
-            beforeScrape: {
-                for environment in APNsEnvironment.allCases {
-                    let usable = self.upstream.members.values.reduce(0) { $0 + $1.client.usableConnectionCount(environment) }
-                    BridgeGauges.shared.upstreamConnections(environment, usable)
-                }
-            },
+            beforeScrape: { self.updateGauges() },
             reload: {
                 let outcome = await reloader.reload(trigger: "admin")
                 return (outcome.refused == nil, outcome.description)
-            }
+            },
+            statusPage: renderStatusPage
         )
+    }
+
+    /// The gauges read rather than counted: usable upstream connections by environment.
+    func updateGauges() {
+        for environment in APNsEnvironment.allCases {
+            let usable = self.upstream.members.values.reduce(0) { $0 + $1.client.usableConnectionCount(environment) }
+            BridgeGauges.shared.upstreamConnections(environment, usable)
+        }
     }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BridgeApp
 
 @main
 struct APNsBridgeCommand: AsyncParsableCommand {
@@ -13,7 +14,7 @@ struct APNsBridgeCommand: AsyncParsableCommand {
             legacy provider and a feedback poller for smoke tests; `healthcheck` asks a running bridge \
             whether it is ready; `reload` makes it read its configuration again.
             """,
-        version: "0.4.0",
+        version: BridgeVersion.description,
         subcommands: [ServeCommand.self, DemoCommand.self, MockAPNsCommand.self, SendCommand.self, FeedbackCommand.self, CheckConfigCommand.self, HealthcheckCommand.self, ReloadCommand.self]
     )
 }

@@ -8,7 +8,7 @@ import ServiceLifecycle
 /// The admin HTTP port (loopback by default): `GET /metrics` (Prometheus text format),
 /// `GET /healthz` (200 while the process serves), `GET /readyz` (200 when a usable upstream
 /// connection exists, else 503), `POST /-/reload` (reloads the configuration: 200 with what
-/// changed, or 422 with why the new configuration was refused).
+/// changed, or 422 with why the new configuration was refused), `GET /` (the status page).
 public final class AdminServer: Service, Sendable {
     public struct Probes: Sendable {
         var isReady: @Sendable () -> Bool
@@ -16,15 +16,19 @@ public final class AdminServer: Service, Sendable {
         var beforeScrape: @Sendable () -> Void
         /// Reloads the configuration: whether it was applied, and the report.
         var reload: (@Sendable () async -> (applied: Bool, report: String))?
+        /// Renders the status page (HTML).
+        var statusPage: (@Sendable () async -> String)?
 
         public init(
             isReady: @escaping @Sendable () -> Bool,
             beforeScrape: @escaping @Sendable () -> Void = {},
-            reload: (@Sendable () async -> (applied: Bool, report: String))? = nil
+            reload: (@Sendable () async -> (applied: Bool, report: String))? = nil,
+            statusPage: (@Sendable () async -> String)? = nil
         ) {
             self.isReady = isReady
             self.beforeScrape = beforeScrape
             self.reload = reload
+            self.statusPage = statusPage
         }
     }
 
@@ -63,7 +67,7 @@ public final class AdminServer: Service, Sendable {
             .bind(host: host, port: port)
             .get()
         let server = AdminServer(channel: channel, logger: logger)
-        logger.info("admin listening (/metrics, /healthz, /readyz)", metadata: ["address": "\(server.localAddress)"])
+        logger.info("admin listening (/, /metrics, /healthz, /readyz, POST /-/reload)", metadata: ["address": "\(server.localAddress)"])
         return server
     }
 
@@ -100,17 +104,13 @@ final class AdminRequestHandler: ChannelInboundHandler {
         case .end:
             guard let head = self.request else { return }
             self.request = nil
-            if head.method == .POST, head.uri == "/-/reload", let reload = self.probes.reload {
-                // Answered when the reload is done; NIO's pipelining handler holds a next
-                // request on this connection until then.
-                let promise = context.eventLoop.makePromise(of: (applied: Bool, report: String).self)
-                promise.completeWithTask { await reload() }
-                promise.futureResult.assumeIsolated().whenSuccess { outcome in
-                    self.respond(
-                        context: context,
-                        head: head,
-                        (outcome.applied ? .ok : .unprocessableEntity, "text/plain; charset=utf-8", Array((outcome.report + "\n").utf8))
-                    )
+            if let work = self.asynchronousAnswer(head) {
+                // Answered when the work is done; NIO's pipelining handler holds a next request
+                // on this connection until then.
+                let promise = context.eventLoop.makePromise(of: Answer.self)
+                promise.completeWithTask(work)
+                promise.futureResult.assumeIsolated().whenSuccess { answer in
+                    self.respond(context: context, head: head, answer)
                 }
                 return
             }
@@ -118,7 +118,24 @@ final class AdminRequestHandler: ChannelInboundHandler {
         }
     }
 
-    private func respond(context: ChannelHandlerContext, head: HTTPRequestHead, _ answer: (HTTPResponseStatus, String, [UInt8])) {
+    typealias Answer = (HTTPResponseStatus, String, [UInt8])
+
+    /// The answers that take a moment: the reload, the status page.
+    private func asynchronousAnswer(_ head: HTTPRequestHead) -> (@Sendable () async -> Answer)? {
+        let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
+        if head.method == .POST, path == "/-/reload", let reload = self.probes.reload {
+            return {
+                let outcome = await reload()
+                return (outcome.applied ? .ok : .unprocessableEntity, "text/plain; charset=utf-8", Array((outcome.report + "\n").utf8))
+            }
+        }
+        if head.method == .GET || head.method == .HEAD, path == "/", let statusPage = self.probes.statusPage {
+            return { (.ok, "text/html; charset=utf-8", Array(await statusPage().utf8)) }
+        }
+        return nil
+    }
+
+    private func respond(context: ChannelHandlerContext, head: HTTPRequestHead, _ answer: Answer) {
         let (status, contentType, body) = answer
         var headers = HTTPHeaders([("content-type", contentType), ("content-length", "\(body.count)")])
         if !head.isKeepAlive { headers.add(name: "connection", value: "close") }
@@ -155,7 +172,7 @@ final class AdminRequestHandler: ChannelInboundHandler {
                 ? (.ok, text, Array("ready\n".utf8))
                 : (.serviceUnavailable, text, Array("no usable upstream connection\n".utf8))
         default:
-            return (.notFound, text, Array("not found: try /metrics, /healthz or /readyz\n".utf8))
+            return (.notFound, text, Array("not found: try /, /metrics, /healthz or /readyz\n".utf8))
         }
     }
 }

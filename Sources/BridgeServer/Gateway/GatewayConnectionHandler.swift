@@ -60,6 +60,8 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
     private var logger: Logger
     private var phase = Phase.handshaking
     private var session: ProviderSessionStateMachine?
+    /// The tenant's outcome counters, known from the handshake.
+    private var outcomes: TenantOutcomeCounters?
     private var decoder = NotificationFrameDecoder()
     private var buffered = ByteBuffer()
     private var readPending = false
@@ -218,6 +220,7 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         self.logger[metadataKey: "tenant"] = "\(tenant.name)"
         self.logger.debug("provider connected")
         self.session = ProviderSessionStateMachine(tenant: tenant, configuration: self.configuration.session)
+        self.outcomes = GatewayMetrics.shared.outcomes(tenant: tenant.name)
         self.phase = .preparing
         // Immediate for a store only this process writes; one query for a shared one, so that
         // records another instance wrote before this connection are recognised (§1.6).
@@ -303,14 +306,17 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
                 .assumeIsolated()
                 .whenSuccess { outcome in
                     GatewayMetrics.shared.forwardFinished()
+                    self.outcomes?.count(outcome)
                     self.upstreamCompleted(sequence, outcome: outcome)
                     self.dependencies.inFlight.finished()
                 }
         case .close(let farewell):
             GatewayMetrics.shared.refused(farewell.status, reason: failureReason)
+            self.outcomes?.count(.rejected(farewell.status))
             self.sayFarewell(farewell)
         case .waitForPredecessors(let status):
             GatewayMetrics.shared.refused(status, reason: failureReason)
+            self.outcomes?.count(.rejected(status))
             self.logger.debug("notification failed; waiting for earlier ones", metadata: ["status": "\(status)"])
         case .ignore:
             break

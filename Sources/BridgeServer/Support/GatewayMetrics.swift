@@ -28,7 +28,20 @@ public final class GatewayMetrics: Sendable {
     /// `handshakes` (too many handshakes in progress) or `handshakes_per_address`.
     private let refusedConnections = LabelledCounters(label: "apns_bridge_refused_connections_total", labelNames: ["listener", "reason"])
 
+    /// Outcomes by tenant, one set per tenant name (made at handshake, not per notification).
+    private let tenantOutcomes = Mutex<[String: TenantOutcomeCounters]>([:])
+
     private init() {}
+
+    /// The outcome counters of a tenant: `apns_bridge_notifications_total{tenant, outcome}`.
+    func outcomes(tenant: String) -> TenantOutcomeCounters {
+        self.tenantOutcomes.withLock { counters in
+            if let existing = counters[tenant] { return existing }
+            let made = TenantOutcomeCounters(tenant: tenant)
+            counters[tenant] = made
+            return made
+        }
+    }
 
     func notificationReceived() { self.received.increment() }
     func forwardStarted() { self.inFlight.increment() }
@@ -49,5 +62,33 @@ public final class GatewayMetrics: Sendable {
 
     func errorResponseSent(_ status: ErrorResponseStatus) {
         self.errorResponses.increment(["\(status.rawValue)"])
+    }
+}
+
+/// One tenant's notifications by outcome: `accepted` (200), `unregistered` (410), `rejected`
+/// (an error-response status, upstream or local), `dropped` (given up after 429s).
+struct TenantOutcomeCounters: Sendable {
+    let accepted: Counter
+    let unregistered: Counter
+    let rejected: Counter
+    let dropped: Counter
+
+    init(tenant: String) {
+        func counter(_ outcome: String) -> Counter {
+            Counter(label: "apns_bridge_notifications_total", dimensions: [("tenant", tenant), ("outcome", outcome)])
+        }
+        self.accepted = counter("accepted")
+        self.unregistered = counter("unregistered")
+        self.rejected = counter("rejected")
+        self.dropped = counter("dropped")
+    }
+
+    func count(_ outcome: NotificationOutcome) {
+        switch outcome {
+        case .accepted: self.accepted.increment()
+        case .unregistered: self.unregistered.increment()
+        case .rejected: self.rejected.increment()
+        case .dropped: self.dropped.increment()
+        }
     }
 }

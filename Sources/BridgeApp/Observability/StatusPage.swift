@@ -1,0 +1,272 @@
+import BridgeCore
+import BridgeServer
+import BridgeStores
+import Foundation
+import Prometheus
+import Synchronization
+import UpstreamAPNs
+
+/// The build of this program, for `--version` and the status page.
+public enum BridgeVersion {
+    public static let version = "0.5.0"
+
+    /// The version with how it was built: `0.5.0 (release build, Linux x86_64)`.
+    public static var description: String {
+        #if DEBUG
+        let configuration = "debug"
+        #else
+        let configuration = "release"
+        #endif
+        #if os(Linux)
+        let system = "Linux"
+        #elseif os(macOS)
+        let system = "macOS"
+        #else
+        let system = "unknown system"
+        #endif
+        #if arch(x86_64)
+        let architecture = "x86_64"
+        #elseif arch(arm64)
+        let architecture = "arm64"
+        #else
+        let architecture = "unknown architecture"
+        #endif
+        return "\(Self.version) (\(configuration) build, \(system) \(architecture))"
+    }
+}
+
+/// The metrics as the admin port exports them, read back: one value per series.
+struct MetricsReading: Sendable {
+    /// `name{labels}` (as in the exposition text) → value.
+    var series: [String: Double]
+
+    init(_ registry: PrometheusCollectorRegistry) {
+        self.init(text: String(decoding: registry.emitToBuffer(), as: UTF8.self))
+    }
+
+    init(text: String) {
+        var series: [String: Double] = [:]
+        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { continue }
+            series[String(line[..<space])] = value
+        }
+        self.series = series
+    }
+
+    /// The sum of every series of `name` whose labels include each of `labels` (`key="value"`).
+    func sum(_ name: String, _ labels: [String] = []) -> Double {
+        self.series.reduce(0) { total, entry in
+            let (key, value) = entry
+            guard key == name || key.hasPrefix(name + "{") else { return total }
+            return labels.allSatisfy(key.contains) ? total + value : total
+        }
+    }
+}
+
+/// The admin port's `/`: a page for people, rendered on the server (no JavaScript), refreshed
+/// by the browser every 10 s. Everything on it comes from the metrics (sampled every few
+/// seconds for the rates of the last minute), the settings in force, the upstream pools and the
+/// store; it shows no token and no secret.
+final class StatusPage: Sendable {
+    private struct Sample {
+        var time: Date
+        var reading: MetricsReading
+    }
+
+    private struct State {
+        var samples: [Sample] = []
+        /// Failure series (`apns_bridge_notifications_failed_total{…}`) → when it last grew.
+        var lastFailures: [String: (time: Date, count: Double)] = [:]
+    }
+
+    private let registry: PrometheusCollectorRegistry
+    private let reloader: ConfigurationReloader
+    private let upstream: ReloadableUpstream
+    private let gateway: GatewayServer
+    private let store: any BridgeStore
+    private let startedAt = Date()
+    private let state = Mutex(State())
+
+    init(registry: PrometheusCollectorRegistry, reloader: ConfigurationReloader, upstream: ReloadableUpstream, gateway: GatewayServer, store: any BridgeStore) {
+        self.registry = registry
+        self.reloader = reloader
+        self.upstream = upstream
+        self.gateway = gateway
+        self.store = store
+    }
+
+    /// Takes a reading of the metrics (every 5 s): the rates of the last minute come from the
+    /// oldest reading within it.
+    func sample() {
+        let now = Date()
+        let reading = MetricsReading(self.registry)
+        self.state.withLock { state in
+            if let previous = state.samples.last {
+                for (key, value) in reading.series where key.hasPrefix("apns_bridge_notifications_failed_total{") {
+                    let before = previous.reading.series[key] ?? 0
+                    if value > before {
+                        state.lastFailures[key] = (now, value - before)
+                    }
+                }
+            }
+            state.samples.append(Sample(time: now, reading: reading))
+            state.samples.removeAll { now.timeIntervalSince($0.time) > 65 }
+            if state.samples.count > 100 {  // pages requested very often add samples too
+                state.samples.removeFirst(state.samples.count - 100)
+            }
+        }
+    }
+
+    func render() async -> String {
+        self.sample()  // errors since the last periodic sample show at once
+        let settings = await self.reloader.settings
+        let pending = try? await self.store.pendingCount()
+        let now = Date()
+        let current = MetricsReading(self.registry)
+        let (oldest, failures) = self.state.withLock { state in
+            (state.samples.first { now.timeIntervalSince($0.time) <= 65 }, state.lastFailures)
+        }
+        var html = """
+            <!DOCTYPE html>
+            <html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="10">
+            <title>apns-bridge status</title>
+            <style>
+            body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;margin-bottom:1.5em}
+            th,td{border:1px solid #ccc;padding:.3em .7em;text-align:left}th{background:#f3f3f3}td.n{text-align:right}
+            .bad{color:#b00020;font-weight:bold}.ok{color:#1b5e20}
+            </style></head><body>
+            <h1>apns-bridge</h1>
+            <p>Version \(Self.escape(BridgeVersion.description)) · up \(Self.duration(now.timeIntervalSince(self.startedAt))) · \
+            page rendered \(Self.time(now)), refreshed every 10 s · <a href="/metrics">/metrics</a> · <a href="/readyz">/readyz</a></p>
+
+            """
+
+        // Rates over the last minute.
+        html += "<h2>Last minute</h2>\n"
+        if let oldest, now.timeIntervalSince(oldest.time) >= 1 {
+            let seconds = now.timeIntervalSince(oldest.time)
+            func rate(_ name: String, _ labels: [String] = []) -> String {
+                String(format: "%.1f/s", max(0, current.sum(name, labels) - oldest.reading.sum(name, labels)) / seconds)
+            }
+            html += "<table><tr><th>over the last \(Int(seconds.rounded())) s</th><th>rate</th></tr>\n"
+            for (title, name, labels) in [
+                ("received from providers", "apns_bridge_notifications_received_total", [String]()),
+                ("forwarded to APNs", "apns_bridge_notifications_forwarded_total", []),
+                ("accepted (200)", "apns_bridge_notifications_total", [#"outcome="accepted""#]),
+                ("unregistered (410)", "apns_bridge_notifications_total", [#"outcome="unregistered""#]),
+                ("rejected (error-response)", "apns_bridge_notifications_total", [#"outcome="rejected""#]),
+                ("dropped (after 429s)", "apns_bridge_notifications_total", [#"outcome="dropped""#]),
+                ("upstream retries", "apns_bridge_upstream_retries_total", []),
+            ] {
+                html += "<tr><td>\(title)</td><td class=n>\(rate(name, labels))</td></tr>\n"
+            }
+            html += "</table>\n"
+        } else {
+            html += "<p>Measuring: the first rates appear a few seconds after start.</p>\n"
+        }
+
+        // Now.
+        let inFlight = Int(current.sum("apns_bridge_notifications_in_flight"))
+        html += "<h2>Now</h2>\n<table>\n"
+        html += "<tr><td>provider connections (gateway)</td><td class=n>\(self.gateway.connectionCount)</td></tr>\n"
+        html += "<tr><td>feedback connections</td><td class=n>\(Int(current.sum("apns_bridge_legacy_connections", [#"listener="feedback""#])))</td></tr>\n"
+        html += "<tr><td>notifications in flight</td><td class=n>\(inFlight)</td></tr>\n"
+        html += "<tr><td>feedback backlog (tokens waiting for a poller)</td><td class=n>\(pending.map(String.init) ?? "unknown (store not answering)")</td></tr>\n"
+        html += "<tr><td>notifications received since start</td><td class=n>\(Int(current.sum("apns_bridge_notifications_received_total")))</td></tr>\n"
+        html += "</table>\n"
+
+        // Tenants and credentials.
+        let members = self.upstream.members
+        html += "<h2>Tenants</h2>\n<table><tr><th>tenant</th><th>certificate UID</th><th>topic</th><th>environment</th><th>credentials</th><th>credential health</th></tr>\n"
+        let tenants = settings.tenants
+        for rule in tenants.rules {
+            let environment = rule.environment ?? tenants.defaultEnvironment
+            let credentials = rule.credentials ?? settings.defaultCredentials
+            html += "<tr><td>\(Self.escape(rule.name))</td><td>\(Self.escape(rule.userID ?? "(by fingerprint)"))</td>"
+            html += "<td>\(Self.escape(rule.topic ?? rule.userID ?? "(the certificate's UID)"))</td><td>\(environment.rawValue)</td>"
+            html += "<td>\(Self.escape(credentials))</td><td>\(Self.health(members[credentials], environment))</td></tr>\n"
+        }
+        if tenants.acceptsUnlistedCertificates {
+            let credentials = settings.defaultCredentials
+            html += "<tr><td colspan=3>any other certificate with a UID (tenant and topic: its UID)</td><td>\(tenants.defaultEnvironment.rawValue)</td>"
+            html += "<td>\(Self.escape(credentials))</td><td>\(Self.health(members[credentials], tenants.defaultEnvironment))</td></tr>\n"
+        }
+        html += "</table>\n"
+        html += "<table><tr><th>credentials</th><th>kind</th><th>connections to APNs (production / sandbox)</th><th>unanswered</th></tr>\n"
+        for (name, source) in settings.credentials.sorted(by: { $0.key < $1.key }) {
+            let kind: String
+            switch source {
+            case .signingKey(_, let keyID, let teamID): kind = "signing key \(keyID), team \(teamID)"
+            case .certificate: kind = "certificate"
+            case .pkcs12: kind = "certificate (PKCS#12)"
+            }
+            let member = members[name]
+            let production = member?.client.usableConnectionCount(.production) ?? 0
+            let sandbox = member?.client.usableConnectionCount(.sandbox) ?? 0
+            html += "<tr><td>\(Self.escape(name))\(name == settings.defaultCredentials ? " (default)" : "")</td><td>\(Self.escape(kind))</td>"
+            html += "<td class=n>\(production) / \(sandbox)</td><td class=n>\(member?.inFlight ?? 0)</td></tr>\n"
+        }
+        html += "</table>\n"
+
+        // Upstream errors.
+        html += "<h2>Last upstream and local errors</h2>\n"
+        if failures.isEmpty {
+            html += "<p class=ok>None since start.</p>\n"
+        } else {
+            html += "<table><tr><th>last seen</th><th>status</th><th>reason</th><th>in that interval</th></tr>\n"
+            for (series, seen) in failures.sorted(by: { $0.value.time > $1.value.time }).prefix(10) {
+                html += "<tr><td>\(Self.time(seen.time))</td><td>\(Self.escape(Self.label("status", of: series)))</td>"
+                html += "<td>\(Self.escape(Self.label("reason", of: series)))</td><td class=n>\(Int(seen.count))</td></tr>\n"
+            }
+            html += "</table>\n"
+        }
+
+        // Certificates.
+        html += "<h2>Certificates</h2>\n<table><tr><th>certificate</th><th>expires</th><th>days left</th></tr>\n"
+        for (name, date) in CertificateExpiry.shared.dates.sorted(by: { $0.value < $1.value }) {
+            let days = Int((date.timeIntervalSince(now) / 86_400).rounded(.down))
+            html += "<tr><td>\(Self.escape(name))</td><td>\(Self.time(date))</td><td class=\"n\(days < 14 ? " bad" : "")\">\(days)</td></tr>\n"
+        }
+        html += "</table>\n</body></html>\n"
+        return html
+    }
+
+    private static func health(_ member: ReloadableUpstream.Member?, _ environment: APNsEnvironment) -> String {
+        guard let member else { return "<span class=bad>credentials missing</span>" }
+        let usable = member.client.usableConnectionCount(environment)
+        return usable > 0 ? "<span class=ok>\(usable) connection\(usable == 1 ? "" : "s")</span>" : "<span class=bad>no usable connection</span>"
+    }
+
+    /// A label's value in `name{a="x",b="y"}`.
+    static func label(_ label: String, of series: String) -> String {
+        guard let start = series.range(of: "\(label)=\"") else { return "" }
+        let rest = series[start.upperBound...]
+        return String(rest.prefix { $0 != "\"" })
+    }
+
+    static func escape(_ text: String) -> String {
+        var escaped = ""
+        for character in text {
+            switch character {
+            case "&": escaped += "&amp;"
+            case "<": escaped += "&lt;"
+            case ">": escaped += "&gt;"
+            case "\"": escaped += "&quot;"
+            case "'": escaped += "&#39;"
+            default: escaped.append(character)
+            }
+        }
+        return escaped
+    }
+
+    private static func time(_ date: Date) -> String {
+        date.formatted(Date.ISO8601FormatStyle())
+    }
+
+    private static func duration(_ seconds: TimeInterval) -> String {
+        let total = Int(seconds)
+        if total < 3600 { return "\(total / 60) min \(total % 60) s" }
+        if total < 86_400 { return "\(total / 3600) h \(total % 3600 / 60) min" }
+        return "\(total / 86_400) d \(total % 86_400 / 3600) h"
+    }
+}

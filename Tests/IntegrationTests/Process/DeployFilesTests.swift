@@ -1,0 +1,120 @@
+import BridgeApp
+import BridgeTestSupport
+import Foundation
+import LegacyProtocol
+import MockAPNs
+import NIOCore
+import NIOPosix
+import Testing
+import Yams
+
+/// Issue 17, parts 3 and 4: the Grafana dashboard and the Prometheus rules in `deploy/` name
+/// only metrics the bridge exports, and the admin port's status page shows live numbers.
+@Suite("serve: dashboard, alert rules and status page (child process)", .serialized)
+struct DeployFilesTests {
+    static let packageRoot = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// The PromQL expressions of the dashboard's panels.
+    static func dashboardExpressions() throws -> [String] {
+        let data = try Data(contentsOf: Self.packageRoot.appendingPathComponent("deploy/grafana/apns-bridge.json"))
+        let dashboard = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let panels = try #require(dashboard["panels"] as? [[String: Any]])
+        return panels.flatMap { panel in
+            ((panel["targets"] as? [[String: Any]]) ?? []).compactMap { $0["expr"] as? String }
+        }
+    }
+
+    /// The expressions of the alert rules; each rule has a name and an expression.
+    static func alertExpressions() throws -> [String] {
+        let text = try String(contentsOf: Self.packageRoot.appendingPathComponent("deploy/prometheus/alerts.yml"), encoding: .utf8)
+        let document = try #require(try Yams.load(yaml: text) as? [String: Any])
+        let groups = try #require(document["groups"] as? [[String: Any]])
+        var expressions: [String] = []
+        for group in groups {
+            for rule in try #require(group["rules"] as? [[String: Any]]) {
+                #expect(rule["alert"] is String)
+                expressions.append(try #require(rule["expr"] as? String))
+            }
+        }
+        return expressions
+    }
+
+    /// The `apns_bridge_*` names an expression uses.
+    static func metricNames(in expression: String) -> Set<String> {
+        let pattern = try! Regex("apns_bridge_[a-z0-9_]+")
+        return Set(expression.matches(of: pattern).map { String(expression[$0.range]) })
+    }
+
+    @Test("Every metric the dashboard and the alert rules name is exported; the status page shows live numbers and no token")
+    func dashboardAlertsAndStatusPage() async throws {
+        let dashboard = try Self.dashboardExpressions()
+        let alerts = try Self.alertExpressions()
+        #expect(dashboard.count >= 10)
+        #expect(alerts.count >= 6)
+
+        let environment = try await BridgeProcess.Environment.make()
+        defer { Task { await environment.close() } }
+        let bridge = try await BridgeProcess.start(
+            environment,
+            store: "sqlite:\(environment.directory)/store.sqlite",
+            extraArguments: ["--set", "gateway.maximumConnections=1"]
+        )
+        defer { Task { await bridge.terminate() } }
+        let admin = try #require(bridge.adminPort)
+
+        // Traffic that makes every kind of series exist: an accepted notification, a rejected
+        // one (an error-response), a connection refused at the cap, a reload.
+        let good = FrameBuilder.token(0x600D)
+        let bad = FrameBuilder.token(0xBAD)
+        environment.mock.script.rejectAsBadToken(bad.hexDump(format: .compact))
+        let provider = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+        var frames = FrameBuilder.frame(.itemized, identifier: 1, token: good, payload: FrameBuilder.payload())
+        frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 2, token: bad, payload: FrameBuilder.payload()))
+        try await provider.send(frames)
+        var answer = try await provider.bytesUntilClose()
+        #expect(answer.readErrorResponse()?.status == .invalidToken)
+        let holder = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+        try await holder.send(FrameBuilder.frame(.itemized, identifier: 3, token: good, payload: FrameBuilder.payload()))
+        #expect(await environment.mock.ledger.waitForAccepted(2))
+        let refused = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(to: bridge.gatewayAddress).get()
+        try await refused.closeFuture.get()  // closed at accept: the cap is one connection
+        let reload = try await AdminProbe.request(host: "127.0.0.1", port: admin, method: "POST", path: "/-/reload")
+        #expect(reload.status == 200)
+
+        let metrics = try await ServeProcessTests.get(admin, "/metrics").body
+        let exported = Set(metrics.split(separator: "\n").compactMap { line -> String? in
+            guard line.hasPrefix("# TYPE ") else { return nil }
+            return line.split(separator: " ").dropFirst(2).first.map(String.init)
+        })
+        #expect(exported.contains("apns_bridge_certificate_expiry_timestamp_seconds"))
+        for (file, expressions) in [("deploy/grafana/apns-bridge.json", dashboard), ("deploy/prometheus/alerts.yml", alerts)] {
+            let names = expressions.reduce(into: Set<String>()) { $0.formUnion(Self.metricNames(in: $1)) }
+            #expect(!names.isEmpty)
+            for name in names.sorted() {
+                let base = ["_bucket", "_count", "_sum"].first(where: name.hasSuffix).map { String(name.dropLast($0.count)) }
+                #expect(exported.contains(name) || base.map(exported.contains) == true, "\(file) names \(name), which the bridge does not export")
+            }
+        }
+
+        // The status page, with the numbers of this run.
+        let page = try await ServeProcessTests.get(admin, "/")
+        #expect(page.status == 200)
+        let html = page.body
+        #expect(html.hasPrefix("<!DOCTYPE html>"))
+        #expect(html.contains("<meta http-equiv=\"refresh\""))
+        #expect(html.contains(BridgeVersion.version))
+        #expect(html.contains("provider connections (gateway)</td><td class=n>1<"), "the holder's connection")
+        #expect(html.contains("notifications received since start</td><td class=n>3<"))
+        #expect(html.contains("<td>tls.certificate</td>"))
+        #expect(html.contains("signing key \(UpstreamHarness.keyID)"))
+        #expect(html.contains("BadDeviceToken"), "the last upstream error")
+        #expect(!html.contains("<script"))
+        for token in [good, bad] {
+            #expect(!html.contains(token.hexDump(format: .compact)), "a whole token on the page")
+        }
+        let keyFile = try String(contentsOfFile: environment.directory + "/AuthKey.p8", encoding: .utf8)
+        #expect(!html.contains(keyFile.split(separator: "\n")[1]), "the signing key on the page")
+        await holder.close()
+    }
+}
