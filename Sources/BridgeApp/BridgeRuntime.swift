@@ -24,12 +24,14 @@ public final class BridgeRuntime: Sendable {
     public let store: any BridgeStore
     public let reloader: ConfigurationReloader
     private let configFileWatch: ReloadingFileProvider<YAMLSnapshot>?
+    private let reloadSignals: UnixSignalsSequence
     private let statusPage: StatusPage?
     private let logger: Logger
 
     private init(
         settings: BridgeSettings,
         configFileWatch: ReloadingFileProvider<YAMLSnapshot>?,
+        reloadSignals: UnixSignalsSequence,
         statusPage: StatusPage?,
         gateway: GatewayServer,
         feedback: FeedbackServer,
@@ -41,6 +43,7 @@ public final class BridgeRuntime: Sendable {
     ) {
         self.settings = settings
         self.configFileWatch = configFileWatch
+        self.reloadSignals = reloadSignals
         self.statusPage = statusPage
         self.gateway = gateway
         self.feedback = feedback
@@ -100,6 +103,8 @@ public final class BridgeRuntime: Sendable {
             } catch {
                 throw ConfigurationError(key: "--config", "cannot watch \(source?.file ?? ""): \(error)")
             }
+            // SIGHUP is trapped before the bridge says it is ready.
+            let reloadSignals = await UnixSignalsSequence(trapping: .sighup)
             let tls = try LegacyTLSContext(configuration: settings.gateway.tls, tenantResolver: tenants, logger: logger)
             let gateway = try await Self.listening("gateway.listen", settings.gateway.host, settings.gateway.port) {
                 try await GatewayServer.start(
@@ -165,6 +170,7 @@ public final class BridgeRuntime: Sendable {
             return BridgeRuntime(
                 settings: settings,
                 configFileWatch: configFileWatch,
+                reloadSignals: reloadSignals,
                 statusPage: statusPage,
                 gateway: gateway,
                 feedback: feedback,
@@ -220,7 +226,13 @@ public final class BridgeRuntime: Sendable {
             services.append(PeriodicJob(name: "status page sample", every: .seconds(5), runsAtStart: true, logger: self.logger) { statusPage.sample() })
         }
         services.append(
-            ReloadService(reloader: self.reloader, configFileWatch: self.configFileWatch, watchInterval: self.settings.watchInterval, logger: self.logger)
+            ReloadService(
+                reloader: self.reloader,
+                signals: self.reloadSignals,
+                configFileWatch: self.configFileWatch,
+                watchInterval: self.settings.watchInterval,
+                logger: self.logger
+            )
         )
         if let admin = self.admin {
             services.append(admin)

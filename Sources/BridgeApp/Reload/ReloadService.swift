@@ -12,6 +12,9 @@ import UnixSignals
 /// through the admin port (``AdminServer``) to the same ``ConfigurationReloader``.
 struct ReloadService: Service {
     var reloader: ConfigurationReloader
+    /// SIGHUP, trapped at start-up: a signal that arrives before the service runs is kept, not
+    /// left to its default action (which ends the process).
+    var signals: UnixSignalsSequence
     /// Watches the configuration file; made at start-up, so that a change made as soon as the
     /// bridge is ready is a change from what it read.
     var configFileWatch: ReloadingFileProvider<YAMLSnapshot>?
@@ -30,7 +33,7 @@ struct ReloadService: Service {
     }
 
     func run() async throws {
-        let signals = await UnixSignalsSequence(trapping: .sighup)
+        let signals = self.signals
         try await cancelWhenGracefulShutdown {
             try await withThrowingDiscardingTaskGroup { group in
                 group.addTask {
