@@ -112,11 +112,10 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // A TLS HTTP/2 server that validates and answers like APNs, with scripted faults.
+        // Independent of the client it tests: it shares no code with UpstreamAPNs or BridgeCore.
         .target(
             name: "MockAPNs",
             dependencies: [
-                "BridgeCore",
-                "UpstreamAPNs",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),

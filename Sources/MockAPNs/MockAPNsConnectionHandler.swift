@@ -1,4 +1,3 @@
-import BridgeCore
 import Foundation
 import Logging
 import NIOCore
@@ -7,7 +6,6 @@ import NIOHTTP2
 import NIOSSL
 import NIOTLS
 import Synchronization
-import UpstreamAPNs
 
 /// Asks every connection of a mock server to announce a new `MAX_CONCURRENT_STREAMS`.
 struct MockAPNsStreamLimitChange: Sendable {
@@ -42,7 +40,10 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
     private var unacknowledgedLimits: [Int]
     private var acknowledgedLimit = Int.max
     private var flushScheduled = false
-    private var inboundWindow = InboundConnectionWindow()
+    /// Bytes of DATA received since the last connection-level WINDOW_UPDATE. NIOHTTP2Handler
+    /// without a stream multiplexer leaves the connection window to the handler after it: the
+    /// mock gives credit back once half of the initial 65,535 bytes are used.
+    private var unacknowledgedBytes = 0
 
     init(
         connectionID: Int,
@@ -108,7 +109,10 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
                 self.requestComplete(frame.streamID, context: context)
             }
         case .data(let data):
-            if let update = self.inboundWindow.windowUpdate(afterReceiving: data) {
+            self.unacknowledgedBytes += data.data.readableBytes + (data.paddingBytes.map { $0 + 1 } ?? 0)
+            if self.unacknowledgedBytes >= 65_535 / 2 {
+                let update = HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: self.unacknowledgedBytes))
+                self.unacknowledgedBytes = 0
                 context.write(self.wrapOutboundOut(update), promise: nil)
                 self.scheduleFlush(context: context)
             }
@@ -211,7 +215,7 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
         if record.status == 200 {
             context.write(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: true)))), promise: nil)
         } else {
-            let body = ByteBuffer(string: APNsErrorBody(reason: record.reason, timestamp: record.timestamp).encoded())
+            let body = ByteBuffer(string: Self.errorBody(reason: record.reason, timestamp: record.timestamp))
             headers.add(name: "content-type", value: "application/json")
             context.write(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))), promise: nil)
             context.write(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: nil)
@@ -229,10 +233,10 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
         }
     }
 
-    private func sendGoAway(reason: APNsReason, context: ChannelHandlerContext) {
+    private func sendGoAway(reason: MockAPNsReason, context: ChannelHandlerContext) {
         self.goAwaySent = true
         self.ledger.count { $0.goAways += 1 }
-        let debugData = ByteBuffer(string: APNsErrorBody(reason: reason).encoded())
+        let debugData = ByteBuffer(string: Self.errorBody(reason: reason, timestamp: nil))
         self.logger.debug("sending GOAWAY, as scripted", metadata: ["last_stream_id": "\(self.lastProcessedStreamID)"])
         context.writeAndFlush(
             self.wrapOutboundOut(
@@ -244,5 +248,15 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
         context.eventLoop.assumeIsolated().scheduleTask(in: .seconds(5)) {
             context.close(promise: nil)
         }
+    }
+
+    /// The JSON body of an error response, as APNs writes it: `{"reason":"…"}`, with
+    /// `"timestamp"` (milliseconds) for 410.
+    static func errorBody(reason: MockAPNsReason?, timestamp: UInt64?) -> String {
+        var object: [String: Any] = [:]
+        if let reason { object["reason"] = reason.rawValue }
+        if let timestamp { object["timestamp"] = timestamp }
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return "{}" }
+        return String(decoding: data, as: UTF8.self)
     }
 }

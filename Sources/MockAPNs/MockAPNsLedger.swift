@@ -1,4 +1,3 @@
-import BridgeCore
 import NIOCore
 import NIOHPACK
 import Synchronization
@@ -23,7 +22,7 @@ public struct MockAPNsRequestRecord: Sendable {
     public var pathIndexing: HPACKIndexing?
     public var authorizationIndexing: HPACKIndexing?
     public var status: Int
-    public var reason: APNsReason?
+    public var reason: MockAPNsReason?
     /// Sent with 410 (milliseconds since 1970).
     public var timestamp: UInt64?
 

@@ -1,8 +1,6 @@
-import BridgeCore
 import Foundation
 import NIOCore
 import NIOHPACK
-import UpstreamAPNs
 
 /// Validates one request as APNs does (Apple's "Handling notification responses from APNs"
 /// table), in the order APNs reports problems: method and path, credentials, then headers,
@@ -15,7 +13,7 @@ struct MockAPNsRequestValidator {
 
     struct Refused: Error {
         var status: Int
-        var reason: APNsReason
+        var reason: MockAPNsReason
         var token: String?
     }
 
@@ -29,7 +27,7 @@ struct MockAPNsRequestValidator {
         hasClientCertificate: Bool,
         now: Date
     ) -> Result<Accepted, Refused> {
-        func refuse(_ status: Int, _ reason: APNsReason, _ token: String? = nil) -> Result<Accepted, Refused> {
+        func refuse(_ status: Int, _ reason: MockAPNsReason, _ token: String? = nil) -> Result<Accepted, Refused> {
             .failure(Refused(status: status, reason: reason, token: token))
         }
         for name in ["apns-id", "apns-topic", "apns-priority", "apns-expiration", "apns-push-type", "apns-collapse-id", "authorization"]
@@ -63,7 +61,7 @@ struct MockAPNsRequestValidator {
             return refuse(400, .badExpirationDate, token)
         }
         guard let pushType = headers.first(name: "apns-push-type") else { return refuse(400, .missingPushType, token) }
-        guard APNsPushType.documented.contains(APNsPushType(pushType)) else { return refuse(400, .invalidPushType, token) }
+        guard Self.pushTypes.contains(pushType) else { return refuse(400, .invalidPushType, token) }
         if let priority = headers.first(name: "apns-priority") {
             guard ["10", "5", "1"].contains(priority) else { return refuse(400, .badPriority, token) }
             if pushType == "background", priority == "10" { return refuse(400, .badPriority, token) }
@@ -73,6 +71,11 @@ struct MockAPNsRequestValidator {
         guard body.readableBytes <= limit else { return refuse(413, .payloadTooLarge, token) }
         return .success(Accepted(token: token, claims: claims))
     }
+
+    /// The `apns-push-type` values Apple documents.
+    static let pushTypes: Set<String> = [
+        "alert", "background", "location", "voip", "complication", "fileprovider", "mdm", "liveactivity", "pushtotalk", "widgets",
+    ]
 
     /// 8-4-4-4-12 hexadecimal digits.
     static func isUUID(_ value: String) -> Bool {

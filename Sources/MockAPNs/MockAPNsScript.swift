@@ -1,4 +1,3 @@
-import BridgeCore
 import NIOCore
 import Synchronization
 
@@ -10,7 +9,7 @@ public final class MockAPNsScript: Sendable {
         var token: String?
         var remaining: Int
         var status: Int
-        var reason: APNsReason
+        var reason: MockAPNsReason
     }
 
     struct State {
@@ -19,7 +18,7 @@ public final class MockAPNsScript: Sendable {
         var badTokens: Set<String> = []
         var failures: [FailureRule] = []
         var goAwayEvery: Int?
-        var goAwayReason: APNsReason = .shutdown
+        var goAwayReason: MockAPNsReason = .shutdown
         var responseDelay: TimeAmount = .zero
         var refuseNext = 0
         var dropConnectionAfter: Int?
@@ -53,7 +52,7 @@ public final class MockAPNsScript: Sendable {
 
     /// Answers the next `count` requests (for `token` only, when given) with this status and
     /// reason, then succeeds again: `fail(2, status: 503, reason: .serviceUnavailable)`.
-    public func fail(_ count: Int, status: Int, reason: APNsReason, token: String? = nil) {
+    public func fail(_ count: Int, status: Int, reason: MockAPNsReason, token: String? = nil) {
         self.state.withLock {
             $0.failures.append(FailureRule(token: token?.lowercased(), remaining: count, status: status, reason: reason))
         }
@@ -61,7 +60,7 @@ public final class MockAPNsScript: Sendable {
 
     /// Sends GOAWAY (with this reason in its JSON debug data) on every connection's `k`-th
     /// request, whose `lastStreamID` leaves that request and every later one unprocessed.
-    public func goAway(every k: Int?, reason: APNsReason = .shutdown) {
+    public func goAway(every k: Int?, reason: MockAPNsReason = .shutdown) {
         self.state.withLock {
             $0.goAwayEvery = k
             $0.goAwayReason = reason
@@ -92,7 +91,7 @@ public final class MockAPNsScript: Sendable {
 
     /// What the script says about the next request, before it is validated; takes one
     /// refused stream from the budget when there is one.
-    func behaviourForNextRequest() -> (goAwayEvery: Int?, goAwayReason: APNsReason, refuse: Bool, drop: Int?, delay: TimeAmount) {
+    func behaviourForNextRequest() -> (goAwayEvery: Int?, goAwayReason: MockAPNsReason, refuse: Bool, drop: Int?, delay: TimeAmount) {
         self.state.withLock { state in
             let refuse = state.refuseNext > 0
             if refuse { state.refuseNext -= 1 }
@@ -101,7 +100,7 @@ public final class MockAPNsScript: Sendable {
     }
 
     /// The scripted answer for one request that passed validation, if any.
-    func scriptedAnswer(token: String) -> (status: Int, reason: APNsReason, timestamp: UInt64?)? {
+    func scriptedAnswer(token: String) -> (status: Int, reason: MockAPNsReason, timestamp: UInt64?)? {
         self.state.withLock { state in
             if let index = state.failures.firstIndex(where: { $0.remaining > 0 && ($0.token == nil || $0.token == token) }) {
                 state.failures[index].remaining -= 1

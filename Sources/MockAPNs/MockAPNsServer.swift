@@ -1,4 +1,3 @@
-import BridgeCore
 import Logging
 import NIOCore
 import NIOHTTP2
@@ -54,6 +53,9 @@ public final class MockAPNsServer: Sendable {
             tls.trustRoots = roots
             tls.certificateVerification = .optionalVerification
         }
+        // close_notify is not waited for long at close: the mock stops within a second even while
+        // clients keep their connections open.
+        tls.shutdownTimeout = .milliseconds(500)
         let sslContext = try NIOSSLContext(configuration: tls)
         let script = MockAPNsScript()
         let ledger = MockAPNsLedger(keepsRecords: configuration.recordsRequests, onAnswer: configuration.onAnswer)
@@ -134,12 +136,15 @@ public final class MockAPNsServer: Sendable {
         }
     }
 
-    /// Closes the listener and every connection.
+    /// Closes the listener and every connection, all at once: each connection's TLS shutdown
+    /// waits at most half a second for the client's close_notify.
     public func close() async {
         try? await self.serverChannel.close()
         let channels = self.shared.connections.withLock { Array($0.values) }
-        for channel in channels {
-            try? await channel.close()
+        await withTaskGroup(of: Void.self) { group in
+            for channel in channels {
+                group.addTask { try? await channel.close() }
+            }
         }
     }
 }

@@ -1,8 +1,6 @@
-import BridgeCore
 import Crypto
 import Foundation
 import Synchronization
-import UpstreamAPNs
 
 /// Checks provider tokens the way APNs does: a JWT signed ES256 by a known key (`kid`), issued by
 /// that key's team (`iss`), not older than the maximum age (`iat`). Signatures already checked
@@ -26,7 +24,7 @@ final class ProviderTokenVerifier: Sendable {
 
     enum Verification {
         case valid(Claims)
-        case invalid(APNsReason)
+        case invalid(MockAPNsReason)
     }
 
     private let keys: [String: MockAPNsConfiguration.SigningKey]
@@ -63,9 +61,9 @@ final class ProviderTokenVerifier: Sendable {
     private func checkSignature(_ token: String) -> Verification {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3,
-            let headerData = Base64URL.decode(parts[0]),
-            let payloadData = Base64URL.decode(parts[1]),
-            let signatureData = Base64URL.decode(parts[2]),
+            let headerData = Self.base64URLDecoded(parts[0]),
+            let payloadData = Self.base64URLDecoded(parts[1]),
+            let signatureData = Self.base64URLDecoded(parts[2]),
             let header = try? JSONDecoder().decode(Header.self, from: headerData),
             let payload = try? JSONDecoder().decode(Payload.self, from: payloadData)
         else {
@@ -86,5 +84,12 @@ final class ProviderTokenVerifier: Sendable {
             return .invalid(.invalidProviderToken)
         }
         return .valid(Claims(keyID: keyID, teamID: issuer, issuedAt: issuedAt))
+    }
+
+    /// RFC 7515's base64url without padding, decoded.
+    static func base64URLDecoded(_ text: Substring) -> Data? {
+        var base64 = String(text.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
+        while base64.count % 4 != 0 { base64.append("=") }
+        return Data(base64Encoded: base64)
     }
 }

@@ -68,7 +68,7 @@ struct MockAPNsCommand: AsyncParsableCommand {
             configuration = MockAPNsConfiguration(certificateChain: [pki.server.certificate], privateKey: pki.server.privateKey)
             let path = self.writeCA ?? FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-mock-apns-ca.pem").path
             try pki.caCertificatePEM.write(toFile: path, atomically: true, encoding: .utf8)
-            print("throwaway CA written to \(path) (clients must trust it; the server name is localhost)")
+            Self.say("throwaway CA written to \(path) (clients must trust it; the server name is localhost)")
         }
         configuration.host = self.host
         configuration.port = self.port
@@ -79,7 +79,7 @@ struct MockAPNsCommand: AsyncParsableCommand {
         }
         configuration.signingKeys = try self.signingKeys.map(Self.signingKey)
         if configuration.signingKeys.isEmpty {
-            print("no --signing-key: provider tokens will be refused (InvalidProviderToken)")
+            Self.say("no --signing-key: provider tokens will be refused (InvalidProviderToken)")
         }
 
         let server = try await MockAPNsServer.start(configuration: configuration, logger: logger)
@@ -87,7 +87,7 @@ struct MockAPNsCommand: AsyncParsableCommand {
         if self.maxConcurrentStreams != configuration.maximumConcurrentStreams {
             server.setMaximumConcurrentStreams(self.maxConcurrentStreams)
         }
-        print("mock APNs listening on \(server.localAddress)")
+        Self.say("mock APNs listening on \(server.localAddress)")
 
         // Runs until SIGINT or SIGTERM, then prints the ledger's counters.
         let (signals, continuation) = AsyncStream<Int32>.makeStream()
@@ -102,7 +102,7 @@ struct MockAPNsCommand: AsyncParsableCommand {
         for await _ in signals { break }
         sources.forEach { $0.cancel() }
         let counters = server.ledger.counters
-        print("answered \(counters.answered) (200: \(counters.accepted)), refused \(counters.refused), unprocessed \(counters.unprocessed), GOAWAYs \(counters.goAways), connections \(counters.connectionsAccepted)")
+        Self.say("answered \(counters.answered) (200: \(counters.accepted)), refused \(counters.refused), unprocessed \(counters.unprocessed), GOAWAYs \(counters.goAways), connections \(counters.connectionsAccepted)")
         await server.close()
     }
 
@@ -120,7 +120,7 @@ struct MockAPNsCommand: AsyncParsableCommand {
             guard parts.count == 3, let count = Int(parts[0]), let status = Int(parts[1]) else {
                 throw ValidationError("--fail \(failure): expected N:STATUS:REASON")
             }
-            script.fail(count, status: status, reason: APNsReason(String(parts[2])))
+            script.fail(count, status: status, reason: MockAPNsReason(String(parts[2])))
         }
         script.goAway(every: self.goawayEvery)
         script.delayResponses(by: .milliseconds(Int64(self.delayMs)))
@@ -140,5 +140,11 @@ struct MockAPNsCommand: AsyncParsableCommand {
             publicKey = try P256.Signing.PublicKey(pemRepresentation: pem)
         }
         return .init(keyID: String(parts[0]), teamID: String(parts[1]), publicKey: publicKey)
+    }
+
+    /// One line on standard output, written at once (`print` buffers when the output is a file
+    /// or a pipe, and scripts wait for the "listening on" line).
+    private static func say(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
     }
 }

@@ -36,12 +36,4 @@ public struct APNsErrorBody: Hashable, Sendable, Decodable {
         guard buffer.readableBytes > 0 else { return nil }
         return try? JSONDecoder().decode(APNsErrorBody.self, from: Data(buffer.readableBytesView))
     }
-
-    /// The JSON APNs would send (used by the mock server).
-    public func encoded() -> String {
-        var fields: [String] = []
-        if let reason { fields.append("\"reason\":\"\(reason.rawValue)\"") }
-        if let timestamp { fields.append("\"timestamp\":\(timestamp)") }
-        return "{" + fields.joined(separator: ",") + "}"
-    }
 }

@@ -84,9 +84,9 @@ struct UpstreamBasicsTests {
     }
 
     @Test("503, 500 and 429 twice then 200: delivered once, no failure reported", arguments: [
-        (503, APNsReason.serviceUnavailable), (500, APNsReason.internalServerError), (429, APNsReason.tooManyRequests),
+        (503, MockAPNsReason.serviceUnavailable), (500, MockAPNsReason.internalServerError), (429, MockAPNsReason.tooManyRequests),
     ])
-    func transientErrors(status: Int, reason: APNsReason) async throws {
+    func transientErrors(status: Int, reason: MockAPNsReason) async throws {
         let harness = try await UpstreamHarness.start()
         defer { Task { await harness.stop() } }
         harness.mock.script.fail(2, status: status, reason: reason)
