@@ -58,8 +58,8 @@ public final class BridgeRuntime: Sendable {
     /// started is stopped again when a later step fails.
     ///
     /// - Parameters:
-    ///   - source: where `settings` were read, to read them again on reload; `nil`: the
-    ///     settings as given, again (a reload then re-reads only the files they name).
+    ///   - source: where `settings` were read, to read them again on reload; `nil`: they were
+    ///     made in code, and a reload is refused.
     ///   - metrics: the registry `/metrics` exports (``BridgeMetrics/bootstrapPrometheus()``).
     ///   - logLevel: the process's log level, which a reload sets.
     public static func start(
@@ -133,7 +133,7 @@ public final class BridgeRuntime: Sendable {
                 throw error
             }
             let reloader = ConfigurationReloader(
-                source: source ?? SettingsSource(flags: [:], environment: [:], file: nil),
+                source: source,
                 settings: settings,
                 tenants: tenants,
                 tls: tls,

@@ -101,12 +101,12 @@ final class StatusPage: Sendable {
         let now = Date()
         let reading = MetricsReading(self.registry)
         self.state.withLock { state in
-            if let previous = state.samples.last {
-                for (key, value) in reading.series where key.hasPrefix("apns_bridge_notifications_failed_total{") {
-                    let before = previous.reading.series[key] ?? 0
-                    if value > before {
-                        state.lastFailures[key] = (now, value - before)
-                    }
+            // Counters start at zero with the process: the first reading compares with that.
+            let previous = state.samples.last?.reading
+            for (key, value) in reading.series where key.hasPrefix("apns_bridge_notifications_failed_total{") {
+                let before = previous?.series[key] ?? 0
+                if value > before {
+                    state.lastFailures[key] = (now, value - before)
                 }
             }
             state.samples.append(Sample(time: now, reading: reading))

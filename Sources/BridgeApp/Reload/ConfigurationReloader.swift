@@ -44,7 +44,8 @@ public struct ReloadOutcome: Sendable, CustomStringConvertible {
 /// running one stays. Other keys (listeners, limits, the store, the upstream connections'
 /// settings) are reported as needing a restart. Reloads run one at a time.
 public actor ConfigurationReloader {
-    private let source: SettingsSource
+    /// `nil`: the bridge was given its settings directly (the demo, tests); a reload is refused.
+    private let source: SettingsSource?
     private let started: BridgeSettings
     private var running: BridgeSettings
     /// SHA-256 of each named file's contents, as last applied.
@@ -62,7 +63,7 @@ public actor ConfigurationReloader {
     private static let lastSucceeded = CoreMetrics.Gauge(label: "apns_bridge_config_last_reload_successful")
 
     init(
-        source: SettingsSource,
+        source: SettingsSource?,
         settings: BridgeSettings,
         tenants: ReloadableTenantResolver,
         tls: LegacyTLSContext,
@@ -126,7 +127,10 @@ public actor ConfigurationReloader {
     }
 
     private func apply() async throws -> ReloadOutcome {
-        let next = try await self.source.load()
+        guard let source = self.source else {
+            throw ConfigurationError(key: "--config", "this bridge was started with settings given in code; there is nothing to read again")
+        }
+        let next = try await source.load()
         let nextDigests = Self.digests(of: next.namedFiles)
         var outcome = ReloadOutcome()
         outcome.needsRestart = next.changedKeys(comparedWith: self.started).filter { !BridgeSettings.isLive($0) }
