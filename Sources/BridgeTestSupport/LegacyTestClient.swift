@@ -90,12 +90,17 @@ public final class LegacyTestClient: Sendable {
             try await self.channel.close(mode: .output)
         } else {
             // Below NIOSSL: the FIN goes out without a close_notify.
-            let tls = try await self.channel.pipeline.context(handlerType: NIOSSLClientHandler.self).get()
-            let promise = self.channel.eventLoop.makePromise(of: Void.self)
-            self.channel.eventLoop.execute {
-                tls.close(mode: .output, promise: promise)
-            }
-            try await promise.futureResult.get()
+            let channel = self.channel
+            try await channel.eventLoop.flatSubmit {
+                do {
+                    let tls = try channel.pipeline.syncOperations.context(handlerType: NIOSSLClientHandler.self)
+                    let closed = channel.eventLoop.makePromise(of: Void.self)
+                    tls.close(mode: .output, promise: closed)
+                    return closed.futureResult
+                } catch {
+                    return channel.eventLoop.makeFailedFuture(error)
+                }
+            }.get()
         }
     }
 

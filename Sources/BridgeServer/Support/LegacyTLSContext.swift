@@ -87,7 +87,7 @@ struct ClientCertificateVerifier: Sendable {
             guard let parsedLeaf = try? Certificate(derEncoded: leafDER) else { return .refused("unreadable certificate") }
             let intermediates = chain.dropFirst().compactMap { try? Certificate(derEncoded: $0.toDERBytes()) }
             var verifier = Verifier(rootCertificates: CertificateStore(self.roots)) {
-                RFC5280Policy(validationTime: Date())
+                RFC5280Policy()  // expiry checked against the time of validation
             }
             guard case .validCertificate = await verifier.validate(leaf: parsedLeaf, intermediates: CertificateStore(intermediates)) else {
                 return .refused("does not chain to a configured client CA (or has expired): \(subject)")

@@ -105,8 +105,8 @@ final class BridgeProcess: @unchecked Sendable {
         // SIGKILL is all there.
         let logPath = "\(environment.directory)/bridge-\(name).log"
         let outputPath = "\(environment.directory)/bridge-\(name).out"
-        FileManager.default.createFile(atPath: logPath, contents: nil)
-        FileManager.default.createFile(atPath: outputPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
         try process.run()

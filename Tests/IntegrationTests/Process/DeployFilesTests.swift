@@ -123,7 +123,7 @@ struct DeployFilesTests {
     /// Runs a program with its output in a file (no pipe to fill up), for at most 60 s.
     static func run(_ executable: String, _ arguments: [String]) async throws -> (status: Int32, output: String) {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-tool-\(UUID().uuidString)").path
-        FileManager.default.createFile(atPath: path, contents: nil)
+        _ = FileManager.default.createFile(atPath: path, contents: nil)
         defer { try? FileManager.default.removeItem(atPath: path) }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)

@@ -24,7 +24,7 @@ struct MockAPNsProcessTests {
         let signingKey = P256.Signing.PrivateKey()
         try signingKey.pemRepresentation.write(toFile: directory + "/AuthKey.p8", atomically: true, encoding: .utf8)
         let outputPath = directory + "/out"
-        FileManager.default.createFile(atPath: outputPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
 
         let process = Process()
         process.executableURL = URL(fileURLWithPath: BridgeProcess.executable)

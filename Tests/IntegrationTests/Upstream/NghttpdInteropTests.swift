@@ -44,7 +44,7 @@ struct NghttpdInteropTests {
         process.arguments = ["-oL", nghttpd, "--echo-upload", "--verbose", "--address=127.0.0.1", "--htdocs=\(directory)", "\(port)", files.privateKey, files.certificate]
         // A file, not a pipe: nghttpd would block once a pipe's buffer is full.
         let logPath = directory + "/nghttpd.log"
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let logFile = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.standardOutput = logFile
         process.standardError = logFile
