@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "BridgeCore", targets: ["BridgeCore"]),
         .library(name: "BridgeServer", targets: ["BridgeServer"]),
         .library(name: "UpstreamAPNs", targets: ["UpstreamAPNs"]),
+        .library(name: "BridgeUpstream", targets: ["BridgeUpstream"]),
         .library(name: "BridgeStores", targets: ["BridgeStores"]),
         .library(name: "MockAPNs", targets: ["MockAPNs"]),
         .library(name: "BridgeApp", targets: ["BridgeApp"]),
@@ -77,12 +78,11 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The HTTP/2 APNs client: connection pool, provider tokens, retries.
+        // An HTTP/2 client of Apple's provider API that stands on its own: connection pool,
+        // provider tokens, retries. Knows nothing of the legacy interface or the bridge.
         .target(
             name: "UpstreamAPNs",
             dependencies: [
-                "LegacyProtocol",
-                "BridgeCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
@@ -90,6 +90,21 @@ let package = Package(
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The bridge's side of the upstream: a legacy notification becomes an APNs request, and
+        // the client's final result a legacy outcome (CONTRACT §1.7, §2).
+        .target(
+            name: "BridgeUpstream",
+            dependencies: [
+                "LegacyProtocol",
+                "BridgeCore",
+                "UpstreamAPNs",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
@@ -136,9 +151,11 @@ let package = Package(
                 "BridgeCore",
                 "BridgeServer",
                 "UpstreamAPNs",
+                "BridgeUpstream",
                 "MockAPNs",
                 "BridgeStores",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -158,6 +175,7 @@ let package = Package(
                 "BridgeServer",
                 "BridgeStores",
                 "UpstreamAPNs",
+                "BridgeUpstream",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -187,6 +205,7 @@ let package = Package(
                 "BridgeStores",
                 "BridgeTestSupport",
                 "UpstreamAPNs",
+                "BridgeUpstream",
                 "MockAPNs",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -238,13 +257,25 @@ let package = Package(
         .testTarget(
             name: "UpstreamAPNsTests",
             dependencies: [
-                "BridgeCore",
                 "UpstreamAPNs",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "BridgeUpstreamTests",
+            dependencies: [
+                "LegacyProtocol",
+                "BridgeCore",
+                "UpstreamAPNs",
+                "BridgeUpstream",
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -269,10 +300,12 @@ let package = Package(
                 "BridgeServer",
                 "BridgeTestSupport",
                 "UpstreamAPNs",
+                "BridgeUpstream",
                 "MockAPNs",
                 "BridgeStores",
                 "BridgeApp",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "X509", package: "swift-certificates"),

@@ -1,6 +1,7 @@
 import BridgeCore
 import BridgeServer
 import BridgeStores
+import BridgeUpstream
 import Configuration
 import Foundation
 import Logging
@@ -83,13 +84,13 @@ public final class BridgeRuntime: Sendable {
         } catch {
             throw ConfigurationError(key: "store.url", "cannot open \(BridgeStoreLocation.redacted(settings.storeLocation)): \(error)")
         }
-        let makeClient: @Sendable (String, APNsCredentials) throws -> APNsClient = { name, credentials in
+        let makeClient: @Sendable (String, APNsCredentials) throws -> APNsNotificationUpstream = { name, credentials in
             var clientLogger = logger
             clientLogger[metadataKey: "credentials"] = "\(name)"
-            return try APNsClient(configuration: settings.upstream, credentials: credentials, logger: clientLogger)
+            return try APNsNotificationUpstream(configuration: settings.upstream, credentials: credentials, logger: clientLogger)
         }
         do {
-            var clients: [String: APNsClient] = [:]
+            var clients: [String: APNsNotificationUpstream] = [:]
             for (name, credentials) in credentialSet {
                 clients[name] = try makeClient(name, credentials)
             }

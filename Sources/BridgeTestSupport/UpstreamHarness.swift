@@ -1,8 +1,10 @@
 import BridgeCore
+import BridgeUpstream
 import Crypto
 import Foundation
 import LegacyProtocol
 import Logging
+import MetricsTestKit
 import MockAPNs
 import NIOCore
 import NIOPosix
@@ -37,9 +39,10 @@ public final class TestClock: Sendable {
     public var function: @Sendable () -> Date { { self.now } }
 }
 
-/// A ``MockAPNsServer`` on 127.0.0.1 with a throwaway PKI and signing key, and an
-/// ``APNsClient`` using provider tokens against it: the upstream tests drive this over real
-/// TLS and HTTP/2.
+/// A ``MockAPNsServer`` on 127.0.0.1 with a throwaway PKI and signing key, and the bridge's
+/// upstream (``APNsNotificationUpstream``, its ``APNsClient``s) using provider tokens against it:
+/// the upstream tests drive this over real TLS and HTTP/2. The client's and the upstream's
+/// metrics go to ``metrics``, a test factory of the harness's own.
 public final class UpstreamHarness: Sendable {
     public static let keyID = "KEY1234567"
     public static let teamID = "TEAM123456"
@@ -47,16 +50,23 @@ public final class UpstreamHarness: Sendable {
 
     public let pki: TestPKI
     public let mock: MockAPNsServer
-    public let client: APNsClient
+    public let client: APNsNotificationUpstream
     public let tokens: ProviderTokenSource
     public let clock: TestClock
+    public let metrics: TestMetrics
 
-    private init(pki: TestPKI, mock: MockAPNsServer, client: APNsClient, tokens: ProviderTokenSource, clock: TestClock) {
+    private init(pki: TestPKI, mock: MockAPNsServer, client: APNsNotificationUpstream, tokens: ProviderTokenSource, clock: TestClock, metrics: TestMetrics) {
         self.pki = pki
         self.mock = mock
         self.client = client
         self.tokens = tokens
         self.clock = clock
+        self.metrics = metrics
+    }
+
+    /// A counter's total over all its label sets, or those that include `dimensions`.
+    public func counter(_ label: String, _ dimensions: [(String, String)] = []) -> Int64 {
+        self.metrics.counterTotal(label: label, dimensions: dimensions)
     }
 
     public static func start(
@@ -78,11 +88,14 @@ public final class UpstreamHarness: Sendable {
         let quiet = Logger.forTests()
         let mock = try await MockAPNsServer.start(configuration: mockConfiguration, logger: quiet)
 
+        let metrics = TestMetrics()
         let tokens = ProviderTokenSource(
             signer: ProviderTokenSigner(key: signingKey, keyID: keyID, teamID: teamID),
             logger: quiet,
+            metricsFactory: metrics,
             now: clock.function
         )
+        var upstreamConfiguration = APNsNotificationUpstream.Configuration()
         var clientConfiguration = APNsClient.Configuration()
         let endpoint = APNsEndpoint(
             host: "127.0.0.1",
@@ -90,14 +103,20 @@ public final class UpstreamHarness: Sendable {
             serverHostname: "localhost",
             trustRoots: .certificates([pki.caCertificate])
         )
-        clientConfiguration.endpoints = [.sandbox: endpoint, .production: endpoint]
+        upstreamConfiguration.endpoints = [.sandbox: endpoint, .production: endpoint]
         clientConfiguration.reconnectBackoffBase = .milliseconds(20)
         clientConfiguration.reconnectBackoffLimit = .milliseconds(500)
         clientConfiguration.retryBackoffBase = .milliseconds(5)
         clientConfiguration.retryBackoffLimit = .milliseconds(200)
         configureClient(&clientConfiguration)
-        let client = try APNsClient(configuration: clientConfiguration, credentials: .token(tokens), logger: quiet)
-        return UpstreamHarness(pki: pki, mock: mock, client: client, tokens: tokens, clock: clock)
+        upstreamConfiguration.client = clientConfiguration
+        let client = try APNsNotificationUpstream(
+            configuration: upstreamConfiguration,
+            credentials: .token(tokens),
+            logger: quiet,
+            metricsFactory: metrics
+        )
+        return UpstreamHarness(pki: pki, mock: mock, client: client, tokens: tokens, clock: clock, metrics: metrics)
     }
 
     public static let tenant = Tenant(name: topic, topic: topic, environment: .sandbox)

@@ -3,6 +3,7 @@ import BridgeApp
 import BridgeCore
 import BridgeServer
 import BridgeStores
+import BridgeUpstream
 import Foundation
 import UpstreamAPNs
 

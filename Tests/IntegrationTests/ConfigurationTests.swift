@@ -3,6 +3,7 @@ import BridgeCore
 import BridgeServer
 import BridgeStores
 import BridgeTestSupport
+import BridgeUpstream
 import Crypto
 import Foundation
 import Logging
@@ -100,8 +101,8 @@ struct ConfigurationTests {
         #expect(settings.gateway.session.maximumInFlight == 7)
         #expect(settings.gateway.tls.allowTLS13)
         #expect(settings.gateway.tls.allowLegacyTLS)
-        #expect(settings.upstream.connectionsPerPool == 5)
-        #expect(settings.upstream.retryBudget == .seconds(3))
+        #expect(settings.upstream.client.connectionsPerPool == 5)
+        #expect(settings.upstream.client.retryBudget == .seconds(3))
         #expect(settings.store.resendRecordWindow == .seconds(9))
         #expect(settings.store.feedbackRetention == .seconds(2 * 86_400))
         #expect(settings.admin == nil)

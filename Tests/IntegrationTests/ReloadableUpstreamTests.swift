@@ -1,6 +1,7 @@
 import BridgeApp
 import BridgeCore
 import BridgeTestSupport
+import BridgeUpstream
 import Crypto
 import Logging
 import MockAPNs
@@ -34,10 +35,10 @@ struct ReloadableUpstreamTests {
         #expect(old.inFlight == 20)
 
         let tokens = ProviderTokenSource(signer: ProviderTokenSigner(key: newKey, keyID: Self.newKeyID, teamID: UpstreamHarness.teamID), logger: .forTests())
-        var configuration = APNsClient.Configuration()
+        var configuration = APNsNotificationUpstream.Configuration()
         let endpoint = APNsEndpoint(host: "127.0.0.1", port: harness.mock.port, serverHostname: "localhost", trustRoots: .certificates([harness.pki.caCertificate]))
         configuration.endpoints = [.sandbox: endpoint, .production: endpoint]
-        let replacement = try APNsClient(configuration: configuration, credentials: .token(tokens), logger: .forTests())
+        let replacement = try APNsNotificationUpstream(configuration: configuration, credentials: .token(tokens), logger: .forTests())
         upstream.update(replacing: ["main": replacement], removing: [], defaultCredentials: "main")
         let after = (21...40).map { upstream.send(UpstreamHarness.notification($0), on: eventLoop) }
 

@@ -1,4 +1,3 @@
-import BridgeCore
 import Crypto
 import Foundation
 import Logging

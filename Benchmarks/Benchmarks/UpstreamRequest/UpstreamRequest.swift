@@ -1,6 +1,7 @@
 import Benchmark
 import BenchmarkSupport
 import BridgeCore
+import BridgeUpstream
 import Crypto
 import Foundation
 import LegacyProtocol
@@ -52,11 +53,11 @@ let benchmarks: @Sendable () -> Void = {
 
     Benchmark("Request from a frame (path, apns-id, push type)", configuration: apnsBridgeBenchmarkConfiguration()) { benchmark in
         for _ in benchmark.scaledIterations {
-            blackHole(APNsRequest(notification, apnsID: ids.next()))
+            blackHole(APNsNotificationUpstream.request(for: notification, apnsID: ids.next()))
         }
     }
 
-    let request = APNsRequest(notification, apnsID: ids.next())
+    let request = APNsNotificationUpstream.request(for: notification, apnsID: ids.next())
     let authorization = "bearer " + (try! tokenSource().currentToken().value)
     Benchmark("Header block of one request", configuration: apnsBridgeBenchmarkConfiguration()) { benchmark in
         var encoder = APNsRequestHeaderEncoder(authority: "api.sandbox.push.apple.com")
@@ -95,7 +96,7 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark("Reason to legacy status (19 answers)", configuration: apnsBridgeBenchmarkConfiguration()) { benchmark in
         for _ in benchmark.scaledIterations {
             for (status, reason) in answers {
-                blackHole(UpstreamResponseClassification(status: status, reason: reason, timestamp: 1_767_225_600_000).outcomeWithoutRetry)
+                blackHole(LegacyOutcomeMapping(status: status, reason: reason, timestamp: 1_767_225_600_000).outcome)
             }
         }
     }

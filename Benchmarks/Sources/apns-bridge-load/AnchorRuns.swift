@@ -46,19 +46,17 @@ struct ClientRun: AsyncParsableCommand {
         var logger = Logger(label: "apns-bridge-load.client")
         logger.logLevel = .warning
         var configuration = APNsClient.Configuration()
-        configuration.endpoints = [
-            .sandbox: APNsEndpoint(host: "127.0.0.1", port: upstream.port, serverHostname: "localhost", trustRoots: .certificates([workspace.pki.caCertificate]))
-        ]
         configuration.connectionsPerPool = self.upstreamConnections
         let signer = ProviderTokenSigner(key: workspace.signingKey, keyID: Workspace.keyID, teamID: Workspace.teamID)
         let client = try APNsClient(
+            endpoint: APNsEndpoint(host: "127.0.0.1", port: upstream.port, serverHostname: "localhost", trustRoots: .certificates([workspace.pki.caCertificate])),
             configuration: configuration,
             credentials: .token(ProviderTokenSource(signer: signer, logger: logger)),
             logger: logger
         )
-        client.warmUp(.sandbox)
+        client.warmUp()
         let warmDeadline = ContinuousClock.now + .seconds(10)
-        while client.usableConnectionCount(.sandbox) < self.upstreamConnections, ContinuousClock.now < warmDeadline {
+        while client.usableConnectionCount < self.upstreamConnections, ContinuousClock.now < warmDeadline {
             try await Task.sleep(for: .milliseconds(10))
         }
 
@@ -144,8 +142,8 @@ final class ClientDriver: Sendable {
             payload: self.payload
         )
         self.tracker.markSent(id, at: ArrivalTracker.now)
-        self.client.send(request, environment: .sandbox, on: eventLoop).whenComplete { result in
-            if case .success(.accepted) = result {
+        self.client.send(request, on: eventLoop).whenComplete { result in
+            if case .success(.answered(let response)) = result, response.status == 200 {
                 self.accepted.wrappingAdd(1, ordering: .relaxed)
             } else {
                 self.failed.wrappingAdd(1, ordering: .relaxed)

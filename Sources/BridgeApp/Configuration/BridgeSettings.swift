@@ -1,6 +1,7 @@
 import BridgeCore
 import BridgeServer
 import BridgeStores
+import BridgeUpstream
 import Crypto
 import Foundation
 import Logging
@@ -54,7 +55,7 @@ public struct BridgeSettings: Sendable {
     public var tenants: ConfiguredTenantResolver
     public var credentials: [String: CredentialSource]
     public var defaultCredentials: String
-    public var upstream: APNsClient.Configuration
+    public var upstream: APNsNotificationUpstream.Configuration
     public var storeLocation: String
     public var store: BridgeStoreConfiguration
     public var admin: (host: String, port: Int)?
@@ -177,7 +178,7 @@ public struct BridgeSettings: Sendable {
         feedback.drain.only32ByteTokens = try settings.bool("feedback.only32ByteTokens", default: false)
 
         // Upstream.
-        var upstream = APNsClient.Configuration()
+        var upstream = APNsNotificationUpstream.Configuration()
         let trustRoots: NIOSSLTrustRoots? = try settings.file("upstream.ca").map { path in
             do {
                 return .certificates(try NIOSSLCertificate.fromPEMFile(path))
@@ -202,13 +203,13 @@ public struct BridgeSettings: Sendable {
                 upstream.endpoints[environment] = standard
             }
         }
-        upstream.connectionsPerPool = try settings.int("upstream.connectionsPerPool", default: 2, range: 1...64)
-        upstream.maximumStreamsPerConnection = try settings.int("upstream.maximumStreamsPerConnection", default: 1000, range: 1...100_000)
-        upstream.connectTimeout = .init(try settings.seconds("upstream.connectTimeoutSeconds", default: 10, range: 0.1...600))
-        upstream.pingInterval = .init(try settings.seconds("upstream.pingIntervalSeconds", default: 60, range: 1...3600))
-        upstream.retryBudget = .init(try settings.seconds("upstream.retryBudgetSeconds", default: 30, range: 0...3600))
-        upstream.requestTimeout = .init(try settings.seconds("upstream.requestTimeoutSeconds", default: 10, range: 0.1...600))
-        upstream.maximumQueuedRequests = try settings.int("upstream.maximumQueuedRequests", default: 100_000, range: 1...10_000_000)
+        upstream.client.connectionsPerPool = try settings.int("upstream.connectionsPerPool", default: 2, range: 1...64)
+        upstream.client.maximumStreamsPerConnection = try settings.int("upstream.maximumStreamsPerConnection", default: 1000, range: 1...100_000)
+        upstream.client.connectTimeout = .init(try settings.seconds("upstream.connectTimeoutSeconds", default: 10, range: 0.1...600))
+        upstream.client.pingInterval = .init(try settings.seconds("upstream.pingIntervalSeconds", default: 60, range: 1...3600))
+        upstream.client.retryBudget = .init(try settings.seconds("upstream.retryBudgetSeconds", default: 30, range: 0...3600))
+        upstream.client.requestTimeout = .init(try settings.seconds("upstream.requestTimeoutSeconds", default: 10, range: 0.1...600))
+        upstream.client.maximumQueuedRequests = try settings.int("upstream.maximumQueuedRequests", default: 100_000, range: 1...10_000_000)
 
         // Store.
         let storeLocation = settings.string("store.url", default: "sqlite:apns-bridge.sqlite")

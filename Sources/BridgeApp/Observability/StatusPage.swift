@@ -1,6 +1,7 @@
 import BridgeCore
 import BridgeServer
 import BridgeStores
+import BridgeUpstream
 import Foundation
 import Prometheus
 import Synchronization

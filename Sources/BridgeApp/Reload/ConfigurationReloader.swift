@@ -1,5 +1,6 @@
 import BridgeCore
 import BridgeServer
+import BridgeUpstream
 import CoreMetrics
 import Crypto
 import Foundation
@@ -55,7 +56,7 @@ public actor ConfigurationReloader {
     private let upstream: ReloadableUpstream
     private let gateway: GatewayServer
     private let logLevel: LiveLogLevel?
-    private let makeClient: @Sendable (String, APNsCredentials) throws -> APNsClient
+    private let makeClient: @Sendable (String, APNsCredentials) throws -> APNsNotificationUpstream
     private let logger: Logger
 
     private static let applied = Counter(label: "apns_bridge_config_reloads_total", dimensions: [("result", "applied")])
@@ -70,7 +71,7 @@ public actor ConfigurationReloader {
         upstream: ReloadableUpstream,
         gateway: GatewayServer,
         logLevel: LiveLogLevel?,
-        makeClient: @escaping @Sendable (String, APNsCredentials) throws -> APNsClient,
+        makeClient: @escaping @Sendable (String, APNsCredentials) throws -> APNsNotificationUpstream,
         logger: Logger
     ) {
         self.source = source
@@ -142,7 +143,7 @@ public actor ConfigurationReloader {
         }.keys.sorted()
         let removedCredentials = Set(self.running.credentials.keys).subtracting(next.credentials.keys)
         var opened: [String: APNsCredentials] = [:]
-        var clients: [String: APNsClient] = [:]
+        var clients: [String: APNsNotificationUpstream] = [:]
         do {
             let credentials = try next.makeCredentials(logger: self.logger)
             for name in replacedCredentials {

@@ -1,12 +1,13 @@
 import BridgeCore
+import BridgeUpstream
 import LegacyProtocol
 import Logging
 import NIOCore
 import Synchronization
 import UpstreamAPNs
 
-/// The upstream of a running bridge: one ``APNsClient`` per set of credentials, by name, where a
-/// configuration reload can add, replace or remove clients.
+/// The upstream of a running bridge: one ``APNsNotificationUpstream`` (its APNs clients) per set
+/// of credentials, by name, where a configuration reload can add, replace or remove them.
 ///
 /// A notification goes to the client in force when it is sent and stays with it through its
 /// retries. A replaced or removed client is retired: it takes nothing new, and it is shut down
@@ -15,10 +16,10 @@ public final class ReloadableUpstream: NotificationUpstream {
     /// One client and the notifications it has not answered yet.
     public final class Member: Sendable {
         public let name: String
-        public let client: APNsClient
+        public let client: APNsNotificationUpstream
         private let state = Mutex((inFlight: 0, retired: false))
 
-        init(name: String, client: APNsClient) {
+        init(name: String, client: APNsNotificationUpstream) {
             self.name = name
             self.client = client
         }
@@ -65,7 +66,7 @@ public final class ReloadableUpstream: NotificationUpstream {
 
     /// - Parameter defaultCredentials: the name used for tenants that name none; a key of
     ///   `clients`.
-    public init(clients: [String: APNsClient], defaultCredentials: String) {
+    public init(clients: [String: APNsNotificationUpstream], defaultCredentials: String) {
         precondition(clients[defaultCredentials] != nil, "the default credentials must be one of the clients")
         let members = Dictionary(uniqueKeysWithValues: clients.map { ($0.key, Member(name: $0.key, client: $0.value)) })
         self.clients = Mutex(Clients(members: members, defaultCredentials: defaultCredentials))
@@ -82,7 +83,7 @@ public final class ReloadableUpstream: NotificationUpstream {
 
     /// Puts `replacements` in force (new names, or new clients for existing names), removes the
     /// clients `removed` names, and sets the default; the clients they displace are retired.
-    public func update(replacing replacements: [String: APNsClient], removing removed: Set<String>, defaultCredentials: String) {
+    public func update(replacing replacements: [String: APNsNotificationUpstream], removing removed: Set<String>, defaultCredentials: String) {
         let retired: [Member] = self.clients.withLock { clients in
             var retired: [Member] = []
             for (name, client) in replacements {

@@ -6,7 +6,8 @@ import Synchronization
 public enum NotificationMetrics {
     /// `apns_bridge_notifications_failed_total{status, reason}`: the legacy status (`none` when
     /// the provider is told nothing) and why: APNs' reason for failures APNs decides (counted
-    /// by the upstream client), `local` or `malformed` for those the gateway decides.
+    /// by the upstream client), `local` or `malformed` for those the gateway decides. The upstream side
+    ///   counts into its own, injected, counters of the same name (`BridgeUpstream`).
     public static let failed = LabelledCounters(label: "apns_bridge_notifications_failed_total", labelNames: ["status", "reason"])
 }
 
@@ -15,17 +16,19 @@ public final class LabelledCounters: Sendable {
     private let label: String
     private let labelNames: [String]
     private let counters = Mutex<[[String]: Counter]>([:])
+    private let factory: any MetricsFactory
 
-    public init(label: String, labelNames: [String]) {
+    public init(label: String, labelNames: [String], factory: any MetricsFactory = MetricsSystem.factory) {
         self.label = label
         self.labelNames = labelNames
+        self.factory = factory
     }
 
     public func increment(_ labelValues: [String], by amount: Int = 1) {
         precondition(labelValues.count == self.labelNames.count, "\(self.label): label values do not match its label names")
         let counter = self.counters.withLock { counters in
             if let counter = counters[labelValues] { return counter }
-            let counter = Counter(label: self.label, dimensions: Array(zip(self.labelNames, labelValues)))
+            let counter = Counter(label: self.label, dimensions: Array(zip(self.labelNames, labelValues)), factory: self.factory)
             counters[labelValues] = counter
             return counter
         }

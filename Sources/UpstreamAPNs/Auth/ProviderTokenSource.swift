@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import Logging
 import Synchronization
@@ -27,16 +28,23 @@ public final class ProviderTokenSource: Sendable {
     private let now: @Sendable () -> Date
     private let state = Mutex<State>(State())
     private let logger: Logger
+    private let minted: Counter
 
     private struct State {
         var current: Token?
         var mints = 0
     }
 
-    public init(signer: ProviderTokenSigner, logger: Logger, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(
+        signer: ProviderTokenSigner,
+        logger: Logger,
+        metricsFactory: any MetricsFactory = MetricsSystem.factory,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
         self.signer = signer
         self.now = now
         self.logger = logger
+        self.minted = Counter(label: APNsClientMetrics.tokensMintedLabel, factory: metricsFactory)
     }
 
     public var keyID: String { self.signer.keyID }
@@ -79,7 +87,7 @@ public final class ProviderTokenSource: Sendable {
         let token = Token(value: value, generation: generation, issuedAt: now, authorization: "bearer " + value)
         state.current = token
         state.mints += 1
-        UpstreamMetrics.shared.tokenMinted()
+        self.minted.increment()
         // The token itself is a secret: never logged.
         self.logger.info(
             "minted a provider token",

@@ -1,4 +1,3 @@
-import BridgeCore
 import Logging
 import NIOCore
 import NIOHPACK
@@ -41,6 +40,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         var maximumResponseBodyLength: Int = 2048
         /// How often open streams are checked against their deadlines.
         var deadlineSweepInterval: TimeAmount = .milliseconds(100)
+        var metrics: APNsClientMetrics
     }
 
     /// Told to the pool, on the event loop.
@@ -56,6 +56,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         var deadline: NIODeadline
         var status: Int?
         var apnsID: String?
+        var uniqueID: String?
         var body = ByteBuffer()
     }
 
@@ -229,6 +230,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             if let status = headers.headers.first(name: ":status") {
                 self.streams[frame.streamID]!.status = Int(status)
                 self.streams[frame.streamID]!.apnsID = headers.headers.first(name: "apns-id")
+                self.streams[frame.streamID]!.uniqueID = headers.headers.first(name: "apns-unique-id")
             }
             if headers.endStream {
                 self.completeStream(frame.streamID, context: context)
@@ -276,7 +278,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             self.closeIfDrained(context: context)
             return
         }
-        var response = APNsResponse(status: status, apnsID: stream.apnsID)
+        var response = APNsResponse(status: status, apnsID: stream.apnsID, uniqueID: stream.uniqueID)
         if status != 200, let body = APNsErrorBody.parse(stream.body) {
             response.reason = body.reason
             response.timestamp = body.timestamp
@@ -322,7 +324,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     private func goAwayReceived(lastStreamID: HTTP2StreamID, errorCode: HTTP2ErrorCode, debugData: ByteBuffer?, context: ChannelHandlerContext) {
         let reason = debugData.flatMap(APNsErrorBody.parse)?.reason
-        UpstreamMetrics.shared.goAwayReceived()
+        self.configuration.metrics.goAwayReceived()
         self.logger.warning(
             "upstream sent GOAWAY",
             metadata: [
@@ -386,7 +388,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
                 "upstream did not answer in time; resetting the streams",
                 metadata: ["streams": "\(expired.count)", "open_streams": "\(self.streams.count)"]
             )
-            UpstreamMetrics.shared.streamsTimedOut(expired.count)
+            self.configuration.metrics.streamsTimedOut(expired.count)
         }
         for streamID in expired {
             guard let stream = self.streams.removeValue(forKey: streamID) else { continue }

@@ -1,4 +1,3 @@
-import BridgeCore
 import NIOSSL
 
 /// Where an APNs environment is reached, and how its certificate is checked.
@@ -21,19 +20,12 @@ public struct APNsEndpoint: Sendable {
     public static let production = APNsEndpoint(host: "api.push.apple.com")
     public static let sandbox = APNsEndpoint(host: "api.sandbox.push.apple.com")
 
-    public static func apple(_ environment: APNsEnvironment) -> APNsEndpoint {
-        switch environment {
-        case .production: .production
-        case .sandbox: .sandbox
-        }
-    }
-
     var authority: String {
         self.port == 443 ? self.serverHostname : "\(self.serverHostname):\(self.port)"
     }
 }
 
-/// How the bridge proves who it is to APNs: a provider token (JWT) signed with a `.p8` key, or
+/// How the provider proves who it is to APNs: a provider token (JWT) signed with a `.p8` key, or
 /// a client certificate.
 public enum APNsCredentials: Sendable {
     case token(ProviderTokenSource)
@@ -53,7 +45,7 @@ public enum APNsCredentials: Sendable {
         return .certificate(chain: bundle.certificateChain, privateKey: bundle.privateKey)
     }
 
-    var usesProviderTokens: Bool {
+    public var usesProviderTokens: Bool {
         if case .token = self { return true }
         return false
     }

@@ -1,10 +1,8 @@
-import BridgeCore
-import LegacyProtocol
 import NIOCore
 import NIOHPACK
 
-/// One notification as an HTTP/2 request to APNs, built once and reused for every attempt
-/// (the `apns-id` stays the same across retries).
+/// One notification as an HTTP/2 request to APNs (`POST /3/device/<token>`), built once and
+/// reused for every attempt (the `apns-id` stays the same across retries).
 public struct APNsRequest: Sendable {
     /// `/3/device/<lowercase hex token>`.
     public var path: String
@@ -16,8 +14,6 @@ public struct APNsRequest: Sendable {
     public var expiration: UInt32
     public var apnsID: String
     public var payload: ByteBuffer
-    /// The legacy identifier, for logs.
-    public var legacyIdentifier: NotificationIdentifier
 
     public init(
         path: String,
@@ -26,8 +22,7 @@ public struct APNsRequest: Sendable {
         priority: UInt8,
         expiration: UInt32,
         apnsID: String,
-        payload: ByteBuffer,
-        legacyIdentifier: NotificationIdentifier = NotificationIdentifier(rawValue: 0)
+        payload: ByteBuffer
     ) {
         self.path = path
         self.topic = topic
@@ -36,23 +31,54 @@ public struct APNsRequest: Sendable {
         self.expiration = expiration
         self.apnsID = apnsID
         self.payload = payload
-        self.legacyIdentifier = legacyIdentifier
     }
 
-    /// Maps a legacy notification (CONTRACT §2): push type inferred, and background
-    /// notifications always sent with priority 5, as Apple requires.
-    public init(_ notification: UpstreamNotification, apnsID: String) {
-        let pushType = APNsPushType.infer(topic: notification.tenant.topic, payload: notification.frame.payload)
+    /// A request to a device token (the raw bytes; the path holds them in lowercase hex).
+    public init(
+        deviceToken: ByteBuffer,
+        topic: String?,
+        pushType: APNsPushType,
+        priority: UInt8,
+        expiration: UInt32,
+        apnsID: String,
+        payload: ByteBuffer
+    ) {
         self.init(
-            path: notification.path,
-            topic: notification.tenant.topic,
+            path: Self.devicePath(deviceToken),
+            topic: topic,
             pushType: pushType,
-            priority: pushType == .background ? 5 : notification.frame.priority,
-            expiration: notification.frame.expiration,
+            priority: priority,
+            expiration: expiration,
             apnsID: apnsID,
-            payload: notification.frame.payload,
-            legacyIdentifier: notification.frame.identifier
+            payload: payload
         )
+    }
+
+    /// `/3/device/<lowercase hex token>`, in one allocation.
+    public static func devicePath(_ token: ByteBuffer) -> String {
+        let prefix: StaticString = "/3/device/"
+        return String(unsafeUninitializedCapacity: prefix.utf8CodeUnitCount + 2 * token.readableBytes) { output in
+            var position = 0
+            prefix.withUTF8Buffer { bytes in
+                for byte in bytes {
+                    output[position] = byte
+                    position += 1
+                }
+            }
+            token.withUnsafeReadableBytes { bytes in
+                for byte in bytes {
+                    output[position] = Self.hexDigit(byte >> 4)
+                    output[position + 1] = Self.hexDigit(byte & 0x0F)
+                    position += 2
+                }
+            }
+            return position
+        }
+    }
+
+    @inline(__always)
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") - 10 + nibble
     }
 }
 

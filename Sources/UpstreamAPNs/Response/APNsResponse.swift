@@ -1,27 +1,29 @@
-import BridgeCore
 import NIOCore
 
-/// An HTTP/2 answer from APNs: status, `apns-id`, and for errors the reason and (410) timestamp.
+/// An HTTP/2 answer from APNs: status, `apns-id`, `apns-unique-id`, and for errors the reason
+/// and (410) timestamp.
 public struct APNsResponse: Hashable, Sendable {
     public var status: Int
     public var apnsID: String?
+    /// `apns-unique-id`: sent by the development environment only, to look a notification up in
+    /// Apple's delivery log.
+    public var uniqueID: String?
     public var reason: APNsReason?
     /// Milliseconds since 1970, sent with 410.
     public var timestamp: UInt64?
 
-    public init(status: Int, apnsID: String?, reason: APNsReason? = nil, timestamp: UInt64? = nil) {
+    public init(status: Int, apnsID: String?, uniqueID: String? = nil, reason: APNsReason? = nil, timestamp: UInt64? = nil) {
         self.status = status
         self.apnsID = apnsID
+        self.uniqueID = uniqueID
         self.reason = reason
         self.timestamp = timestamp
     }
 
-    public var classification: UpstreamResponseClassification {
-        UpstreamResponseClassification(status: self.status, reason: self.reason, timestamp: self.timestamp)
-    }
+    public var isSuccess: Bool { self.status == 200 }
 }
 
-/// Why a request got no answer from APNs.
+/// Why one attempt of a request got no answer from APNs.
 public struct APNsStreamFailure: Error, Hashable, Sendable, CustomStringConvertible {
     public enum Kind: Hashable, Sendable {
         /// APNs certainly did not process it: above a GOAWAY's `lastStreamID`, refused with
@@ -41,6 +43,46 @@ public struct APNsStreamFailure: Error, Hashable, Sendable, CustomStringConverti
 
     public static func interrupted(_ detail: String) -> APNsStreamFailure {
         APNsStreamFailure(kind: .interrupted, detail: detail)
+    }
+
+    public var description: String { "\(self.kind): \(self.detail)" }
+}
+
+/// What became of one request sent with ``APNsClient/send(_:on:)``, after the client's retries.
+public enum APNsSendResult: Hashable, Sendable, CustomStringConvertible {
+    /// The answer that ends the request: a success, an error the client does not retry, or the
+    /// last retryable answer (429, 5xx) when the retry budget ran out.
+    case answered(APNsResponse)
+    /// No final answer: the budget ran out while attempts went unanswered, or the request could
+    /// not be sent at all. `lastResponse` is the last answer APNs did give (a retried 429 or 5xx).
+    case unanswered(APNsSendFailure, lastResponse: APNsResponse?)
+
+    public var description: String {
+        switch self {
+        case .answered(let response):
+            "answered \(response.status)\(response.reason.map { " \($0)" } ?? "")"
+        case .unanswered(let failure, let lastResponse):
+            "unanswered (\(failure))\(lastResponse.map { ", last answer \($0.status)" } ?? "")"
+        }
+    }
+}
+
+/// Why the client stopped without a final answer.
+public struct APNsSendFailure: Error, Hashable, Sendable, CustomStringConvertible {
+    public enum Kind: Hashable, Sendable {
+        /// The retry budget (or the notification's expiration) ran out while attempts went
+        /// unanswered.
+        case retryBudgetExhausted
+        /// A provider token could not be signed: the request was never sent.
+        case cannotSignProviderToken
+    }
+
+    public var kind: Kind
+    public var detail: String
+
+    public init(kind: Kind, detail: String) {
+        self.kind = kind
+        self.detail = detail
     }
 
     public var description: String { "\(self.kind): \(self.detail)" }

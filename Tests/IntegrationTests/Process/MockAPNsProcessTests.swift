@@ -1,5 +1,6 @@
 import BridgeCore
 import BridgeTestSupport
+import BridgeUpstream
 import Crypto
 import Foundation
 #if canImport(Glibc)
@@ -50,7 +51,7 @@ struct MockAPNsProcessTests {
         }
         let mockPort = try #require(port, "the mock did not say where it listens")
 
-        var configuration = APNsClient.Configuration()
+        var configuration = APNsNotificationUpstream.Configuration()
         let endpoint = APNsEndpoint(
             host: "127.0.0.1",
             port: mockPort,
@@ -58,9 +59,9 @@ struct MockAPNsProcessTests {
             trustRoots: .certificates(try NIOSSLCertificate.fromPEMFile(directory + "/ca.pem"))
         )
         configuration.endpoints = [.sandbox: endpoint, .production: endpoint]
-        configuration.connectionsPerPool = 4
+        configuration.client.connectionsPerPool = 4
         let tokens = ProviderTokenSource(signer: ProviderTokenSigner(key: signingKey, keyID: UpstreamHarness.keyID, teamID: UpstreamHarness.teamID), logger: .forTests())
-        let client = try APNsClient(configuration: configuration, credentials: .token(tokens), logger: .forTests())
+        let client = try APNsNotificationUpstream(configuration: configuration, credentials: .token(tokens), logger: .forTests())
         defer { client.shutdown() }
         let eventLoop = MultiThreadedEventLoopGroup.singleton.any()
         for seed in 1...8 {

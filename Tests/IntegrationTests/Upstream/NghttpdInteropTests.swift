@@ -53,28 +53,35 @@ struct NghttpdInteropTests {
         try await waitForListener(port: port)
 
         let signer = ProviderTokenSigner(key: .init(), keyID: "KEY1234567", teamID: "TEAM123456")
-        var configuration = APNsClient.Configuration()
-        configuration.endpoints = [
-            .sandbox: APNsEndpoint(host: "127.0.0.1", port: port, serverHostname: "localhost", trustRoots: .certificates([pki.caCertificate]))
-        ]
+        // The client on its own, as someone who only wants an APNs client would use it.
         let client = try APNsClient(
-            configuration: configuration,
+            endpoint: APNsEndpoint(host: "127.0.0.1", port: port, serverHostname: "localhost", trustRoots: .certificates([pki.caCertificate])),
             credentials: .token(ProviderTokenSource(signer: signer, logger: .forTests())),
             logger: .forTests()
         )
         defer { client.shutdown() }
 
         let count = 200
-        let outcomes = try await withThrowingTaskGroup(of: NotificationOutcome.self) { group in
+        let ids = APNsIDGenerator()
+        let results = try await withThrowingTaskGroup(of: APNsSendResult.self) { group in
             for seed in 0..<count {
+                let request = APNsRequest(
+                    deviceToken: FrameBuilder.token(seed),
+                    topic: UpstreamHarness.topic,
+                    pushType: .alert,
+                    priority: 10,
+                    expiration: 0,
+                    apnsID: ids.next(),
+                    payload: FrameBuilder.payload()
+                )
                 group.addTask {
-                    try await client.send(UpstreamHarness.notification(seed), on: MultiThreadedEventLoopGroup.singleton.any()).get()
+                    try await client.send(request, on: MultiThreadedEventLoopGroup.singleton.any()).get()
                 }
             }
-            return try await group.reduce(into: [NotificationOutcome]()) { $0.append($1) }
+            return try await group.reduce(into: [APNsSendResult]()) { $0.append($1) }
         }
-        #expect(outcomes.count == count)
-        #expect(outcomes.allSatisfy { $0 == .accepted })
+        #expect(results.count == count)
+        #expect(results.allSatisfy { if case .answered(let response) = $0 { response.status == 200 } else { false } })
 
         try await stop(process)
         try logFile.close()

@@ -1,6 +1,8 @@
 import BridgeCore
 import BridgeTestSupport
+import BridgeUpstream
 import LegacyProtocol
+import MetricsTestKit
 import MockAPNs
 import NIOCore
 import NIOHPACK
@@ -80,7 +82,7 @@ struct UpstreamBasicsTests {
         // A header APNs refuses means the bridge built a bad request: 255.
         harness.mock.script.fail(1, status: 400, reason: .badPriority)
         #expect(try await harness.send(UpstreamHarness.notification(16)) == .rejected(.unknown))
-        #expect(harness.client.currentStatistics.bridgeBugs == 1)
+        #expect(harness.counter("apns_bridge_notifications_failed_total", [("status", "255")]) == 1, "one bridge bug counted")
     }
 
     @Test("503, 500 and 429 twice then 200: delivered once, no failure reported", arguments: [
@@ -155,8 +157,9 @@ struct UpstreamCertificateTests {
         let mock = try await MockAPNsServer.start(configuration: mockConfiguration, logger: .forTests())
         defer { Task { await mock.close() } }
 
-        func client(certificate: Bool) throws -> APNsClient {
-            var configuration = APNsClient.Configuration()
+        let metrics = TestMetrics()
+        func client(certificate: Bool) throws -> APNsNotificationUpstream {
+            var configuration = APNsNotificationUpstream.Configuration()
             configuration.endpoints = [
                 .sandbox: APNsEndpoint(host: "127.0.0.1", port: mock.port, serverHostname: "localhost", trustRoots: .certificates([pki.caCertificate]))
             ]
@@ -164,7 +167,7 @@ struct UpstreamCertificateTests {
             let credentials: APNsCredentials = certificate
                 ? .certificate(chain: [identity.certificate], privateKey: identity.privateKey)
                 : .token(ProviderTokenSource(signer: ProviderTokenSigner(key: .init(), keyID: "UNKNOWNKEY", teamID: "TEAM123456"), logger: .forTests()))
-            return try APNsClient(configuration: configuration, credentials: credentials, logger: .forTests())
+            return try APNsNotificationUpstream(configuration: configuration, credentials: credentials, logger: .forTests(), metricsFactory: metrics)
         }
 
         let withCertificate = try client(certificate: true)
@@ -178,6 +181,9 @@ struct UpstreamCertificateTests {
         defer { withUnknownKey.shutdown() }
         #expect(try await withUnknownKey.send(UpstreamHarness.notification(2), on: MultiThreadedEventLoopGroup.singleton.any()).get() == .rejected(.processingError))
         #expect(mock.ledger.records.last?.reason == .invalidProviderToken)
-        #expect(withUnknownKey.currentStatistics.credentialFailures == 1)
+        #expect(
+            metrics.counterTotal(label: "apns_bridge_notifications_failed_total", dimensions: [("status", "1"), ("reason", "InvalidProviderToken")]) == 1,
+            "the credential failure is counted with its reason"
+        )
     }
 }

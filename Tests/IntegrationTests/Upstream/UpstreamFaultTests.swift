@@ -1,5 +1,6 @@
 import BridgeCore
 import BridgeTestSupport
+import BridgeUpstream
 import Foundation
 import LegacyProtocol
 import MockAPNs
@@ -66,7 +67,7 @@ struct UpstreamFaultTests {
         #expect(harness.tokens.mintCount == 2)
         let records = harness.mock.ledger.records.filter { $0.token == FrameBuilder.token(2).hexDump(format: .compact) }
         #expect(records.map(\.status) == [403, 200], "one refusal, one retry")
-        #expect(harness.client.currentStatistics.retries == 1)
+        #expect(harness.counter("apns_bridge_upstream_retries_total") == 1)
     }
 
     @Test("100,000 notifications over 34 simulated hours: at most one token per 20 minutes")
@@ -130,7 +131,7 @@ struct UpstreamFaultTests {
         #expect(outcomes.values.allSatisfy { $0 == .rejected(.processingError) })
         #expect(harness.mock.ledger.counters.answered == 0, "nothing was answered: the budget, not an answer, ended the wait")
         #expect(harness.mock.ledger.counters.pingsReceived > 0, "the connection stayed healthy by its PINGs")
-        #expect(harness.client.currentStatistics.retries >= 3, "each notification was tried again after its first stream was reset")
+        #expect(harness.counter("apns_bridge_upstream_retries_total") >= 3, "each notification was tried again after its first stream was reset")
     }
 
     @Test("A connection whose PINGs go unanswered is replaced within two ping intervals")

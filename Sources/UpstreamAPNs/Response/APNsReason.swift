@@ -47,8 +47,8 @@ public struct APNsReason: Hashable, Sendable, CustomStringConvertible {
     // 429
     public static let tooManyProviderTokenUpdates = APNsReason("TooManyProviderTokenUpdates")
     public static let tooManyRequests = APNsReason("TooManyRequests")
-    // Broadcast channels (Apple's broadcast push API). The bridge never sends to channels, so
-    // these reach it only through a bug; the others of that API decode as raw strings.
+    // Broadcast channels (Apple's broadcast push API); the others of that API decode as raw
+    // strings.
     public static let missingChannelId = APNsReason("MissingChannelId")
     // 500, 503
     public static let internalServerError = APNsReason("InternalServerError")

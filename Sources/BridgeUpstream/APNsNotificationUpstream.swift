@@ -1,0 +1,196 @@
+import BridgeCore
+import CoreMetrics
+import LegacyProtocol
+import Logging
+import NIOCore
+import NIOPosix
+import UpstreamAPNs
+
+/// The bridge's side of the upstream: fills the gateway's ``NotificationUpstream`` seam with
+/// one ``APNsClient`` per APNs environment, for one set of credentials.
+///
+/// For each legacy notification it builds the HTTP/2 request (CONTRACT §2: the tenant's topic,
+/// the push type inferred, background notifications at priority 5, a new `apns-id`), sends it
+/// with the client of the tenant's environment, and reads the client's final result as a
+/// legacy outcome (``LegacyOutcomeMapping``, CONTRACT §1.7), with the log line and the alarm
+/// each kind of failure deserves.
+public final class APNsNotificationUpstream: NotificationUpstream {
+    public struct Configuration: Sendable {
+        /// Where each environment is reached (Apple's hosts by default).
+        public var endpoints: [APNsEnvironment: APNsEndpoint] = [
+            .production: .production, .sandbox: .sandbox,
+        ]
+        /// The settings of every environment's client.
+        public var client = APNsClient.Configuration()
+
+        public init() {}
+    }
+
+    private let clients: [APNsEnvironment: APNsClient]
+    private let logger: Logger
+    private let idGenerator = APNsIDGenerator()
+    private let forwarded: Counter
+    private let failed: LabelledCounters
+
+    public init(
+        configuration: Configuration,
+        credentials: APNsCredentials,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger = Logger(label: "apns-bridge.upstream"),
+        metricsFactory: any MetricsFactory = MetricsSystem.factory
+    ) throws {
+        var clients: [APNsEnvironment: APNsClient] = [:]
+        for (environment, endpoint) in configuration.endpoints {
+            var clientLogger = logger
+            clientLogger[metadataKey: "environment"] = "\(environment.rawValue)"
+            clients[environment] = try APNsClient(
+                endpoint: endpoint,
+                configuration: configuration.client,
+                credentials: credentials,
+                group: group,
+                logger: clientLogger,
+                metricsFactory: metricsFactory
+            )
+        }
+        self.clients = clients
+        self.logger = logger
+        self.forwarded = Counter(label: "apns_bridge_notifications_forwarded_total", factory: metricsFactory)
+        self.failed = LabelledCounters(label: "apns_bridge_notifications_failed_total", labelNames: ["status", "reason"], factory: metricsFactory)
+    }
+
+    /// The client of an environment (`nil` when the configuration has no endpoint for it).
+    public func client(_ environment: APNsEnvironment) -> APNsClient? {
+        self.clients[environment]
+    }
+
+    /// Connections opened so far in an environment.
+    public func connectionsOpened(_ environment: APNsEnvironment) -> Int {
+        self.clients[environment]?.connectionsOpened ?? 0
+    }
+
+    /// Connections of an environment taking requests now (metrics).
+    public func usableConnectionCount(_ environment: APNsEnvironment) -> Int {
+        self.clients[environment]?.usableConnectionCount ?? 0
+    }
+
+    /// Whether an environment has a connection taking requests now (readiness).
+    public func hasUsableConnection(_ environment: APNsEnvironment) -> Bool {
+        self.clients[environment]?.hasUsableConnection ?? false
+    }
+
+    /// Opens an environment's connections now rather than at its first notification.
+    public func warmUp(_ environment: APNsEnvironment) {
+        self.clients[environment]?.warmUp()
+    }
+
+    /// Each environment's connections and queue, for diagnostics.
+    public var poolSnapshot: String {
+        self.clients.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue): \($0.value.poolSnapshot)" }.joined(separator: "; ")
+    }
+
+    /// Closes every connection; requests still waiting fail.
+    public func shutdown() {
+        for client in self.clients.values {
+            client.shutdown()
+        }
+    }
+
+    /// The HTTP/2 request of a legacy notification (CONTRACT §2).
+    public static func request(for notification: UpstreamNotification, apnsID: String) -> APNsRequest {
+        let frame = notification.frame
+        let pushType = APNsPushType.infer(topic: notification.tenant.topic, payload: frame.payload)
+        return APNsRequest(
+            deviceToken: frame.deviceToken,
+            topic: notification.tenant.topic,
+            pushType: pushType,
+            priority: pushType == .background ? 5 : frame.priority,
+            expiration: frame.expiration,
+            apnsID: apnsID,
+            payload: frame.payload
+        )
+    }
+
+    // MARK: NotificationUpstream
+
+    public func send(_ notification: UpstreamNotification, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome> {
+        let identifier = notification.frame.identifier
+        guard let client = self.clients[notification.tenant.environment] else {
+            self.logger.error("no upstream endpoint for the environment", metadata: ["environment": "\(notification.tenant.environment.rawValue)"])
+            self.count(.rejected(.processingError), reason: nil)
+            return eventLoop.makeSucceededFuture(.rejected(.processingError))
+        }
+        let request = Self.request(for: notification, apnsID: self.idGenerator.next())
+        self.logger.debug(
+            "forwarding",
+            metadata: ["identifier": "\(identifier)", "apns-id": "\(request.apnsID)", "push_type": "\(request.pushType)"]
+        )
+        return client.send(request, on: eventLoop).map { result in
+            self.outcome(of: result, identifier: identifier, apnsID: request.apnsID)
+        }
+    }
+
+    private func outcome(of result: APNsSendResult, identifier: NotificationIdentifier, apnsID: String) -> NotificationOutcome {
+        if case .answered(let response) = result, response.status == 200 {
+            // The common case: nothing to log, no metadata to build.
+            self.forwarded.increment()
+            return .accepted
+        }
+        let mapping = LegacyOutcomeMapping(result)
+        var metadata: Logger.Metadata = ["identifier": "\(identifier)", "apns-id": "\(apnsID)"]
+        var reason: APNsReason?
+        switch result {
+        case .answered(let response):
+            metadata["status"] = "\(response.status)"
+            reason = response.reason
+            if let uniqueID = response.uniqueID { metadata["apns-unique-id"] = "\(uniqueID)" }
+        case .unanswered(let failure, let lastResponse):
+            metadata["failure"] = "\(failure)"
+            reason = lastResponse?.reason
+        }
+        if let reason { metadata["reason"] = "\(reason)" }
+        switch mapping {
+        case .outcome:
+            self.logger.debug("upstream answered", metadata: metadata)
+        case .gaveUp(let outcome):
+            metadata["outcome"] = "\(outcome)"
+            self.logger.warning("gave up after retries", metadata: metadata)
+        case .credentialFailure:
+            self.logger.error("upstream refused the bridge's credentials: check the tenant's key or certificate", metadata: metadata)
+        case .topicFailure:
+            self.logger.error("upstream refused the tenant's topic: check the tenant's configuration", metadata: metadata)
+        case .bridgeBug:
+            self.logger.critical("upstream refused a request the bridge built: this is a bug in apns-bridge", metadata: metadata)
+        }
+        self.count(mapping.outcome, reason: reason)
+        return mapping.outcome
+    }
+
+    /// Reasons outside Apple's documented list are counted as `other`, so that an upstream
+    /// cannot grow the label sets without bound.
+    private static let knownReasons: Set<String> = [
+        "BadCollapseId", "BadDeviceToken", "BadExpirationDate", "BadMessageId", "BadPriority", "BadTopic",
+        "DeviceTokenNotForTopic", "DuplicateHeaders", "IdleTimeout", "InvalidPushType", "MissingDeviceToken",
+        "MissingTopic", "PayloadEmpty", "TopicDisallowed", "MissingPushType", "BadCertificate",
+        "BadCertificateEnvironment", "ExpiredProviderToken", "Forbidden", "InvalidProviderToken",
+        "MissingProviderToken", "UnrelatedKeyIdInToken", "BadEnvironmentKeyIdInToken", "BadPath",
+        "MethodNotAllowed", "ExpiredToken", "Unregistered", "PayloadTooLarge", "TooManyProviderTokenUpdates",
+        "TooManyRequests", "InternalServerError", "ServiceUnavailable", "Shutdown",
+    ]
+
+    /// `forwarded_total` when APNs accepted it, else
+    /// `apns_bridge_notifications_failed_total{status, reason}` with the legacy status (`none`
+    /// when the provider is told nothing) and APNs' reason (`none` without one).
+    private func count(_ outcome: NotificationOutcome, reason: APNsReason?) {
+        let status: String
+        switch outcome {
+        case .accepted:
+            self.forwarded.increment()
+            return
+        case .unregistered: status = "\(ErrorResponseStatus.invalidToken.rawValue)"
+        case .rejected(let legacy): status = "\(legacy.rawValue)"
+        case .dropped: status = "none"
+        }
+        let reasonLabel = reason.map { Self.knownReasons.contains($0.rawValue) ? $0.rawValue : "other" } ?? "none"
+        self.failed.increment([status, reasonLabel])
+    }
+}

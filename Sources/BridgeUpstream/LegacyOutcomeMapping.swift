@@ -1,0 +1,92 @@
+import BridgeCore
+import LegacyProtocol
+import UpstreamAPNs
+
+/// What the APNs client's final result means to a legacy provider (CONTRACT §1.7).
+///
+/// The client has already retried what may be retried (429 and 5xx within the budget, an
+/// expired provider token once, unprocessed streams); this is the bridge's reading of what is
+/// left: an outcome for the provider session, and for some answers an alarm for the operator.
+public enum LegacyOutcomeMapping: Hashable, Sendable {
+    /// The provider sees this outcome; nothing for the operator.
+    case outcome(NotificationOutcome)
+    /// APNs still answered 429 or 5xx, or nothing at all, when the retry budget ran out:
+    /// dropped after 429 (the provider is told nothing), status 1 otherwise.
+    case gaveUp(NotificationOutcome)
+    /// A credential problem (403 reasons, a provider token refused again after a refresh, a
+    /// token that cannot be signed): an alarm; the provider gets status 1.
+    case credentialFailure
+    /// The topic comes from the tenant's configuration, so this is an operator's problem: an
+    /// alarm; the provider gets status 3.
+    case topicFailure
+    /// The bridge built a request APNs calls malformed: a bug, logged loudly; status 255.
+    case bridgeBug
+
+    /// The outcome the provider session gets.
+    public var outcome: NotificationOutcome {
+        switch self {
+        case .outcome(let outcome), .gaveUp(let outcome): outcome
+        case .credentialFailure: .rejected(.processingError)
+        case .topicFailure: .rejected(.missingTopic)
+        case .bridgeBug: .rejected(.unknown)
+        }
+    }
+
+    public init(_ result: APNsSendResult) {
+        switch result {
+        case .answered(let response):
+            self.init(status: response.status, reason: response.reason, timestamp: response.timestamp)
+        case .unanswered(let failure, let lastResponse):
+            switch failure.kind {
+            case .cannotSignProviderToken:
+                self = .credentialFailure
+            case .retryBudgetExhausted:
+                // After a 429, a later attempt that went unanswered still counts as throttled.
+                self = lastResponse?.status == 429 ? .gaveUp(.dropped) : .gaveUp(.rejected(.processingError))
+            }
+        }
+    }
+
+    /// Maps an answer the client did not retry (or no longer retries).
+    ///
+    /// - Parameter timestamp: the `timestamp` of a 410 answer, in milliseconds since 1970.
+    public init(status: Int, reason: APNsReason?, timestamp: UInt64? = nil) {
+        if status == 200 {
+            self = .outcome(.accepted)
+            return
+        }
+        switch reason {
+        case .unregistered?, .expiredToken?:
+            self = .outcome(.unregistered(timestamp: UInt32(clamping: (timestamp ?? 0) / 1000)))
+        case .badDeviceToken?, .deviceTokenNotForTopic?:
+            self = .outcome(.rejected(.invalidToken))
+        case .missingDeviceToken?:
+            self = .outcome(.rejected(.missingDeviceToken))
+        case .missingTopic?, .badTopic?, .topicDisallowed?:
+            self = .topicFailure
+        case .payloadEmpty?:
+            self = .outcome(.rejected(.missingPayload))
+        case .payloadTooLarge?:
+            self = .outcome(.rejected(.invalidPayloadSize))
+        case .tooManyRequests?:
+            self = .gaveUp(.dropped)
+        case .internalServerError?, .serviceUnavailable?, .shutdown?, .idleTimeout?:
+            self = .gaveUp(.rejected(.processingError))
+        case .badCertificate?, .badCertificateEnvironment?, .forbidden?, .invalidProviderToken?,
+            .missingProviderToken?, .unrelatedKeyIdInToken?, .badEnvironmentKeyIdInToken?,
+            .expiredProviderToken?, .tooManyProviderTokenUpdates?:
+            self = .credentialFailure
+        case .badPriority?, .badExpirationDate?, .badMessageId?, .badCollapseId?, .duplicateHeaders?,
+            .invalidPushType?, .missingPushType?, .badPath?, .methodNotAllowed?:
+            self = .bridgeBug
+        default:
+            switch status {
+            case 410: self = .outcome(.unregistered(timestamp: UInt32(clamping: (timestamp ?? 0) / 1000)))
+            case 429: self = .gaveUp(.dropped)
+            case 500...599: self = .gaveUp(.rejected(.processingError))
+            case 403: self = .credentialFailure
+            default: self = .bridgeBug
+            }
+        }
+    }
+}
