@@ -83,12 +83,14 @@ public final class APNsClient: Sendable {
             tls.certificateChain = chain.map { .certificate($0) }
             tls.privateKey = .privateKey(key)
         }
+        var connectionState = APNsConnectionStateMachine<EventLoopPromise<APNsResponse>>.Configuration()
+        connectionState.maximumStreams = configuration.maximumStreamsPerConnection
+        connectionState.oneStreamUntilFirstSuccess = credentials.usesProviderTokens
+        connectionState.refusedStreamLimit = configuration.refusedStreamLimit
         let connection = APNsConnectionHandler.Configuration(
             authority: endpoint.authority,
-            maximumStreams: configuration.maximumStreamsPerConnection,
-            oneStreamUntilFirstSuccess: credentials.usesProviderTokens,
+            stateMachine: connectionState,
             pingInterval: configuration.pingInterval,
-            refusedStreamLimit: configuration.refusedStreamLimit,
             metrics: self.metrics
         )
         self.pool = APNsConnectionPool(

@@ -8,36 +8,19 @@ import NIOTLS
 /// (without a stream multiplexer, so no child channel per stream), opens a stream per request,
 /// and completes each request's promise from the stream's frames.
 ///
-/// What it keeps track of, on the channel's event loop:
-/// - open streams and their partial responses, by stream id;
-/// - the stream limit it offers its pool: 0 while going away, 1 until the first success on a
-///   provider-token connection (Apple asks for that), otherwise the server's
-///   `MAX_CONCURRENT_STREAMS` capped by our own bound (NIOHTTP2 would buffer streams above the
-///   server's limit without a bound of its own);
-/// - GOAWAY: the `lastStreamID` (NIOHTTP2 reports unprocessed streams closed with the same
-///   reason as a cancel, so the id is kept here) and the JSON reason in its debug data;
-/// - PINGs: one sent every interval; one still unanswered when the next is due means the
-///   connection is dead, and it is closed;
-/// - `REFUSED_STREAM` resets: too many in a window and the connection is given up.
-///
-/// Requests that certainly were not processed (above `lastStreamID`, refused, never written)
-/// fail with ``APNsStreamFailure/Kind/unprocessed``; those lost with a reset or a closed
-/// connection fail with ``APNsStreamFailure/Kind/interrupted``.
+/// The connection's state (phase, streams, stream credits, GOAWAY, PING health, refused streams,
+/// deadlines) is an ``APNsConnectionStateMachine``; this handler turns channel events into its
+/// events and executes what it returns. What it keeps itself is I/O: the header encoder (HPACK
+/// indexing per connection), the flush of one event-loop tick, the timers, the connection's
+/// flow-control window, and the limit it last told its pool.
 final class APNsConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
 
     struct Configuration: Sendable {
         var authority: String
-        /// Our own bound on open streams, whatever the server allows.
-        var maximumStreams: Int = 1000
-        var oneStreamUntilFirstSuccess: Bool = true
+        var stateMachine = APNsConnectionStateMachine<EventLoopPromise<APNsResponse>>.Configuration()
         var pingInterval: TimeAmount = .seconds(60)
-        /// More `REFUSED_STREAM` resets than this within `refusedStreamWindow` and the
-        /// connection is replaced.
-        var refusedStreamLimit: Int = 100
-        var refusedStreamWindow: TimeAmount = .seconds(30)
-        var maximumResponseBodyLength: Int = 2048
         /// How often open streams are checked against their deadlines.
         var deadlineSweepInterval: TimeAmount = .milliseconds(100)
         var metrics: APNsClientMetrics
@@ -49,61 +32,33 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         var closed: () -> Void
     }
 
-    private struct OpenStream {
-        var promise: EventLoopPromise<APNsResponse>
-        /// When the stream is reset if the server has not answered: an upstream that answers
-        /// PINGs but never a stream must not hold a notification (and its provider) forever.
-        var deadline: NIODeadline
-        var status: Int?
-        var apnsID: String?
-        var uniqueID: String?
-        var body = ByteBuffer()
-    }
+    private typealias StateMachine = APNsConnectionStateMachine<EventLoopPromise<APNsResponse>>
 
     private let configuration: Configuration
     private var events: Events?
     private let logger: Logger
     private let readyPromise: EventLoopPromise<Void>
     private var context: ChannelHandlerContext?
-
-    private var streams: [HTTP2StreamID: OpenStream] = [:]
-    private var nextStreamID = HTTP2StreamID(1)
+    private var state: StateMachine
     private var headerEncoder: APNsRequestHeaderEncoder
-    private var isReady = false
-    private var isClosed = false
-    private var goAwayLastStreamID: HTTP2StreamID?
-    private var isGoingAway: Bool { self.goAwayLastStreamID != nil || self.givenUp }
-    private var givenUp = false
-    private var serverMaximumStreams: Int?
-    private var hasSucceeded = false
     private var reportedLimit = 0
     private var flushScheduled = false
     private var pingTask: Scheduled<Void>?
-    private var pingOutstanding = false
-    private var pingCounter: UInt64 = 0
-    private var refusedTimes: [NIODeadline] = []
-    private var inboundWindow = InboundConnectionWindow()
-    private var closedDuringRead: [HTTP2StreamID] = []
     private var deadlineSweep: Scheduled<Void>?
+    private var inboundWindow = InboundConnectionWindow()
 
     init(configuration: Configuration, readyPromise: EventLoopPromise<Void>, logger: Logger) {
         self.configuration = configuration
         self.readyPromise = readyPromise
         self.logger = logger
+        self.state = StateMachine(configuration: configuration.stateMachine)
         self.headerEncoder = APNsRequestHeaderEncoder(authority: configuration.authority)
     }
 
     func setEvents(_ events: Events) {
         self.events = events
-        self.reportedLimit = self.streamLimit
+        self.reportedLimit = self.state.streamLimit
         events.limitChanged(self.reportedLimit)
-    }
-
-    /// The streams the pool may have open now.
-    var streamLimit: Int {
-        if self.isClosed || self.isGoingAway || !self.isReady { return 0 }
-        if self.configuration.oneStreamUntilFirstSuccess && !self.hasSucceeded { return 1 }
-        return min(self.serverMaximumStreams ?? self.configuration.maximumStreams, self.configuration.maximumStreams)
     }
 
     // MARK: Requests
@@ -111,18 +66,18 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     /// Writes the request on a new stream; the stream is reset, and the promise failed as
     /// interrupted, if no answer has come by `deadline`.
     func send(_ request: APNsRequest, authorization: String?, deadline: NIODeadline, promise: EventLoopPromise<APNsResponse>) {
-        guard let context, !self.isClosed, !self.isGoingAway else {
+        guard let context else {
             promise.fail(APNsStreamFailure.unprocessed("the connection is closing"))
             return
         }
-        let streamID = self.nextStreamID
-        // Stream ids are 31 bits; well before they run out, hand over to a new connection.
-        if Int32(streamID) > Int32.max - 4096 {
-            self.giveUp(context: context, why: "stream ids nearly exhausted")
-        } else {
-            self.nextStreamID = HTTP2StreamID(Int32(streamID) + 2)
+        let streamID: HTTP2StreamID
+        switch self.state.start(promise, deadline: deadline) {
+        case .fail(let promise, let failure):
+            promise.fail(failure)
+            return
+        case .write(let id):
+            streamID = id
         }
-        self.streams[streamID] = OpenStream(promise: promise, deadline: deadline)
         if self.deadlineSweep == nil {
             self.scheduleDeadlineSweep(context: context)
         }
@@ -140,6 +95,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         }
         self.scheduleFlush(context: context)
         self.logger.trace("request sent", metadata: ["stream": "\(streamID)", "apns-id": "\(request.apnsID)"])
+        self.afterEvent(context: context)  // the last stream id may have started a drain
     }
 
     /// Requests written in one event-loop tick share one flush.
@@ -168,23 +124,15 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        self.isClosed = true
+        let wasSetUp = self.state.isSetUp
         self.pingTask?.cancel()
         self.pingTask = nil
         self.deadlineSweep?.cancel()
         self.deadlineSweep = nil
-        if !self.isReady {
+        if !wasSetUp {
             self.readyPromise.fail(APNsStreamFailure.unprocessed("the connection closed before HTTP/2 was set up"))
         }
-        let streams = self.streams
-        self.streams.removeAll()
-        for (streamID, stream) in streams {
-            if let lastStreamID = self.goAwayLastStreamID, streamID > lastStreamID {
-                stream.promise.fail(APNsStreamFailure.unprocessed("above the GOAWAY's last stream id"))
-            } else {
-                stream.promise.fail(APNsStreamFailure.interrupted("the connection closed"))
-            }
-        }
+        self.complete(self.state.closed())
         self.reportLimit()
         self.events?.closed()
         self.events = nil
@@ -198,7 +146,10 @@ final class APNsConnectionHandler: ChannelInboundHandler {
                 context.close(promise: nil)
             }
         } else if let closed = event as? StreamClosedEvent {
-            self.streamClosed(closed.streamID, reason: closed.reason, context: context)
+            if let completion = self.state.streamClosed(closed.streamID, reason: closed.reason, now: .now()) {
+                self.complete(completion)
+                self.afterEvent(context: context)
+            }
         }
         context.fireUserInboundEventTriggered(event)
     }
@@ -212,12 +163,10 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if !self.closedDuringRead.isEmpty {
-            let closed = self.closedDuringRead
-            self.closedDuringRead.removeAll(keepingCapacity: true)
-            for streamID in closed {
-                self.completeStream(streamID, context: context)  // no-op when already complete
-            }
+        let completions = self.state.readComplete()
+        if !completions.isEmpty {
+            self.complete(completions)
+            self.afterEvent(context: context)
         }
         context.fireChannelReadComplete()
     }
@@ -226,147 +175,88 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         let frame = self.unwrapInboundIn(data)
         switch frame.payload {
         case .headers(let headers):
-            guard self.streams[frame.streamID] != nil else { return }
-            if let status = headers.headers.first(name: ":status") {
-                self.streams[frame.streamID]!.status = Int(status)
-                self.streams[frame.streamID]!.apnsID = headers.headers.first(name: "apns-id")
-                self.streams[frame.streamID]!.uniqueID = headers.headers.first(name: "apns-unique-id")
-            }
-            if headers.endStream {
-                self.completeStream(frame.streamID, context: context)
+            let status = headers.headers.first(name: ":status").flatMap { Int($0) }
+            let completion = self.state.headersReceived(
+                on: frame.streamID,
+                status: status,
+                apnsID: status == nil ? nil : headers.headers.first(name: "apns-id"),
+                uniqueID: status == nil ? nil : headers.headers.first(name: "apns-unique-id"),
+                endStream: headers.endStream
+            )
+            if let completion {
+                self.complete(completion)
+                self.afterEvent(context: context)
             }
         case .data(let data):
             if let update = self.inboundWindow.windowUpdate(afterReceiving: data) {
                 context.write(self.wrapOutboundOut(update), promise: nil)
                 self.scheduleFlush(context: context)
             }
-            guard self.streams[frame.streamID] != nil else { return }
-            if case .byteBuffer(var bytes) = data.data {
-                let room = self.configuration.maximumResponseBodyLength - self.streams[frame.streamID]!.body.readableBytes
-                if room > 0, let slice = bytes.readSlice(length: min(room, bytes.readableBytes)) {
-                    self.streams[frame.streamID]!.body.writeImmutableBuffer(slice)
-                }
-            }
-            if data.endStream {
-                self.completeStream(frame.streamID, context: context)
+            if case .byteBuffer(let bytes) = data.data,
+                let completion = self.state.dataReceived(on: frame.streamID, bytes, endStream: data.endStream)
+            {
+                self.complete(completion)
+                self.afterEvent(context: context)
             }
         case .settings(.settings(let settings)):
-            for setting in settings where setting.parameter == .maxConcurrentStreams {
-                self.serverMaximumStreams = setting.value
-                self.logger.debug("upstream stream limit", metadata: ["max_concurrent_streams": "\(setting.value)"])
+            let maximum = settings.last { $0.parameter == .maxConcurrentStreams }.map(\.value)
+            if let maximum {
+                self.logger.debug("upstream stream limit", metadata: ["max_concurrent_streams": "\(maximum)"])
             }
-            if !self.isReady {
-                self.isReady = true
+            if self.state.settingsReceived(maximumConcurrentStreams: maximum) {
                 self.readyPromise.succeed()
             }
             self.reportLimit()
         case .ping(_, ack: true):
-            self.pingOutstanding = false
+            self.state.pingAcknowledged()
         case .goAway(let lastStreamID, let errorCode, let debugData):
-            self.goAwayReceived(lastStreamID: lastStreamID, errorCode: errorCode, debugData: debugData, context: context)
+            let reason = debugData.flatMap(APNsErrorBody.parse)?.reason
+            self.configuration.metrics.goAwayReceived()
+            self.logger.warning(
+                "upstream sent GOAWAY",
+                metadata: [
+                    "reason": "\(reason?.rawValue ?? "none")", "error_code": "\(errorCode)",
+                    "last_stream_id": "\(lastStreamID)", "open_streams": "\(self.state.openStreams)",
+                ]
+            )
+            self.complete(self.state.goAwayReceived(lastStreamID: lastStreamID))
+            self.afterEvent(context: context)
         default:
             break
         }
     }
 
-    // MARK: Streams
+    // MARK: Executing the state machine's actions
 
-    private func completeStream(_ streamID: HTTP2StreamID, context: ChannelHandlerContext) {
-        guard let stream = self.streams.removeValue(forKey: streamID) else { return }
-        guard let status = stream.status else {
-            stream.promise.fail(APNsStreamFailure.interrupted("the stream ended without a status"))
-            self.closeIfDrained(context: context)
-            return
-        }
-        var response = APNsResponse(status: status, apnsID: stream.apnsID, uniqueID: stream.uniqueID)
-        if status != 200, let body = APNsErrorBody.parse(stream.body) {
-            response.reason = body.reason
-            response.timestamp = body.timestamp
-        }
-        if status == 200, !self.hasSucceeded {
-            self.hasSucceeded = true
-            self.reportLimit()
-        }
-        stream.promise.succeed(response)
-        self.closeIfDrained(context: context)
+    private func complete(_ completion: StateMachine.Completion) {
+        completion.request.completeWith(completion.result.mapError { $0 as any Error })
     }
 
-    private func streamClosed(_ streamID: HTTP2StreamID, reason: HTTP2ErrorCode?, context: ChannelHandlerContext) {
-        guard let stream = self.streams[streamID] else { return }
-        if reason == nil {
-            // Closed normally: NIOHTTP2 may report the close before it hands over the frame
-            // that carried END_STREAM (the body of an error answer). That frame arrives in the
-            // same read, so the stream is completed at the end of the read at the latest.
-            self.closedDuringRead.append(streamID)
-            return
-        }
-        self.streams.removeValue(forKey: streamID)
-        if let lastStreamID = self.goAwayLastStreamID, streamID > lastStreamID {
-            stream.promise.fail(APNsStreamFailure.unprocessed("above the GOAWAY's last stream id"))
-        } else if reason == .refusedStream {
-            stream.promise.fail(APNsStreamFailure.unprocessed("REFUSED_STREAM"))
-            self.noteRefusedStream(context: context)
-        } else {
-            stream.promise.fail(APNsStreamFailure.interrupted("stream reset (\(reason.map { "\($0)" } ?? "no reason"))"))
-        }
-        self.closeIfDrained(context: context)
-    }
-
-    private func noteRefusedStream(context: ChannelHandlerContext) {
-        let now = NIODeadline.now()
-        let windowStart = now - self.configuration.refusedStreamWindow
-        self.refusedTimes.removeAll { $0 < windowStart }
-        self.refusedTimes.append(now)
-        if self.refusedTimes.count > self.configuration.refusedStreamLimit, !self.isGoingAway {
-            self.giveUp(context: context, why: "\(self.refusedTimes.count) streams refused within \(self.configuration.refusedStreamWindow)")
+    private func complete(_ completions: [StateMachine.Completion]) {
+        for completion in completions {
+            self.complete(completion)
         }
     }
 
-    private func goAwayReceived(lastStreamID: HTTP2StreamID, errorCode: HTTP2ErrorCode, debugData: ByteBuffer?, context: ChannelHandlerContext) {
-        let reason = debugData.flatMap(APNsErrorBody.parse)?.reason
-        self.configuration.metrics.goAwayReceived()
-        self.logger.warning(
-            "upstream sent GOAWAY",
-            metadata: [
-                "reason": "\(reason?.rawValue ?? "none")", "error_code": "\(errorCode)",
-                "last_stream_id": "\(lastStreamID)", "open_streams": "\(self.streams.count)",
-            ]
-        )
-        let previous = self.goAwayLastStreamID
-        self.goAwayLastStreamID = previous.map { min($0, lastStreamID) } ?? lastStreamID
-        let unprocessed = self.streams.keys.filter { $0 > lastStreamID }
-        for streamID in unprocessed {
-            self.streams.removeValue(forKey: streamID)?.promise.fail(
-                APNsStreamFailure.unprocessed("above the GOAWAY's last stream id")
-            )
-        }
+    /// After an event that may change the stream limit or finish a drain.
+    private func afterEvent(context: ChannelHandlerContext) {
         self.reportLimit()
-        self.closeIfDrained(context: context)
-    }
-
-    /// Stops taking requests; the connection closes once its open streams have finished.
-    private func giveUp(context: ChannelHandlerContext, why: String) {
-        guard !self.givenUp else { return }
-        self.logger.warning("replacing the upstream connection", metadata: ["why": "\(why)"])
-        self.givenUp = true
-        self.reportLimit()
-        self.closeIfDrained(context: context)
-    }
-
-    private func closeIfDrained(context: ChannelHandlerContext) {
-        if self.isGoingAway, self.streams.isEmpty, !self.isClosed {
+        if self.state.shouldClose {
+            if let reason = self.state.drainReason, reason != "GOAWAY" {
+                self.logger.warning("replacing the upstream connection", metadata: ["why": "\(reason)"])
+            }
             context.close(promise: nil)
         }
     }
 
     private func reportLimit() {
-        let limit = self.streamLimit
+        let limit = self.state.streamLimit
         guard limit != self.reportedLimit else { return }
         self.reportedLimit = limit
         self.events?.limitChanged(limit)
     }
 
-    // MARK: Deadlines
+    // MARK: Timers
 
     /// One timer per connection while streams are open, rather than one per request.
     private func scheduleDeadlineSweep(context: ChannelHandlerContext) {
@@ -380,31 +270,25 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     /// budget, like any other interrupted stream.
     private func sweepExpiredStreams() {
         self.deadlineSweep = nil
-        guard let context, !self.isClosed else { return }
-        let now = NIODeadline.now()
-        let expired = self.streams.filter { $0.value.deadline <= now }.map(\.key)
+        guard let context, self.state.phase != .closed else { return }
+        let expired = self.state.deadlinesPassed(now: .now())
         if !expired.isEmpty {
             self.logger.warning(
                 "upstream did not answer in time; resetting the streams",
-                metadata: ["streams": "\(expired.count)", "open_streams": "\(self.streams.count)"]
+                metadata: ["streams": "\(expired.count)", "open_streams": "\(self.state.openStreams + expired.count)"]
             )
             self.configuration.metrics.streamsTimedOut(expired.count)
-        }
-        for streamID in expired {
-            guard let stream = self.streams.removeValue(forKey: streamID) else { continue }
-            context.write(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.cancel))), promise: nil)
-            stream.promise.fail(APNsStreamFailure.interrupted("no answer before the request's deadline; stream reset"))
-        }
-        if !expired.isEmpty {
+            for (streamID, completion) in expired {
+                context.write(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.cancel))), promise: nil)
+                self.complete(completion)
+            }
             context.flush()
-            self.closeIfDrained(context: context)
+            self.afterEvent(context: context)
         }
-        if !self.streams.isEmpty, !self.isClosed {
+        if self.state.openStreams > 0, self.state.phase != .closed {
             self.scheduleDeadlineSweep(context: context)
         }
     }
-
-    // MARK: Health
 
     private func schedulePing(context: ChannelHandlerContext) {
         self.pingTask = context.eventLoop.assumeIsolated().scheduleTask(in: self.configuration.pingInterval) {
@@ -413,21 +297,19 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     }
 
     private func pingDue() {
-        guard let context, !self.isClosed else { return }
-        self.schedulePing(context: context)
-        if self.pingOutstanding {
+        guard let context else { return }
+        switch self.state.pingDue() {
+        case .none:
+            return
+        case .close:
             self.logger.warning(
                 "upstream did not answer a PING; replacing the connection",
-                metadata: ["interval": "\(self.configuration.pingInterval)", "open_streams": "\(self.streams.count)"]
+                metadata: ["interval": "\(self.configuration.pingInterval)", "open_streams": "\(self.state.openStreams)"]
             )
             context.close(promise: nil)
-            return
+        case .send(let data):
+            self.schedulePing(context: context)
+            context.writeAndFlush(self.wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(data, ack: false))), promise: nil)
         }
-        self.pingOutstanding = true
-        self.pingCounter &+= 1
-        context.writeAndFlush(
-            self.wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: self.pingCounter), ack: false))),
-            promise: nil
-        )
     }
 }

@@ -1,0 +1,203 @@
+import NIOCore
+import NIOHTTP2
+import Testing
+import UpstreamAPNs
+
+/// One HTTP/2 connection's state, driven without a socket: requests are numbers, time is a
+/// value the test moves.
+@Suite("Connection state machine")
+struct APNsConnectionStateMachineTests {
+    typealias Machine = APNsConnectionStateMachine<Int>
+
+    static let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
+
+    static func machine(oneStreamFirst: Bool = false, maximumStreams: Int = 1000, refusedStreamLimit: Int = 100) -> Machine {
+        var configuration = Machine.Configuration()
+        configuration.oneStreamUntilFirstSuccess = oneStreamFirst
+        configuration.maximumStreams = maximumStreams
+        configuration.refusedStreamLimit = refusedStreamLimit
+        return Machine(configuration: configuration)
+    }
+
+    /// Starts `request` and returns its stream id.
+    static func write(_ machine: inout Machine, _ request: Int, deadline: NIODeadline = start + .seconds(10)) -> HTTP2StreamID? {
+        if case .write(let streamID) = machine.start(request, deadline: deadline) { return streamID }
+        return nil
+    }
+
+    static func answer(_ machine: inout Machine, _ streamID: HTTP2StreamID, status: Int = 200) -> Machine.Completion? {
+        machine.headersReceived(on: streamID, status: status, apnsID: "id", uniqueID: nil, endStream: true)
+    }
+
+    @Test("No stream credit before SETTINGS; one until the first 200 on a token connection; then the server's limit under our cap")
+    func streamCredits() throws {
+        var machine = Self.machine(oneStreamFirst: true, maximumStreams: 500)
+        #expect(machine.streamLimit == 0)
+        if case .fail(let request, let failure) = machine.start(1, deadline: Self.start) {
+            #expect(request == 1 && failure.kind == .unprocessed)
+        } else {
+            Issue.record("a request before SETTINGS must not be written")
+        }
+        #expect(machine.settingsReceived(maximumConcurrentStreams: 1000) == true)
+        #expect(machine.settingsReceived(maximumConcurrentStreams: 800) == false, "only the first SETTINGS sets the connection up")
+        #expect(machine.streamLimit == 1)
+        let streamWritten = Self.write(&machine, 2)
+        let stream = try #require(streamWritten)
+        let refused = Self.answer(&machine, stream, status: 400)
+        #expect(refused?.request == 2)
+        #expect(machine.streamLimit == 1, "an error answer is not the first success")
+        let secondWritten = Self.write(&machine, 3)
+        let second = try #require(secondWritten)
+        #expect(second == HTTP2StreamID(3), "client streams are odd and increasing")
+        _ = Self.answer(&machine, second)
+        #expect(machine.streamLimit == 500, "the server's 800 capped by our own 500")
+        _ = machine.settingsReceived(maximumConcurrentStreams: 10)
+        #expect(machine.streamLimit == 10, "a lower limit applies at once")
+    }
+
+    @Test("An error answer's body gives the reason and timestamp, kept to the maximum length")
+    func errorBody() throws {
+        var machine = Self.machine()
+        _ = machine.settingsReceived(maximumConcurrentStreams: nil)
+        let streamWritten = Self.write(&machine, 1)
+        let stream = try #require(streamWritten)
+        let headers = machine.headersReceived(on: stream, status: 410, apnsID: "a", uniqueID: "u", endStream: false)
+        #expect(headers == nil)
+        let data = machine.dataReceived(on: stream, ByteBuffer(string: #"{"reason":"Unregistered","timestamp":1700000000000}"#), endStream: true)
+        let completion = try #require(data)
+        let response = try completion.result.get()
+        #expect(response == APNsResponse(status: 410, apnsID: "a", uniqueID: "u", reason: .unregistered, timestamp: 1_700_000_000_000))
+        #expect(machine.openStreams == 0)
+    }
+
+    @Test("A stream NIOHTTP2 closes before its last frame is completed at the end of the read")
+    func closedBeforeLastFrame() throws {
+        var machine = Self.machine()
+        _ = machine.settingsReceived(maximumConcurrentStreams: nil)
+        let streamWritten = Self.write(&machine, 7)
+        let stream = try #require(streamWritten)
+        _ = machine.headersReceived(on: stream, status: 400, apnsID: nil, uniqueID: nil, endStream: false)
+        let closed = machine.streamClosed(stream, reason: nil, now: Self.start)
+        #expect(closed == nil)
+        let completions = machine.readComplete()
+        #expect(completions.count == 1 && completions.first?.request == 7)
+        #expect((try? completions.first?.result.get())?.status == 400)
+    }
+
+    @Test("GOAWAY: streams above its last stream id fail as unprocessed, the rest are answered, then the connection closes")
+    func goAway() throws {
+        var machine = Self.machine()
+        _ = machine.settingsReceived(maximumConcurrentStreams: nil)
+        let streams = (1...4).compactMap { Self.write(&machine, $0) }
+        #expect(streams.count == 4)
+        let failed = machine.goAwayReceived(lastStreamID: streams[1])
+        #expect(Set(failed.map(\.request)) == [3, 4])
+        #expect(failed.allSatisfy { if case .failure(let failure) = $0.result { failure.kind == .unprocessed } else { false } })
+        #expect(machine.phase == .draining && machine.streamLimit == 0)
+        if case .write = machine.start(5, deadline: Self.start) { Issue.record("a draining connection takes no new stream") }
+        #expect(!machine.shouldClose, "two streams are still being answered")
+        _ = Self.answer(&machine, streams[0])
+        #expect(!machine.shouldClose)
+        _ = Self.answer(&machine, streams[1])
+        #expect(machine.shouldClose)
+    }
+
+    @Test("A connection lost: open streams fail as interrupted, those above a GOAWAY's last stream id as unprocessed")
+    func connectionLost() throws {
+        var machine = Self.machine()
+        _ = machine.settingsReceived(maximumConcurrentStreams: nil)
+        let streams = (1...3).compactMap { Self.write(&machine, $0) }
+        _ = machine.goAwayReceived(lastStreamID: streams[2])  // nothing above the last: all processed
+        let completions = machine.closed()
+        #expect(completions.count == 3)
+        #expect(completions.allSatisfy { if case .failure(let failure) = $0.result { failure.kind == .interrupted } else { false } })
+        #expect(machine.phase == .closed && machine.streamLimit == 0)
+    }
+
+    @Test("A PING still unanswered when the next is due closes the connection")
+    func pingHealth() throws {
+        var machine = Self.machine()
+        _ = machine.settingsReceived(maximumConcurrentStreams: nil)
+        guard case .send = machine.pingDue() else {
+            Issue.record("the first PING is sent")
+            return
+        }
+        machine.pingAcknowledged()
+        guard case .send = machine.pingDue() else {
+            Issue.record("an answered PING: the next one is sent")
+            return
+        }
+        #expect(machine.pingDue() == .close)
+        _ = machine.closed()
+        #expect(machine.pingDue() == .none)
+    }
+
+    @Test("More refused streams than the limit within 30 s drain the connection; spread over time they do not")
+    func refusedStreams() throws {
+        var machine = Self.machine(refusedStreamLimit: 3)
+        _ = machine.settingsReceived(maximumConcurrentStreams: nil)
+        var now = Self.start
+        // One refusal every 20 s: never more than 2 in a 30 s window.
+        for request in 1...5 {
+            guard let stream = Self.write(&machine, request) else {
+                Issue.record("request \(request) was not written")
+                return
+            }
+            let completion = machine.streamClosed(stream, reason: .refusedStream, now: now)
+            #expect({ if case .failure(let failure) = completion?.result { failure.kind == .unprocessed } else { false } }())
+            now = now + .seconds(20)
+        }
+        #expect(machine.phase == .active)
+        // With the one at +80 s still in the window, three more make four within 30 s.
+        for request in 6...8 {
+            guard let stream = Self.write(&machine, request) else {
+                Issue.record("request \(request) was not written")
+                return
+            }
+            _ = machine.streamClosed(stream, reason: .refusedStream, now: now)
+        }
+        #expect(machine.phase == .draining)
+        #expect(machine.drainReason?.contains("refused") == true)
+        #expect(machine.shouldClose)
+    }
+
+    @Test("Streams past their deadline are reported once, as interrupted; the others stay")
+    func deadlines() throws {
+        var machine = Self.machine()
+        _ = machine.settingsReceived(maximumConcurrentStreams: nil)
+        let earlyWritten = Self.write(&machine, 1, deadline: Self.start + .seconds(1))
+        let early = try #require(earlyWritten)
+        _ = Self.write(&machine, 2, deadline: Self.start + .seconds(5))
+        #expect(machine.deadlinesPassed(now: Self.start + .milliseconds(999)).isEmpty)
+        let expired = machine.deadlinesPassed(now: Self.start + .seconds(2))
+        #expect(expired.map(\.streamID) == [early])
+        #expect(expired.first.map { if case .failure(let failure) = $0.completion.result { failure.kind == .interrupted } else { false } } == true)
+        #expect(machine.deadlinesPassed(now: Self.start + .seconds(2)).isEmpty, "reported once")
+        #expect(machine.openStreams == 1)
+    }
+
+    @Test("Other resets fail the stream as interrupted: APNs may have processed it")
+    func resets() throws {
+        var machine = Self.machine()
+        _ = machine.settingsReceived(maximumConcurrentStreams: nil)
+        let streamWritten = Self.write(&machine, 1)
+        let stream = try #require(streamWritten)
+        let completion = machine.streamClosed(stream, reason: .internalError, now: Self.start)
+        #expect({ if case .failure(let failure) = completion?.result { failure.kind == .interrupted } else { false } }())
+        #expect(machine.phase == .active)
+    }
+
+    @Test("Stream ids nearly used up: the last one is written, then the connection drains and hands over")
+    func streamIDsRunOut() throws {
+        var configuration = Machine.Configuration()
+        configuration.streamIDReserve = Int32.max - 4  // ids above 4 count as nearly used up
+        var machine = Machine(configuration: configuration)
+        _ = machine.settingsReceived(maximumConcurrentStreams: nil)
+        #expect(Self.write(&machine, 1) == HTTP2StreamID(1))
+        #expect(Self.write(&machine, 2) == HTTP2StreamID(3))
+        #expect(machine.phase == .active)
+        #expect(Self.write(&machine, 3) == HTTP2StreamID(5))
+        #expect(machine.phase == .draining)
+        #expect(Self.write(&machine, 4) == nil)
+    }
+}
