@@ -1,0 +1,277 @@
+import NIOCore
+
+/// The state of a pool of HTTP/2 connections to one APNs endpoint, without I/O.
+///
+/// ``APNsConnectionPool`` keeps it under a lock, feeds it events (a request to place, a stream
+/// finished, a connection's stream limit changed, a connection opened, failed or closed, a timer
+/// fired) and executes what it returns: send a request on a connection, queue it, fail it, open
+/// connections now or after a backoff. Time and the backoff's randomness are inputs. `Connection`
+/// and `Request` are whatever the pool sends on and completes (the tests use numbers).
+///
+/// The rules:
+/// - **Placement**: a request goes to the connection with the most room (its stream limit less
+///   its requests in flight), avoiding the connection its last attempt used where another has
+///   room; with no room anywhere it waits in a FIFO queue (bounded), never past its deadline.
+/// - **Opening**: the pool wants `size` connections that are usable or connecting. It opens them
+///   on demand (the first request, a warm-up, a connection going away while there is traffic).
+/// - **Backoff**: after a failed connect, or a connection that closed before answering anything,
+///   connections are opened one at a time after an exponential backoff with jitter (base
+///   doubling up to the limit, a random point in the upper half); the first answer on a
+///   connection ends the failure streak.
+/// - **GOAWAY**: a connection that goes away reports limit 0; it takes nothing new, and is
+///   replaced at once when there is traffic. Its unprocessed streams come back through the
+///   client's retry state machine as new requests.
+public struct APNsConnectionPoolStateMachine<Connection, Request> {
+    public struct Configuration: Sendable, Hashable {
+        public var size: Int = 2
+        public var maximumQueuedRequests: Int = 100_000
+        public var reconnectBackoffBase: TimeAmount = .milliseconds(100)
+        public var reconnectBackoffLimit: TimeAmount = .seconds(30)
+
+        public init() {}
+    }
+
+    /// Connections to open.
+    public enum ConnectAction: Hashable, Sendable {
+        case none
+        /// Open this many now (already counted as connecting).
+        case open(Int)
+        /// Call ``reconnectDue()`` after this delay, and open one connection if it says so.
+        case openAfter(TimeAmount)
+    }
+
+    /// A request placed on a connection: send it there.
+    public struct Placement {
+        public var request: Request
+        public var connectionID: Int
+        public var connection: Connection
+        public var deadline: NIODeadline
+    }
+
+    public enum PlaceAction {
+        case send(Placement)
+        /// Queued; start the queue's deadline sweep when `startSweep`.
+        case queued(startSweep: Bool)
+        case fail(Request, APNsStreamFailure)
+    }
+
+    private struct Entry {
+        var connection: Connection
+        var limit: Int
+        var inFlight = 0
+        var hasAnswered = false
+        var room: Int { self.limit - self.inFlight }
+    }
+
+    private struct Waiter {
+        var request: Request
+        var avoid: Int?
+        var deadline: NIODeadline
+    }
+
+    private let configuration: Configuration
+    private var entries: [Int: Entry] = [:]
+    private var connecting = 0
+    private var nextConnectionID = 1
+    private var waiters = CircularBuffer<Waiter>()
+    private var deadlineSweepScheduled = false
+    private var consecutiveFailures = 0
+    private var reconnectScheduled = false
+    public private(set) var isShutDown = false
+    public private(set) var connectionsOpened = 0
+
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+    }
+
+    /// Connections that are ready and take requests now.
+    public var usableConnections: Int {
+        self.entries.values.reduce(0) { $0 + ($1.limit > 0 ? 1 : 0) }
+    }
+
+    public var queuedRequests: Int { self.waiters.count }
+
+    /// Each connection's requests in flight and stream limit, and the queue.
+    public var snapshot: String {
+        let connections = self.entries.sorted { $0.key < $1.key }.map { "#\($0.key): \($0.value.inFlight)/\($0.value.limit)" }
+        return "connections [\(connections.joined(separator: ", "))], queued \(self.waiters.count), connecting \(self.connecting)"
+    }
+
+    // MARK: Requests
+
+    /// Places a request: on the connection with the most room (not `avoid`, where another has
+    /// room), else in the queue until `deadline`.
+    public mutating func place(
+        _ request: Request,
+        avoiding avoid: Int?,
+        deadline: NIODeadline,
+        using random: inout some RandomNumberGenerator
+    ) -> (PlaceAction, ConnectAction) {
+        if self.isShutDown { return (.fail(request, .unprocessed("the upstream client is shut down")), .none) }
+        if let id = self.pickConnection(avoiding: avoid) {
+            self.entries[id]!.inFlight += 1
+            let placement = Placement(request: request, connectionID: id, connection: self.entries[id]!.connection, deadline: deadline)
+            return (.send(placement), self.connectionsToOpen(using: &random))
+        }
+        guard self.waiters.count < self.configuration.maximumQueuedRequests else {
+            return (.fail(request, .unprocessed("too many requests waiting for an upstream connection")), .none)
+        }
+        self.waiters.append(Waiter(request: request, avoid: avoid, deadline: deadline))
+        let startSweep = !self.deadlineSweepScheduled
+        self.deadlineSweepScheduled = true
+        return (.queued(startSweep: startSweep), self.connectionsToOpen(using: &random))
+    }
+
+    /// A request placed on `connectionID` is over; returns queued requests that now have room.
+    public mutating func streamFinished(on connectionID: Int, answered: Bool) -> [Placement] {
+        guard self.entries[connectionID] != nil else { return [] }
+        self.entries[connectionID]!.inFlight -= 1
+        if answered, !self.entries[connectionID]!.hasAnswered {
+            self.entries[connectionID]!.hasAnswered = true
+            self.consecutiveFailures = 0
+        }
+        return self.dispatchWaiters()
+    }
+
+    /// The queue's sweep: requests whose deadline has passed fail; `sweepAgain` while any wait.
+    public mutating func sweepQueue(now: NIODeadline) -> (expired: [Request], sweepAgain: Bool) {
+        var expired: [Request] = []
+        if self.waiters.contains(where: { $0.deadline <= now }) {
+            var kept = CircularBuffer<Waiter>(initialCapacity: self.waiters.count)
+            for waiter in self.waiters {
+                if waiter.deadline <= now {
+                    expired.append(waiter.request)
+                } else {
+                    kept.append(waiter)
+                }
+            }
+            self.waiters = kept
+        }
+        self.deadlineSweepScheduled = !self.waiters.isEmpty && !self.isShutDown
+        return (expired, self.deadlineSweepScheduled)
+    }
+
+    // MARK: Connections
+
+    /// Opens the connections now rather than at the first request.
+    public mutating func warmUp(using random: inout some RandomNumberGenerator) -> ConnectAction {
+        self.connectionsToOpen(using: &random)
+    }
+
+    /// An id for a connection about to be opened.
+    public mutating func makeConnectionID() -> Int {
+        defer { self.nextConnectionID += 1 }
+        return self.nextConnectionID
+    }
+
+    /// A connection is set up; `false` when the pool was shut down meanwhile (close it).
+    public mutating func connectionOpened(_ connectionID: Int, _ connection: Connection) -> Bool {
+        self.connecting -= 1
+        guard !self.isShutDown else { return false }
+        // One stream until the connection reports its real limit.
+        self.entries[connectionID] = Entry(connection: connection, limit: 1)
+        self.connectionsOpened += 1
+        return true
+    }
+
+    public mutating func connectFailed(using random: inout some RandomNumberGenerator) -> ConnectAction {
+        self.connecting -= 1
+        self.consecutiveFailures += 1
+        return self.connectionsToOpen(using: &random)
+    }
+
+    /// The backoff timer fired: `true` to open one connection (counted as connecting).
+    public mutating func reconnectDue() -> Bool {
+        self.reconnectScheduled = false
+        guard !self.isShutDown else { return false }
+        self.connecting += 1
+        return true
+    }
+
+    /// A connection's stream limit changed (0: it goes away or is not set up).
+    public mutating func limitChanged(
+        on connectionID: Int,
+        to limit: Int,
+        using random: inout some RandomNumberGenerator
+    ) -> (ConnectAction, [Placement]) {
+        guard self.entries[connectionID] != nil else { return (.none, []) }
+        self.entries[connectionID]!.limit = limit
+        // A connection going away is replaced at once while there is traffic; an idle pool
+        // opens connections when the next request comes.
+        let hasTraffic = !self.waiters.isEmpty || self.entries.values.contains { $0.inFlight > 0 }
+        let connect = limit == 0 && hasTraffic ? self.connectionsToOpen(using: &random) : .none
+        return (connect, limit > 0 ? self.dispatchWaiters() : [])
+    }
+
+    public mutating func connectionClosed(_ connectionID: Int, using random: inout some RandomNumberGenerator) -> ConnectAction {
+        guard let entry = self.entries.removeValue(forKey: connectionID) else { return .none }
+        if !entry.hasAnswered {
+            // A connection that closed before answering anything counts as a failure, so that a
+            // server which accepts and drops connections is not hammered.
+            self.consecutiveFailures += 1
+        }
+        // Replaced now when requests are waiting; otherwise the next request opens one.
+        return self.waiters.isEmpty ? .none : self.connectionsToOpen(using: &random)
+    }
+
+    /// Takes nothing more: returns the queued requests to fail and the connections to close.
+    public mutating func shutDown() -> (requests: [Request], connections: [Connection]) {
+        self.isShutDown = true
+        let requests = self.waiters.map(\.request)
+        self.waiters.removeAll()
+        return (requests, self.entries.values.map(\.connection))
+    }
+
+    // MARK: Private
+
+    private func pickConnection(avoiding avoid: Int?) -> Int? {
+        var best: (id: Int, room: Int)?
+        var avoided: Int?
+        for (id, entry) in self.entries where entry.room > 0 {
+            if id == avoid {
+                avoided = id
+                continue
+            }
+            if best == nil || entry.room > best!.room {
+                best = (id, entry.room)
+            }
+        }
+        return best?.id ?? avoided
+    }
+
+    /// Moves queued requests onto connections with room, oldest first.
+    private mutating func dispatchWaiters() -> [Placement] {
+        guard !self.waiters.isEmpty else { return [] }
+        var placements: [Placement] = []
+        while let waiter = self.waiters.first {
+            guard let id = self.pickConnection(avoiding: waiter.avoid) else { break }
+            self.waiters.removeFirst()
+            self.entries[id]!.inFlight += 1
+            placements.append(Placement(request: waiter.request, connectionID: id, connection: self.entries[id]!.connection, deadline: waiter.deadline))
+        }
+        return placements
+    }
+
+    /// How many connections to start now (counted as connecting), or whether to start one after
+    /// a backoff.
+    private mutating func connectionsToOpen(using random: inout some RandomNumberGenerator) -> ConnectAction {
+        guard !self.isShutDown, !self.reconnectScheduled else { return .none }
+        let wanted = max(0, self.configuration.size - self.usableConnections - self.connecting)
+        guard wanted > 0 else { return .none }
+        if self.consecutiveFailures > 0 {
+            // After a failure, one connection at a time, after a backoff.
+            self.reconnectScheduled = true
+            return .openAfter(self.backoff(using: &random))
+        }
+        self.connecting += wanted
+        return .open(wanted)
+    }
+
+    /// Base × 2^(failures−1), capped, then a random point in its upper half: spreads the
+    /// reconnects of many bridges.
+    private func backoff(using random: inout some RandomNumberGenerator) -> TimeAmount {
+        let exponential = self.configuration.reconnectBackoffBase.nanoseconds << Int64(min(self.consecutiveFailures - 1, 20))
+        let capped = min(exponential, self.configuration.reconnectBackoffLimit.nanoseconds)
+        return .nanoseconds(Int64.random(in: (capped / 2)...max(capped / 2, capped), using: &random))
+    }
+}
