@@ -6,8 +6,9 @@ import Synchronization
 public enum NotificationMetrics {
     /// `apns_bridge_notifications_failed_total{status, reason}`: the legacy status (`none` when
     /// the provider is told nothing) and why: APNs' reason for failures APNs decides (counted
-    /// by the upstream client), `local` or `malformed` for those the gateway decides. The upstream side
-    ///   counts into its own, injected, counters of the same name (`BridgeUpstream`).
+    /// by the upstream), `local` or `malformed` for those the gateway decides. The upstream
+    /// (`APNsNotificationUpstream`) counts into counters of the same name made from the
+    /// metrics factory it is given.
     public static let failed = LabelledCounters(label: "apns_bridge_notifications_failed_total", labelNames: ["status", "reason"])
 }
 
