@@ -1,10 +1,15 @@
-// swift-tools-version: 6.1
+// swift-tools-version: 6.2
 import PackageDescription
+
+/// CI builds the project's own targets with every warning as an error (`.ci/run` sets
+/// APNS_BRIDGE_WARNINGS_AS_ERRORS=1); a local build only warns. Dependencies are not affected.
+let warningsAsErrors: [SwiftSetting] =
+    Context.environment["APNS_BRIDGE_WARNINGS_AS_ERRORS"] == "1" ? [.treatAllWarnings(as: .error)] : []
 
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
-]
+] + warningsAsErrors
 
 let package = Package(
     name: "apns-bridge",
