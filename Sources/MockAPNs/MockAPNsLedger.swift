@@ -82,6 +82,17 @@ public final class MockAPNsLedger: Sendable {
         return true
     }
 
+    /// Waits until the kept records satisfy `condition`, or the timeout; returns whether they
+    /// did. Checks every 5 ms.
+    public func waitForRecords(timeout: Duration = .seconds(30), where condition: ([MockAPNsRequestRecord]) -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while !condition(self.records) {
+            if ContinuousClock.now >= deadline { return false }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return true
+    }
+
     func record(_ record: MockAPNsRequestRecord) {
         self.onAnswer?(record)
         self.state.withLock { state in
