@@ -142,6 +142,12 @@ private final class CollectingHandler: ChannelInboundHandler {
         context.fireChannelInactive()
     }
 
+    /// A connect that fails never makes the channel active, nor inactive: complete the promise
+    /// here so it does not leak (the caller already has the connect's error).
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.promise.fail(ChannelError.ioOnClosedChannel)
+    }
+
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let channelEvent = event as? ChannelEvent, channelEvent == .inputClosed {
             // The server closed its side: all it will send has arrived.

@@ -101,7 +101,15 @@ struct ServeProcessTests {
         let environment = try await BridgeProcess.Environment.make()
         defer { Task { await environment.close() } }
         environment.mock.script.delayResponses(by: .milliseconds(20))
-        let bridge = try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")
+        // An attempt's deadline (10 s by default) is retried, and an upstream that answered late
+        // then sees it twice: on a loaded machine (a debug build, every other test running)
+        // thousands of streams can stay open that long. This test is about shutdown, so the
+        // deadline is longer than the test.
+        let bridge = try await BridgeProcess.start(
+            environment,
+            store: "sqlite:\(environment.directory)/store.sqlite",
+            variables: ["APNS_BRIDGE_UPSTREAM_REQUEST_TIMEOUT_SECONDS": "60", "APNS_BRIDGE_UPSTREAM_RETRY_BUDGET_SECONDS": "120"]
+        )
         let identity = try environment.provider()
         let connections = 16
         var clients: [LegacyTestClient] = []
@@ -150,7 +158,9 @@ struct ServeProcessTests {
         let took = ContinuousClock.now - signalled
         #expect(!bridge.process.isRunning)
         #expect(bridge.process.terminationStatus == 0)
-        #expect(took < .seconds(15), "grace 10 s + drain; took \(took)")
+        // Grace 10 s, then the drain; the bound is loose for a loaded machine and still catches
+        // a process that does not exit.
+        #expect(took < .seconds(40), "grace 10 s + drain; took \(took)")
 
         // Per connection: every notification up to the farewell's id reached the upstream once.
         var arrivals: [String: Int] = [:]
