@@ -13,6 +13,10 @@ import NIOCore
 public protocol BridgeStore: FeedbackStore, ResendRecordStore {
     var configuration: BridgeStoreConfiguration { get }
 
+    /// The tokens that may be on a feedback list; a 200 for any other token does not reach the
+    /// database (issue 15, part 3).
+    var feedbackListFilter: FeedbackListFilter { get }
+
     /// Removes feedback entries older than the retention, expired resend records, and claims
     /// left behind by a drain that never finished. Runs periodically (see
     /// ``BridgeStoreMaintenance``); returns the rows removed.
@@ -20,6 +24,12 @@ public protocol BridgeStore: FeedbackStore, ResendRecordStore {
 
     /// Stops accepting writes, commits what is queued, and closes the database connection.
     func close() async
+}
+
+extension BridgeStore {
+    public func mayBeOnList(_ key: FeedbackKey) -> Bool {
+        self.feedbackListFilter.mayContain(key.deviceToken, on: FeedbackListFilter.List(tenant: key.tenant, environment: key.environment))
+    }
 }
 
 /// Settings shared by the stores.

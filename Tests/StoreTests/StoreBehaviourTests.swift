@@ -75,6 +75,65 @@ struct StoreBehaviourTests {
         await store.close()
     }
 
+    @Test("A 200 reaches the database only for a token that may be on a list; the filter is loaded at open and rebuilt by the sweep", arguments: StoreKind.available)
+    func feedbackListFilter(kind: StoreKind) async throws {
+        let location = try await kind.makeLocation()
+        var store = try await kind.open(location)
+        try await Self.apply([Self.unregistered(1), Self.unregistered(2), Self.unregistered(3, environment: .sandbox)], to: store)
+        await store.close()
+        store = try await kind.open(location)
+        let production = FeedbackListFilter.List(tenant: "com.example.a", environment: .production)
+        let filter = store.feedbackListFilter
+        #expect(filter.mayContain(Self.token(1), on: production), "loaded from the database at open")
+        #expect(filter.mayContain(Self.token(2), on: production))
+        #expect(!filter.mayContain(Self.token(3), on: production), "token 3 is on the sandbox list only")
+        #expect(!filter.mayContain(Self.token(4), on: production))
+        // What the gateway asks before it hands a 200 to the store.
+        let recorder: any FeedbackRecorder = store
+        #expect(recorder.mayBeOnList(FeedbackKey(tenant: "com.example.a", environment: .production, deviceToken: Self.token(1))))
+        #expect(!recorder.mayBeOnList(FeedbackKey(tenant: "com.example.a", environment: .production, deviceToken: Self.token(4))))
+
+        func registered(_ n: Int) -> FeedbackChange {
+            .registered(FeedbackKey(tenant: "com.example.a", environment: .production, deviceToken: Self.token(n)))
+        }
+        try await Self.apply([registered(1), registered(4)], to: store)
+        #expect(Self.tokenNumbers(try await Self.drainAll(store)) == [2], "a 200 still removes a token that is on the list")
+        #expect(filter.mayContain(Self.token(2), on: production), "served, but the filter has not been rebuilt yet")
+        _ = try await store.removeExpired()
+        #expect(!filter.mayContain(Self.token(2), on: production), "the sweep rebuilt the filter from the database")
+        #expect(filter.mayContain(Self.token(3), on: .init(tenant: "com.example.a", environment: .sandbox)))
+
+        // Proof that a 200 for a token on no list never reaches the database: after close, the
+        // database refuses every write, yet that 200 still succeeds.
+        try await Self.apply([Self.unregistered(5)], to: store)
+        await store.close()
+        try await store.apply(registered(6), on: Self.eventLoop).get()
+        await #expect(throws: (any Error).self) { try await store.apply(registered(5), on: Self.eventLoop).get() }
+    }
+
+    @Test(
+        "PostgreSQL: a 410 written by one instance reaches the other's filter, so a 200 there removes it",
+        .enabled(if: TestDatabases.postgresURL != nil, "APNS_BRIDGE_TEST_POSTGRES_URL is not set; run scripts/test")
+    )
+    func feedbackListFilterAcrossInstances() async throws {
+        let location = try await StoreKind.postgres.makeLocation()
+        let first = try await StoreKind.postgres.open(location)
+        let second = try await StoreKind.postgres.open(location)
+        let list = FeedbackListFilter.List(tenant: "com.example.a", environment: .production)
+        #expect(!second.feedbackListFilter.mayContain(Self.token(9), on: list))
+        try await Self.apply([Self.unregistered(9)], to: first)
+        // PostgreSQL delivers the notification after the commit, on the listening connection.
+        let deadline = ContinuousClock.now + .seconds(60)
+        while !second.feedbackListFilter.mayContain(Self.token(9), on: list), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(second.feedbackListFilter.mayContain(Self.token(9), on: list))
+        try await Self.apply([.registered(FeedbackKey(tenant: "com.example.a", environment: .production, deviceToken: Self.token(9)))], to: second)
+        #expect(try await first.pendingCount() == 0)
+        await first.close()
+        await second.close()
+    }
+
     @Test("A 410 and a 200 for the same token in one batch: the later wins", arguments: StoreKind.available)
     func sameBatchOrder(kind: StoreKind) async throws {
         let store = try await kind.open(try await kind.makeLocation())
@@ -218,7 +277,8 @@ struct StoreBehaviourTests {
         clock.advance(by: 1800)
         try await Self.apply((5..<8).map { Self.unregistered($0) }, to: store)
         func pending() async throws -> Int {
-            try await store.pendingEntries(tenant: "com.example.a", environment: .production, limit: 100).count
+            let entries = try await store.pendingEntries(tenant: "com.example.a", environment: .production, limit: 100)
+            return entries.count
         }
 
         // A drain that hangs in its first batch, like one whose process froze.

@@ -56,6 +56,16 @@ public protocol FeedbackRecorder: Sendable {
     /// Applies a change. The future completes once the change is stored (durably, for the
     /// durable stores); the gateway does not wait for it.
     func apply(_ change: FeedbackChange, on eventLoop: any EventLoop) -> EventLoopFuture<Void>
+
+    /// Whether `key`'s token may be on its feedback list. `false` means certainly not: a 200
+    /// for it changes nothing, and the gateway does not call ``apply(_:on:)`` for it (issue 15,
+    /// part 3). The durable stores answer from their ``FeedbackListFilter``.
+    func mayBeOnList(_ key: FeedbackKey) -> Bool
+}
+
+extension FeedbackRecorder {
+    /// Without a filter every token may be on its list.
+    public func mayBeOnList(_ key: FeedbackKey) -> Bool { true }
 }
 
 /// Feedback entries in memory, one per (tenant, environment, token), keeping the latest.

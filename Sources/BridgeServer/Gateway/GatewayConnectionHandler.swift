@@ -333,7 +333,10 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         let eventLoop = self.eventLoop!
         var entryStored: EventLoopFuture<Void>?
 
-        if let change = action.feedback {
+        // A 200 for a token on no feedback list (almost every 200) changes nothing in the store.
+        if let change = action.feedback, case .registered(let key) = change, !self.dependencies.feedback.mayBeOnList(key) {
+            // Nothing to remove.
+        } else if let change = action.feedback {
             let stored = self.dependencies.feedback.apply(change, on: eventLoop)
             self.dependencies.inFlight.track(stored)
             if case .unregistered(let entry) = change {

@@ -27,13 +27,28 @@ public final class PostgresBridgeStore: BridgeStore {
     /// What this instance knows of each tenant's live resend records: its own, and what
     /// ``refreshLiveRecords(tenant:on:)`` read of the other instances'.
     private let horizons = ResendRecordHorizons()
+    /// The tokens that may be on a feedback list: a 200 for any other token skips the store.
+    /// Loaded at connect, rebuilt at each maintenance sweep, and kept current with the other
+    /// instances' 410s by `LISTEN` (see ``FeedbackListNotifications``).
+    public let feedbackListFilter: FeedbackListFilter
+    /// Listens for the other instances' new entries until ``close()``.
+    private let listenerTask: Task<Void, Never>
 
-    private init(client: PostgresClient, runTask: Task<Void, Never>, configuration: BridgeStoreConfiguration, logger: Logger) {
+    private init(
+        client: PostgresClient,
+        runTask: Task<Void, Never>,
+        feedbackListFilter: FeedbackListFilter,
+        listenerTask: Task<Void, Never>,
+        configuration: BridgeStoreConfiguration,
+        logger: Logger
+    ) {
         self.client = client
         self.runTask = runTask
+        self.feedbackListFilter = feedbackListFilter
+        self.listenerTask = listenerTask
         self.configuration = configuration
         self.logger = logger
-        self.batcher = FeedbackWriteBatcher(maximumQueued: configuration.maximumQueuedFeedbackChanges) { batch in
+        self.batcher = FeedbackWriteBatcher(maximumQueued: configuration.maximumQueuedFeedbackChanges, filter: feedbackListFilter) { batch in
             try await Self.retryingConflicts(logger: logger) {
                 try await client.withTransaction(logger: logger) { connection in
                     try await Self.write(batch, on: connection, now: configuration.nowSeconds, logger: logger)
@@ -58,20 +73,71 @@ public final class PostgresBridgeStore: BridgeStore {
         clientConfiguration.options.maximumConnections = maximumConnections
         let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
         let runTask = Task { await client.run() }
+        let feedbackListFilter = FeedbackListFilter()
+        var listenerTask: Task<Void, Never>?
         do {
             try await Self.migrate(client, logger: logger)
+            // Listening first, then reading: an entry another instance commits meanwhile is
+            // either read or notified.
+            let (listening, listeningContinuation) = AsyncThrowingStream.makeStream(of: Void.self)
+            listenerTask = Task {
+                await FeedbackListNotifications.listen(client: client, filter: feedbackListFilter, logger: logger, listening: listeningContinuation)
+            }
+            var iterator = listening.makeAsyncIterator()
+            _ = try await iterator.next()
+            try await Self.rebuild(feedbackListFilter, client: client, logger: logger)
         } catch {
+            listenerTask?.cancel()
+            await listenerTask?.value
             runTask.cancel()
             throw error
         }
-        logger.info("store opened", metadata: ["backend": "postgresql", "url": "\(Self.redacted(url))"])
-        return PostgresBridgeStore(client: client, runTask: runTask, configuration: configuration, logger: logger)
+        logger.info(
+            "store opened",
+            metadata: ["backend": "postgresql", "url": "\(Self.redacted(url))", "feedback_entries": "\(feedbackListFilter.count)"]
+        )
+        return PostgresBridgeStore(
+            client: client,
+            runTask: runTask,
+            feedbackListFilter: feedbackListFilter,
+            listenerTask: listenerTask!,
+            configuration: configuration,
+            logger: logger
+        )
     }
 
     public func close() async {
         await self.batcher.close()
+        self.listenerTask.cancel()
+        await self.listenerTask.value
         self.runTask.cancel()
         _ = await self.runTask.value
+    }
+
+    /// Reads every entry's token into a new `filter`, 10,000 rows per query.
+    static func rebuild(_ filter: FeedbackListFilter, client: PostgresClient, logger: Logger) async throws {
+        filter.beginRebuild()
+        do {
+            var after: Int64 = 0
+            while true {
+                var last: Int64?
+                let rows = try await client.query(
+                    "SELECT id, tenant, environment, token FROM feedback_entries WHERE id > \(after) ORDER BY id LIMIT 10000",
+                    logger: logger
+                )
+                for try await (id, tenant, environment, token) in rows.decode((Int64, String, String, ByteBuffer).self) {
+                    last = id
+                    guard let environment = APNsEnvironment(rawValue: environment) else { continue }
+                    filter.rebuildInsert(token, on: FeedbackListFilter.List(tenant: tenant, environment: environment))
+                }
+                guard let last else { break }
+                after = last
+            }
+            filter.finishRebuild()
+        } catch {
+            filter.abandonRebuild()
+            throw error
+        }
     }
 
     /// The client configuration a store URL names (see ``connect(url:configuration:maximumConnections:logger:)``).
@@ -219,6 +285,10 @@ public final class PostgresBridgeStore: BridgeStore {
                 """,
                 logger: logger
             )
+            // Delivered when this transaction commits, to every instance listening (this one too).
+            for payload in FeedbackListNotifications.payloads(for: entries) {
+                try await connection.query("SELECT pg_notify(\(FeedbackListNotifications.channel), \(payload))", logger: logger)
+            }
         }
         if !removals.isEmpty {
             let tenants = removals.map(\.tenant)
@@ -469,6 +539,8 @@ public final class PostgresBridgeStore: BridgeStore {
         let claims = try await count(
             "UPDATE feedback_entries SET claim = NULL, claim_batch = NULL, claimed_at = NULL WHERE claimed_at < \(leaseStart) RETURNING id"
         )
+        // Entries served, removed or expired since the last sweep leave the filter.
+        try await Self.rebuild(self.feedbackListFilter, client: self.client, logger: self.logger)
         return StoreSweep(feedbackEntries: entries, resendRecords: records, releasedClaims: claims)
     }
 }

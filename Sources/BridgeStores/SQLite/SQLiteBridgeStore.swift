@@ -36,6 +36,9 @@ public final class SQLiteBridgeStore: BridgeStore {
     /// then, a notification of that tenant needs a claim; after it, it is new without one.
     /// Exact, since this process is the file's only writer.
     private let horizons: ResendRecordHorizons
+    /// The tokens that may be on a feedback list: a 200 for any other token skips the store.
+    /// Exact at open and kept current by this process, the file's only writer.
+    public let feedbackListFilter: FeedbackListFilter
 
     private init(
         path: String,
@@ -43,6 +46,7 @@ public final class SQLiteBridgeStore: BridgeStore {
         lock: AsyncSerialLock,
         configuration: BridgeStoreConfiguration,
         horizons: ResendRecordHorizons,
+        feedbackListFilter: FeedbackListFilter,
         logger: Logger
     ) {
         self.path = path
@@ -51,7 +55,8 @@ public final class SQLiteBridgeStore: BridgeStore {
         self.configuration = configuration
         self.logger = logger
         self.horizons = horizons
-        self.batcher = FeedbackWriteBatcher(maximumQueued: configuration.maximumQueuedFeedbackChanges) { batch in
+        self.feedbackListFilter = feedbackListFilter
+        self.batcher = FeedbackWriteBatcher(maximumQueued: configuration.maximumQueuedFeedbackChanges, filter: feedbackListFilter) { batch in
             try await lock.withLock {
                 if Self.statementCount(batch) == 1 {
                     // One statement is atomic by itself: no BEGIN and COMMIT around it, which are
@@ -93,13 +98,24 @@ public final class SQLiteBridgeStore: BridgeStore {
                 guard let tenant = row.column("tenant")?.string, let until = row.column("until")?.integer else { continue }
                 horizons.extend(tenant: tenant, until: Int64(until))
             }
-            logger.info("store opened", metadata: ["backend": "sqlite", "path": "\(path)", "synchronous": "\(synchronous.rawValue)"])
+            let feedbackListFilter = FeedbackListFilter()
+            feedbackListFilter.beginRebuild()
+            try await Self.readFeedbackLists(connection, lock: lock, into: feedbackListFilter)
+            feedbackListFilter.finishRebuild()
+            logger.info(
+                "store opened",
+                metadata: [
+                    "backend": "sqlite", "path": "\(path)", "synchronous": "\(synchronous.rawValue)",
+                    "feedback_entries": "\(feedbackListFilter.count)",
+                ]
+            )
             return SQLiteBridgeStore(
                 path: path,
                 connection: connection,
                 lock: lock,
                 configuration: configuration,
                 horizons: horizons,
+                feedbackListFilter: feedbackListFilter,
                 logger: logger
             )
         } catch {
@@ -226,6 +242,29 @@ public final class SQLiteBridgeStore: BridgeStore {
                 """,
                 binds
             )
+        }
+    }
+
+    /// Reads every entry's token into a rebuild of `filter`, 10,000 rows per turn of the lock
+    /// (a million entries never sit in memory as rows, and writers get their turns between).
+    private static func readFeedbackLists(_ connection: SQLiteConnection, lock: AsyncSerialLock, into filter: FeedbackListFilter) async throws {
+        var after = 0
+        while true {
+            let rows = try await lock.withLock {
+                try await connection.query(
+                    "SELECT id, tenant, environment, token FROM feedback_entries WHERE id > ? ORDER BY id LIMIT 10000",
+                    [.integer(after)]
+                )
+            }
+            guard let last = rows.last?.column("id")?.integer else { return }
+            after = last
+            for row in rows {
+                guard let tenant = row.column("tenant")?.string,
+                    let environment = row.column("environment")?.string.flatMap(APNsEnvironment.init(rawValue:)),
+                    let token = row.column("token")?.blob
+                else { continue }
+                filter.rebuildInsert(token, on: FeedbackListFilter.List(tenant: tenant, environment: environment))
+            }
         }
     }
 
@@ -402,7 +441,7 @@ public final class SQLiteBridgeStore: BridgeStore {
         let nowMilliseconds = self.configuration.nowMilliseconds
         let retentionStart = nowSeconds - self.configuration.feedbackRetention.milliseconds / 1000
         let leaseStart = nowSeconds - self.configuration.claimLease.milliseconds / 1000
-        return try await self.lock.withLock {
+        let sweep = try await self.lock.withLock {
             let entries = try await self.connection.query(
                 "DELETE FROM feedback_entries WHERE recorded_at < ? AND claim IS NULL RETURNING id", [.integer(Int(retentionStart))]
             ).count
@@ -416,5 +455,15 @@ public final class SQLiteBridgeStore: BridgeStore {
             ).count
             return StoreSweep(feedbackEntries: entries, resendRecords: records, releasedClaims: claims)
         }
+        // Entries served, removed or expired since the last sweep leave the filter.
+        self.feedbackListFilter.beginRebuild()
+        do {
+            try await Self.readFeedbackLists(self.connection, lock: self.lock, into: self.feedbackListFilter)
+            self.feedbackListFilter.finishRebuild()
+        } catch {
+            self.feedbackListFilter.abandonRebuild()
+            throw error
+        }
+        return sweep
     }
 }

@@ -10,6 +10,11 @@ import Synchronization
 /// batch the last change per (tenant, environment, token) wins, except that of two 410s the
 /// later timestamp is kept. Each caller's future completes when the batch holding its change
 /// has committed.
+///
+/// A 200 for a token that ``FeedbackListFilter`` says is on no list is not queued at all: its
+/// future succeeds at once (issue 15, part 3). A 410's token goes into the filter when it is
+/// submitted (so that a 200 right after it is not skipped) and again when it has committed (so
+/// that a rebuild of the filter running meanwhile keeps it).
 final class FeedbackWriteBatcher: Sendable {
     struct QueuedChange {
         var change: FeedbackChange
@@ -50,15 +55,26 @@ final class FeedbackWriteBatcher: Sendable {
 
     private let state = Mutex(State())
     private let maximumQueued: Int
+    private let filter: FeedbackListFilter
     private let commit: @Sendable (Batch) async throws -> Void
 
-    /// - Parameter commit: stores a batch in one transaction.
-    init(maximumQueued: Int, commit: @escaping @Sendable (Batch) async throws -> Void) {
+    /// - Parameters:
+    ///   - filter: the store's filter of the tokens that may be on a list.
+    ///   - commit: stores a batch in one transaction.
+    init(maximumQueued: Int, filter: FeedbackListFilter, commit: @escaping @Sendable (Batch) async throws -> Void) {
         self.maximumQueued = maximumQueued
+        self.filter = filter
         self.commit = commit
     }
 
     func submit(_ change: FeedbackChange, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        let list = FeedbackListFilter.List(tenant: change.key.tenant, environment: change.key.environment)
+        switch change {
+        case .registered(let key):
+            guard self.filter.mayContain(key.deviceToken, on: list) else { return eventLoop.makeSucceededVoidFuture() }
+        case .unregistered(let entry):
+            self.filter.insert(entry.deviceToken, on: list)
+        }
         var change = change
         var key = change.key
         key.deviceToken = ByteBuffer(buffer: key.deviceToken)  // do not pin the connection's read buffer
@@ -125,7 +141,11 @@ final class FeedbackWriteBatcher: Sendable {
                 return
             }
             do {
-                try await self.commit(Batch(batch.map(\.change)))
+                let committed = Batch(batch.map(\.change))
+                try await self.commit(committed)
+                for entry in committed.entries {
+                    self.filter.insert(entry.deviceToken, on: FeedbackListFilter.List(tenant: entry.tenant, environment: entry.environment))
+                }
                 for queued in batch { queued.promises.forEach { $0.succeed() } }
             } catch {
                 for queued in batch { queued.promises.forEach { $0.fail(error) } }
