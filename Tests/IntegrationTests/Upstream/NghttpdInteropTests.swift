@@ -49,7 +49,9 @@ struct NghttpdInteropTests {
         process.standardOutput = logFile
         process.standardError = logFile
         try process.run()
-        defer { process.terminate() }
+        // nghttpd does not exit on SIGTERM: it is killed (here if the test throws; `stop` below
+        // kills it and waits for it otherwise).
+        defer { kill(process.processIdentifier, SIGKILL) }
         try await waitForListener(port: port)
 
         let signer = ProviderTokenSigner(key: .init(), keyID: "KEY1234567", teamID: "TEAM123456")
@@ -83,7 +85,7 @@ struct NghttpdInteropTests {
         #expect(results.count == count)
         #expect(results.allSatisfy { if case .answered(let response) = $0 { response.status == 200 } else { false } })
 
-        try await stop(process)
+        try await stop(process, signal: SIGKILL)
         try logFile.close()
         let log = try String(contentsOfFile: logPath, encoding: .utf8)
         // nghttpd's verbose log shows each request's headers as it decoded them.
@@ -97,13 +99,17 @@ struct NghttpdInteropTests {
     }
 }
 
-/// Stops a child process and waits (5 s at most) until it has exited. (`waitUntilExit()` can
-/// hang when called from a task.)
-func stop(_ process: Process) async throws {
-    process.terminate()
-    let deadline = ContinuousClock.now + .seconds(5)
+/// Stops a child process with `signal` and waits until it has exited; one still running after
+/// 5 s is killed, and waited for. (`waitUntilExit()` can hang when called from a task.)
+func stop(_ process: Process, signal: Int32 = SIGTERM) async throws {
+    kill(process.processIdentifier, signal)
+    var deadline = ContinuousClock.now + .seconds(5)
     var status: Int32 = 0
-    while waitpid(process.processIdentifier, &status, WNOHANG) == 0, ContinuousClock.now < deadline {
+    while process.isRunning, waitpid(process.processIdentifier, &status, WNOHANG) == 0 {
+        if ContinuousClock.now > deadline {
+            kill(process.processIdentifier, SIGKILL)
+            deadline = ContinuousClock.now + .seconds(60)
+        }
         try await Task.sleep(for: .milliseconds(10))
     }
 }
