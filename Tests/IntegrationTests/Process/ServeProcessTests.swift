@@ -15,6 +15,22 @@ import Testing
 /// configuration file, SIGTERM under load, the admin port, and what the logs leave out.
 @Suite("serve: configuration, shutdown, metrics, logs (child processes)", .serialized)
 struct ServeProcessTests {
+    /// A port free on 127.0.0.1 now, below the kernel's ephemeral range (which outgoing
+    /// connections draw from): it stays free until the test binds it.
+    static func freePortBelowEphemeralRange() async throws -> Int {
+        let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
+            .split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
+        let ephemeralStart = range?.first ?? 32768
+        for _ in 0..<100 {
+            let candidate = Int.random(in: 10_000..<max(10_001, ephemeralStart))
+            if let channel = try? await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: candidate).get() {
+                try await channel.close()
+                return candidate
+            }
+        }
+        throw TimedOut(what: "a free port below \(ephemeralStart)")
+    }
+
     /// A token that names its connection and identifier: 4 bytes connection, 4 bytes identifier.
     static func token(connection: Int, identifier: Int) -> ByteBuffer {
         var token = ByteBuffer()
@@ -183,10 +199,9 @@ struct ServeProcessTests {
     func adminPort() async throws {
         let environment = try await BridgeProcess.Environment.make()
         defer { Task { await environment.close() } }
-        // A port with nothing behind it yet.
-        let placeholder = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
-        let upstreamPort = placeholder.localAddress!.port!
-        try await placeholder.close()
+        // A port with nothing behind it yet, from below the ephemeral range, so that no
+        // outgoing connection of another test takes it before the mock binds it.
+        let upstreamPort = try await Self.freePortBelowEphemeralRange()
         var arguments = environment.arguments
         arguments[arguments.firstIndex(of: "127.0.0.1:\(environment.mock.port)")!] = "127.0.0.1:\(upstreamPort)"
         let bridge = try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite", arguments: arguments)
