@@ -18,18 +18,15 @@ struct GatewayTenantReviewEvent: Sendable {
     var credentials: Set<String>
 }
 
-/// The I/O edge of one provider connection: it decodes frames, feeds them and the upstream's
-/// outcomes into a ``ProviderSessionStateMachine``, and does what the machine says.
+/// The I/O edge of one provider connection: a thin adapter around a
+/// ``ProviderConnectionStateMachine``. It feeds the machine the channel's events (bytes, reads,
+/// the TLS handshake, the end of input, outcomes, shutdown) and does what the machine answers:
+/// forward, write a farewell, read, close. It holds no phase of its own; what it keeps is I/O:
+/// the context, the timers, the counters, and the future of the farewell's resend records.
 ///
-/// Sits after the `NIOSSLServerHandler`. Decoding happens here rather than in a separate
-/// `ByteToMessageHandler` so that decoding stops exactly when the session stops reading:
-/// what is not decoded stays in `buffered`, and no more is read from the socket.
-///
-/// The end of the provider's input (FIN, with or without close_notify; the channel allows
-/// remote half-closure) is not the end of the connection: what is buffered is still decoded
-/// and forwarded as the window drains, and the connection closes when the last outcome is in
-/// (CONTRACT §1.4). If the channel is gone entirely (a reset), the buffered frames are still
-/// forwarded; only a failure then has nobody to tell, and is logged and counted.
+/// Sits after the `NIOSSLServerHandler`. Decoding happens in the machine rather than in a
+/// separate `ByteToMessageHandler` so that decoding stops exactly when the session stops
+/// reading: what is not decoded stays buffered, and no more is read from the socket.
 final class GatewayConnectionHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = ByteBuffer
@@ -43,28 +40,12 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         var inFlight: InFlightWork
     }
 
-    private enum Phase {
-        /// Waiting for the TLS handshake (and so for the tenant).
-        case handshaking
-        /// The tenant is known; the resend store is learning whether it holds records for it
-        /// (one query for a shared store). Bytes are buffered, not decoded.
-        case preparing
-        case open
-        /// The farewell is being written; whatever arrives is read and dropped.
-        case draining
-        case closed
-    }
-
     private let configuration: GatewayConfiguration
     private let dependencies: Dependencies
     private var logger: Logger
-    private var phase = Phase.handshaking
-    private var session: ProviderSessionStateMachine?
+    private var connection: ProviderConnectionStateMachine
     /// The tenant's outcome counters, known from the handshake.
     private var outcomes: TenantOutcomeCounters?
-    private var decoder = NotificationFrameDecoder()
-    private var buffered = ByteBuffer()
-    private var readPending = false
     private var context: ChannelHandlerContext?
     /// Kept after the handler is removed: outcomes still arrive then, to resolve resend records.
     private var eventLoop: (any EventLoop)?
@@ -79,6 +60,7 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         self.configuration = configuration
         self.dependencies = dependencies
         self.logger = logger
+        self.connection = ProviderConnectionStateMachine(sessionConfiguration: configuration.session)
     }
 
     // MARK: Channel events
@@ -104,71 +86,42 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
     private func startHandshakeTimer(context: ChannelHandlerContext) {
         guard self.handshakeTimeout == nil else { return }
         self.handshakeTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: self.configuration.handshakeTimeout) {
-            guard case .handshaking = self.phase else { return }
+            guard self.connection.isHandshaking else { return }
             self.logger.debug("TLS handshake timed out")
             self.context?.close(promise: nil)
         }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        var incoming = self.unwrapInboundIn(data)
-        switch self.phase {
-        case .preparing, .open:
-            if self.buffered.readableBytes == 0 {
-                self.buffered = incoming
-            } else {
-                // Compact once per read, not once per frame: forwarded frames hold slices of
-                // the storage, so compacting copies what is left into new storage.
-                self.buffered.discardReadBytes()
-                self.buffered.writeBuffer(&incoming)
-            }
-            if case .open = self.phase {
-                self.processBufferedFrames()
-            }
-        case .handshaking, .draining, .closed:
-            break  // after a farewell, frames are dropped (§1.5)
+        if self.connection.bytesReceived(self.unwrapInboundIn(data)) {
+            self.decodeFrames()
         }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         self.cancelTimers()
-        switch self.phase {
-        case .preparing, .open:
-            // Gone without a half-close (a reset, or an error closed it): what was received is
-            // still forwarded; there is just nobody left to answer.
-            self.inputClosed()
-        case .handshaking, .draining:
-            self.phase = .closed
-        case .closed:
-            break
+        if self.connection.channelInactive() {
+            self.logger.debug("provider connection gone", metadata: ["buffered_bytes": "\(self.connection.bufferedBytes)"])
+            self.decodeFrames()
         }
         context.fireChannelInactive()
-    }
-
-    /// The provider's input ended. Buffered frames are forwarded as the window drains (§1.4).
-    private func inputClosed() {
-        guard self.session?.isInputClosed == false else { return }
-        self.logger.debug("provider closed its side", metadata: ["buffered_bytes": "\(self.buffered.readableBytes)"])
-        self.session!.inputClosed()
-        if case .open = self.phase {
-            self.processBufferedFrames()
-        }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted = tlsEvent {
             self.handshakeCompleted(context: context)
         } else if let channelEvent = event as? ChannelEvent, channelEvent == .inputClosed {
-            switch self.phase {
-            case .preparing, .open:
-                self.inputClosed()
-            case .draining:
-                break  // the drain timer closes the connection
-            case .handshaking, .closed:
+            switch self.connection.inputClosed() {
+            case .decode:
+                self.logger.debug("provider closed its side", metadata: ["buffered_bytes": "\(self.connection.bufferedBytes)"])
+                self.decodeFrames()
+            case .close:
                 context.close(promise: nil)
+            case .none:
+                break
             }
         } else if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .read {
-            if case .open = self.phase, self.session?.isIdle == true {
+            if self.connection.isIdle {
                 self.logger.debug("closing idle provider connection")
                 context.close(promise: nil)
             }
@@ -193,44 +146,40 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
     }
 
     func read(context: ChannelHandlerContext) {
-        let wantsData: Bool
-        switch self.phase {
-        case .handshaking, .preparing, .draining: wantsData = true
-        case .open: wantsData = self.session!.isReading
-        case .closed: wantsData = false
-        }
-        if wantsData {
+        if self.connection.readRequested() {
             context.read()
-        } else {
-            self.readPending = true
         }
     }
 
-    // MARK: Session
+    // MARK: Executing the machine's actions
 
     private func handshakeCompleted(context: ChannelHandlerContext) {
         self.handshakeTimeout?.cancel()
         self.handshakeTimeout = nil
         let certificate = try? context.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self).peerCertificate
-        guard let certificate, let tenant = self.dependencies.tenantResolver.tenant(for: certificate) else {
+        let tenant = certificate.flatMap { self.dependencies.tenantResolver.tenant(for: $0) }
+        switch self.connection.handshakeCompleted(tenant: tenant) {
+        case .refuse:
             self.logger.warning("refusing provider connection: no tenant for its client certificate")
             context.close(promise: nil)
             return
+        case .ignore:
+            return
+        case .prepare:
+            break
         }
+        guard let tenant else { return }
         self.logger[metadataKey: "tenant"] = "\(tenant.name)"
         self.logger.debug("provider connected")
-        self.session = ProviderSessionStateMachine(tenant: tenant, configuration: self.configuration.session)
         self.outcomes = GatewayMetrics.shared.outcomes(tenant: tenant.name)
-        self.phase = .preparing
         // Immediate for a store only this process writes; one query for a shared one, so that
         // records another instance wrote before this connection are recognised (§1.6).
         self.dependencies.dispatcher.resendRecords.refreshLiveRecords(tenant: tenant.name, on: context.eventLoop)
             .hop(to: context.eventLoop)
             .assumeIsolated()
             .whenComplete { _ in
-                guard case .preparing = self.phase else { return }
-                self.phase = .open
-                self.processBufferedFrames()
+                guard self.connection.storeReady() else { return }
+                self.decodeFrames()
                 self.resumeReadingIfWanted()
             }
         // The idle clock starts now: the handshake has its own timeout, and a slow handshake
@@ -245,50 +194,26 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// Decodes and hands to the session what is buffered, for as long as it reads. After the
-    /// end of input, running out of complete frames is the end: a partial frame left over is
-    /// dropped (§1.4), and the connection closes once everything has an outcome.
-    private func processBufferedFrames() {
-        var ranDry = false
-        while case .open = self.phase, self.session!.isReading {
-            let action: ProviderSessionStateMachine.FrameReceivedAction
-            let failureReason: String
-            do {
-                guard let frame = try self.decoder.decode(buffer: &self.buffered) else {
-                    ranDry = true
-                    break
-                }
+    /// Decodes what is buffered and does what each frame asks, for as long as the machine
+    /// decodes (it stops when the session stops reading, or at a farewell).
+    private func decodeFrames() {
+        while let step = self.connection.nextFrameStep() {
+            switch step {
+            case .frame(let action):
                 GatewayMetrics.shared.notificationReceived()
-                action = self.session!.frameReceived(frame)
-                failureReason = "local"
-            } catch let error as LegacyProtocolError {
+                self.handle(action, failureReason: "local")
+            case .malformed(let error, let action):
                 self.logger.info("refusing a malformed frame", metadata: ["error": "\(error)"])
-                self.buffered = ByteBuffer()
-                action = self.session!.decodeFailed(error)
-                failureReason = "malformed"
-            } catch {
-                preconditionFailure("the decoder throws LegacyProtocolError only: \(error)")
-            }
-            self.handle(action, failureReason: failureReason)
-        }
-        if ranDry, case .open = self.phase, self.session!.isInputClosed {
-            if self.buffered.readableBytes > 0 {
+                self.handle(action, failureReason: "malformed")
+            case .partialFrameDropped(let bytes):
                 self.logger.info(
                     "provider closed the connection in the middle of a frame; that frame is not forwarded",
-                    metadata: ["bytes": "\(self.buffered.readableBytes)"]
+                    metadata: ["bytes": "\(bytes)"]
                 )
                 GatewayMetrics.shared.partialFrameDropped()
-                self.buffered = ByteBuffer()
-            }
-            if self.session!.inputExhausted() {
+            case .closeDrained:
                 self.closeDrained()
             }
-        }
-        if self.buffered.readableBytes == 0 {
-            // Let go of the storage (forwarded frames may still hold slices of it), so the next
-            // read is adopted without a copy. Frames left over stay where they are until the
-            // next read (see channelRead): compacting here would copy them at every outcome.
-            self.buffered = ByteBuffer()
         }
     }
 
@@ -324,12 +249,7 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
     }
 
     private func upstreamCompleted(_ sequence: ProviderSessionStateMachine.Sequence, outcome: NotificationOutcome) {
-        guard self.session != nil else { return }
-        // Mutated in place: a copy taken out and stored back would copy the whole in-flight
-        // window (its storage is shared while both exist) at every outcome.
-        // No local copy afterwards either: one alive while processBufferedFrames appends to the
-        // window would make that append copy it.
-        let action = self.session!.upstreamCompleted(sequence, outcome: outcome)
+        guard let action = self.connection.upstreamCompleted(sequence, outcome: outcome), let tenant = self.connection.tenant else { return }
         let eventLoop = self.eventLoop!
         var entryStored: EventLoopFuture<Void>?
 
@@ -353,7 +273,7 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
             }
         }
         if let record = action.resolvedRecord, let outcome = record.outcome {
-            let key = ResendRecordKey(tenant: self.session!.tenant.name, frame: record.frame)
+            let key = ResendRecordKey(tenant: tenant.name, frame: record.frame)
             let store = self.dependencies.dispatcher.resendRecords
             let resolved = (self.recordsStored ?? eventLoop.makeSucceededVoidFuture())
                 .flatMapError { _ in eventLoop.makeSucceededVoidFuture() }
@@ -367,7 +287,7 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         // A 410's notification is done once its feedback entry is committed (or could not be).
         // Registered last: the future may be complete already, and its callback then runs now.
         entryStored?.hop(to: eventLoop).assumeIsolated().whenComplete { _ in
-            let next = self.session!.feedbackStored(sequence)
+            guard let next = self.connection.feedbackStored(sequence) else { return }
             self.proceed(after: next)
         }
     }
@@ -379,43 +299,36 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
             self.sayFarewell(farewell)
         } else if action.closeDrained {
             self.closeDrained()
-        } else if case .open = self.phase, self.session!.isReading {
-            self.processBufferedFrames()
+        } else {
+            self.decodeFrames()
             self.resumeReadingIfWanted()
         }
     }
 
     private func resumeReadingIfWanted() {
-        guard self.readPending, let context = self.context, case .open = self.phase, self.session!.isReading else { return }
-        self.readPending = false
+        guard let context = self.context, self.connection.resumeReading() else { return }
         context.read()
     }
 
     /// Every frame the provider sent before it closed its side has an outcome.
     private func closeDrained() {
         self.logger.debug("provider input read to its end and every notification answered; closing")
-        self.phase = .closed
         self.context?.close(promise: nil)
     }
 
     private func beginShutdown(context: ChannelHandlerContext, gracePeriod: TimeAmount) {
-        switch self.phase {
-        case .handshaking:
+        switch self.connection.shutdownRequested() {
+        case .close:
             context.close(promise: nil)
-        case .open:
-            if let farewell = self.session!.shutdownRequested() {
-                self.sayFarewell(farewell)
-                return
-            }
+        case .farewell(let farewell):
+            self.sayFarewell(farewell)
+        case .startGraceTimer:
             self.graceTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: gracePeriod) {
-                guard case .open = self.phase else { return }
-                if let farewell = self.session!.shutdownGraceExpired() {
+                if let farewell = self.connection.shutdownGraceExpired() {
                     self.sayFarewell(farewell)
                 }
             }
-        case .preparing:
-            context.close(promise: nil)  // nothing forwarded yet: the provider resends it all
-        case .draining, .closed:
+        case .none:
             break
         }
     }
@@ -424,15 +337,11 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
     /// resolves, or its tenant's credentials are gone, it is closed with status 10 once what is
     /// in flight is answered (or the grace period ends).
     private func reviewTenant(context: ChannelHandlerContext, _ review: GatewayTenantReviewEvent) {
-        switch self.phase {
-        case .preparing, .open:
-            break
-        case .handshaking, .draining, .closed:
-            return  // a handshake in progress is checked against the new tenants anyway
-        }
+        // A handshake in progress is checked against the new tenants anyway.
+        guard self.connection.isReviewable else { return }
         let certificate = try? context.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self).peerCertificate
         let stillResolves = certificate.flatMap { self.dependencies.tenantResolver.tenant(for: $0) } != nil
-        let credentialsRemain = self.session?.tenant.credentials.map { review.credentials.contains($0) } ?? true
+        let credentialsRemain = self.connection.tenant?.credentials.map { review.credentials.contains($0) } ?? true
         guard !stillResolves || !credentialsRemain else { return }
         self.logger.notice(
             "the reloaded configuration removed this connection's tenant or its credentials; closing it with status 10",
@@ -442,16 +351,15 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
     }
 
     /// §1.5: remember what the provider will resend, then write the packet, flush, send
-    /// close_notify and FIN, read and drop what still arrives for a moment, and close.
+    /// close_notify and FIN, read and drop what still arrives for a moment, and close. (The
+    /// machine is already draining: it decided the farewell.)
     ///
     /// When the connection is already gone, nobody can be told and nobody will resend: the
     /// failure is logged and counted, and no records are made.
     private func sayFarewell(_ farewell: ProviderSessionStateMachine.Farewell) {
-        self.phase = .draining
-        self.buffered = ByteBuffer()
         self.graceTimeout?.cancel()
-        guard let context = self.context, context.channel.isActive else {
-            self.phase = .closed
+        guard let context = self.context, context.channel.isActive, let tenant = self.connection.tenant?.name else {
+            self.connection.channelClosed()
             if farewell.status != .shutdown {
                 GatewayMetrics.shared.failureAfterClose()
                 self.logger.warning(
@@ -461,7 +369,6 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
             }
             return
         }
-        let tenant = self.session!.tenant.name
         if farewell.status == .shutdown {
             self.logger.info("closing provider connection for shutdown", metadata: ["packet": "\(farewell.packet.map { "\($0)" } ?? "none")"])
         } else {
@@ -496,7 +403,7 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
                 GatewayMetrics.shared.errorResponseSent(packet.status)
             }
             context.flush()
-            if self.session!.isInputClosed {
+            if self.connection.isInputClosed {
                 // Nothing more will arrive to drain: close once the packet is out.
                 context.close(promise: nil)
                 return
@@ -505,8 +412,7 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
             self.drainTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: self.configuration.errorDrainTime) {
                 self.context?.close(promise: nil)
             }
-            if self.readPending {
-                self.readPending = false
+            if self.connection.takePendingRead() {
                 context.read()
             }
         }
