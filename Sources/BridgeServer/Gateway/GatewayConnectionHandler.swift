@@ -249,7 +249,7 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
     }
 
     private func upstreamCompleted(_ sequence: ProviderSessionStateMachine.Sequence, outcome: NotificationOutcome) {
-        guard let action = self.connection.upstreamCompleted(sequence, outcome: outcome), let tenant = self.connection.tenant else { return }
+        guard let action = self.connection.upstreamCompleted(sequence, outcome: outcome) else { return }
         let eventLoop = self.eventLoop!
         var entryStored: EventLoopFuture<Void>?
 
@@ -272,7 +272,7 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
                 logger.error("could not store a feedback change", metadata: ["error": "\(error)"])
             }
         }
-        if let record = action.resolvedRecord, let outcome = record.outcome {
+        if let record = action.resolvedRecord, let outcome = record.outcome, let tenant = self.connection.tenant {
             let key = ResendRecordKey(tenant: tenant.name, frame: record.frame)
             let store = self.dependencies.dispatcher.resendRecords
             let resolved = (self.recordsStored ?? eventLoop.makeSucceededVoidFuture())
