@@ -28,7 +28,7 @@ public protocol BridgeStore: FeedbackStore, ResendRecordStore {
 
 extension BridgeStore {
     public func mayBeOnList(_ key: FeedbackKey) -> Bool {
-        self.feedbackListFilter.mayContain(key.deviceToken, on: FeedbackListFilter.List(tenant: key.tenant, environment: key.environment))
+        self.feedbackListFilter.mayContain(key.deviceToken, on: key.list)
     }
 }
 

@@ -76,7 +76,6 @@ private final class TupleCollector: ChannelInboundHandler {
     private var bytesRead = 0
     private var poll = FeedbackTestClient.Poll(tuples: [], tupleCount: 0, cleanClose: true)
     private var failed = false
-    private var answered = false
 
     init(promise: EventLoopPromise<FeedbackTestClient.Poll>, keepTuples: Bool, closeAfterBytes: Int?) {
         self.promise = promise
@@ -119,16 +118,14 @@ private final class TupleCollector: ChannelInboundHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         self.poll.cleanClose = !self.failed && self.buffered.readableBytes == 0
-        self.answered = true
         self.promise.succeed(self.poll)
         context.fireChannelInactive()
     }
 
     /// A connect that fails never makes the channel active, nor inactive: the poll fails here
-    /// (the caller gets the connect's error first; this keeps the promise from leaking).
+    /// (the caller gets the connect's error first; this keeps the promise from leaking). After
+    /// `channelInactive` the promise is complete already, and this changes nothing.
     func handlerRemoved(context: ChannelHandlerContext) {
-        guard !self.answered else { return }
-        self.answered = true
         self.promise.fail(ChannelError.ioOnClosedChannel)
     }
 }

@@ -72,21 +72,21 @@ public final class MockAPNsLedger: Sendable {
     public var counters: Counters { self.state.withLock { $0.counters } }
 
     /// Waits until at least `count` requests were accepted (answered 200), or the timeout;
-    /// returns whether the count was reached. Checks every 5 ms.
+    /// returns whether the count was reached.
     public func waitForAccepted(_ count: Int, timeout: Duration = .seconds(30)) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while self.counters.accepted < count {
-            if ContinuousClock.now >= deadline { return false }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return true
+        await self.wait(timeout: timeout) { self.counters.accepted >= count }
     }
 
     /// Waits until the kept records satisfy `condition`, or the timeout; returns whether they
-    /// did. Checks every 5 ms.
+    /// did.
     public func waitForRecords(timeout: Duration = .seconds(30), where condition: ([MockAPNsRequestRecord]) -> Bool) async -> Bool {
+        await self.wait(timeout: timeout) { condition(self.records) }
+    }
+
+    /// Checks `condition` every 5 ms until it holds or `timeout` has passed.
+    private func wait(timeout: Duration, until condition: () -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + timeout
-        while !condition(self.records) {
+        while !condition() {
             if ContinuousClock.now >= deadline { return false }
             try? await Task.sleep(for: .milliseconds(5))
         }

@@ -26,25 +26,30 @@ struct FeedbackListFilterTests {
     }
 
     @Test("A rebuild drops what the store no longer holds and keeps what was added while it read")
-    func rebuild() {
+    func rebuild() async throws {
         let filter = FeedbackListFilter()
         for number in UInt32(0)..<4 { filter.insert(Self.token(number), on: Self.list) }
-        filter.beginRebuild()
-        filter.rebuildInsert(Self.token(0), on: Self.list)
-        #expect(filter.mayContain(Self.token(3), on: Self.list), "the old filter answers until the rebuild finishes")
-        filter.insert(Self.token(9), on: Self.list)  // a 410 while the store is being read
-        filter.rebuildInsert(Self.token(1), on: Self.list)
-        filter.finishRebuild()
+        try await filter.rebuild { found in
+            found(Self.token(0), Self.list)
+            #expect(filter.mayContain(Self.token(3), on: Self.list), "the old filter answers until the rebuild finishes")
+            filter.insert(Self.token(9), on: Self.list)  // a 410 while the store is being read
+            found(Self.token(1), Self.list)
+        }
         #expect((0..<10).filter { filter.mayContain(Self.token(UInt32($0)), on: Self.list) } == [0, 1, 9])
         #expect(filter.count == 3)
     }
 
     @Test("An abandoned rebuild leaves the filter as it was")
-    func abandonedRebuild() {
+    func abandonedRebuild() async {
+        struct StoreUnreadable: Error {}
         let filter = FeedbackListFilter()
         filter.insert(Self.token(1), on: Self.list)
-        filter.beginRebuild()
-        filter.abandonRebuild()
+        await #expect(throws: StoreUnreadable.self) {
+            try await filter.rebuild { found in
+                found(Self.token(2), Self.list)
+                throw StoreUnreadable()
+            }
+        }
         #expect(filter.mayContain(Self.token(1), on: Self.list))
     }
 

@@ -2,6 +2,13 @@ import LegacyProtocol
 import NIOCore
 import Synchronization
 
+extension FeedbackKey {
+    /// The feedback list the key's token would be on.
+    public var list: FeedbackListFilter.List {
+        FeedbackListFilter.List(tenant: self.tenant, environment: self.environment)
+    }
+}
+
 /// Which tokens may be on a feedback list: what lets a 200 skip the store (CONTRACT §1.7, first
 /// row: "the token leaves the feedback list if it was there"; issue 15, part 3).
 ///
@@ -21,7 +28,8 @@ import Synchronization
 ///   so fingerprints of entries that were served, removed or expired do not pile up. Tokens
 ///   added while a rebuild reads the table are kept.
 ///
-/// Memory: about 16 bytes per entry on the lists (a million entries: about 16 MB).
+/// Memory: about 16 bytes per entry on the lists (a million entries: about 16 MB; docs/feedback.md
+/// has the measured open time and RSS).
 public final class FeedbackListFilter: Sendable {
     /// One feedback list: a tenant's, in one environment.
     public struct List: Hashable, Sendable {
@@ -75,39 +83,34 @@ public final class FeedbackListFilter: Sendable {
 
     // MARK: Rebuilding
 
-    /// Starts reading the store's entries into a new filter; the old one keeps answering until
-    /// ``finishRebuild()``.
-    public func beginRebuild() {
+    /// Replaces the filter with the store's entries: `read` calls `found` for each entry it
+    /// reads. The old filter answers until `read` returns, and tokens inserted meanwhile (a 410
+    /// committed while the table is read) are kept. If `read` throws, the old filter stays.
+    public func rebuild(_ read: (_ found: (ByteBuffer, List) -> Void) async throws -> Void) async throws {
         self.state.withLock { state in
             state.rebuilding = [:]
             state.addedDuringRebuild = [:]
         }
-    }
-
-    /// An entry the rebuild read from the store.
-    public func rebuildInsert(_ token: ByteBuffer, on list: List) {
-        let fingerprint = Self.fingerprint(token)
-        self.state.withLock { state in
-            _ = state.rebuilding?[list, default: []].insert(fingerprint)
+        do {
+            try await read { token, list in
+                let fingerprint = Self.fingerprint(token)
+                self.state.withLock { state in
+                    _ = state.rebuilding?[list, default: []].insert(fingerprint)
+                }
+            }
+        } catch {
+            self.state.withLock { state in
+                state.rebuilding = nil
+                state.addedDuringRebuild = [:]
+            }
+            throw error
         }
-    }
-
-    /// Replaces the filter with what the rebuild read, plus what was added while it read.
-    public func finishRebuild() {
         self.state.withLock { state in
             guard var rebuilt = state.rebuilding else { return }
             for (list, added) in state.addedDuringRebuild {
                 rebuilt[list, default: []].formUnion(added)
             }
             state.fingerprints = rebuilt
-            state.rebuilding = nil
-            state.addedDuringRebuild = [:]
-        }
-    }
-
-    /// Gives up a rebuild (the store could not be read): the current filter stays.
-    public func abandonRebuild() {
-        self.state.withLock { state in
             state.rebuilding = nil
             state.addedDuringRebuild = [:]
         }

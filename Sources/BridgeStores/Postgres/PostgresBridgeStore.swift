@@ -114,10 +114,9 @@ public final class PostgresBridgeStore: BridgeStore {
         _ = await self.runTask.value
     }
 
-    /// Reads every entry's token into a new `filter`, 10,000 rows per query.
+    /// Rebuilds `filter` from every entry's token, 10,000 rows per query.
     static func rebuild(_ filter: FeedbackListFilter, client: PostgresClient, logger: Logger) async throws {
-        filter.beginRebuild()
-        do {
+        try await filter.rebuild { found in
             var after: Int64 = 0
             while true {
                 var last: Int64?
@@ -128,15 +127,11 @@ public final class PostgresBridgeStore: BridgeStore {
                 for try await (id, tenant, environment, token) in rows.decode((Int64, String, String, ByteBuffer).self) {
                     last = id
                     guard let environment = APNsEnvironment(rawValue: environment) else { continue }
-                    filter.rebuildInsert(token, on: FeedbackListFilter.List(tenant: tenant, environment: environment))
+                    found(token, FeedbackListFilter.List(tenant: tenant, environment: environment))
                 }
-                guard let last else { break }
+                guard let last else { return }
                 after = last
             }
-            filter.finishRebuild()
-        } catch {
-            filter.abandonRebuild()
-            throw error
         }
     }
 

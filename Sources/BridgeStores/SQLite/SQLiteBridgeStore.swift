@@ -99,9 +99,7 @@ public final class SQLiteBridgeStore: BridgeStore {
                 horizons.extend(tenant: tenant, until: Int64(until))
             }
             let feedbackListFilter = FeedbackListFilter()
-            feedbackListFilter.beginRebuild()
-            try await Self.readFeedbackLists(connection, lock: lock, into: feedbackListFilter)
-            feedbackListFilter.finishRebuild()
+            try await Self.rebuild(feedbackListFilter, connection: connection, lock: lock)
             logger.info(
                 "store opened",
                 metadata: [
@@ -245,25 +243,27 @@ public final class SQLiteBridgeStore: BridgeStore {
         }
     }
 
-    /// Reads every entry's token into a rebuild of `filter`, 10,000 rows per turn of the lock
-    /// (a million entries never sit in memory as rows, and writers get their turns between).
-    private static func readFeedbackLists(_ connection: SQLiteConnection, lock: AsyncSerialLock, into filter: FeedbackListFilter) async throws {
-        var after = 0
-        while true {
-            let rows = try await lock.withLock {
-                try await connection.query(
-                    "SELECT id, tenant, environment, token FROM feedback_entries WHERE id > ? ORDER BY id LIMIT 10000",
-                    [.integer(after)]
-                )
-            }
-            guard let last = rows.last?.column("id")?.integer else { return }
-            after = last
-            for row in rows {
-                guard let tenant = row.column("tenant")?.string,
-                    let environment = row.column("environment")?.string.flatMap(APNsEnvironment.init(rawValue:)),
-                    let token = row.column("token")?.blob
-                else { continue }
-                filter.rebuildInsert(token, on: FeedbackListFilter.List(tenant: tenant, environment: environment))
+    /// Rebuilds `filter` from every entry's token, 10,000 rows per turn of the lock (a million
+    /// entries never sit in memory as rows, and writers get their turns between).
+    private static func rebuild(_ filter: FeedbackListFilter, connection: SQLiteConnection, lock: AsyncSerialLock) async throws {
+        try await filter.rebuild { found in
+            var after = 0
+            while true {
+                let rows = try await lock.withLock {
+                    try await connection.query(
+                        "SELECT id, tenant, environment, token FROM feedback_entries WHERE id > ? ORDER BY id LIMIT 10000",
+                        [.integer(after)]
+                    )
+                }
+                guard let last = rows.last?.column("id")?.integer else { return }
+                after = last
+                for row in rows {
+                    guard let tenant = row.column("tenant")?.string,
+                        let environment = row.column("environment")?.string.flatMap(APNsEnvironment.init(rawValue:)),
+                        let token = row.column("token")?.blob
+                    else { continue }
+                    found(token, FeedbackListFilter.List(tenant: tenant, environment: environment))
+                }
             }
         }
     }
@@ -456,14 +456,7 @@ public final class SQLiteBridgeStore: BridgeStore {
             return StoreSweep(feedbackEntries: entries, resendRecords: records, releasedClaims: claims)
         }
         // Entries served, removed or expired since the last sweep leave the filter.
-        self.feedbackListFilter.beginRebuild()
-        do {
-            try await Self.readFeedbackLists(self.connection, lock: self.lock, into: self.feedbackListFilter)
-            self.feedbackListFilter.finishRebuild()
-        } catch {
-            self.feedbackListFilter.abandonRebuild()
-            throw error
-        }
+        try await Self.rebuild(self.feedbackListFilter, connection: self.connection, lock: self.lock)
         return sweep
     }
 }

@@ -68,12 +68,11 @@ final class FeedbackWriteBatcher: Sendable {
     }
 
     func submit(_ change: FeedbackChange, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
-        let list = FeedbackListFilter.List(tenant: change.key.tenant, environment: change.key.environment)
         switch change {
         case .registered(let key):
-            guard self.filter.mayContain(key.deviceToken, on: list) else { return eventLoop.makeSucceededVoidFuture() }
+            guard self.filter.mayContain(key.deviceToken, on: key.list) else { return eventLoop.makeSucceededVoidFuture() }
         case .unregistered(let entry):
-            self.filter.insert(entry.deviceToken, on: list)
+            self.filter.insert(entry.deviceToken, on: entry.key.list)
         }
         var change = change
         var key = change.key
@@ -144,7 +143,7 @@ final class FeedbackWriteBatcher: Sendable {
                 let committed = Batch(batch.map(\.change))
                 try await self.commit(committed)
                 for entry in committed.entries {
-                    self.filter.insert(entry.deviceToken, on: FeedbackListFilter.List(tenant: entry.tenant, environment: entry.environment))
+                    self.filter.insert(entry.deviceToken, on: entry.key.list)
                 }
                 for queued in batch { queued.promises.forEach { $0.succeed() } }
             } catch {
