@@ -1,4 +1,5 @@
 import LegacyProtocol
+import NIOCore
 
 /// The APNs environment a tenant pushes to.
 public enum APNsEnvironment: String, Hashable, Sendable, CaseIterable {
@@ -21,13 +22,23 @@ public struct Tenant: Hashable, Sendable, CustomStringConvertible {
     /// The topics the provider certificate lists (extension `1.2.840.113635.100.6.3.6`), for
     /// diagnostics; the notifications go to ``topic``.
     public var certificateTopics: [String]
+    /// The Live Activity channels its provider reaches through channel tokens.
+    public var channels: BroadcastChannels
 
-    public init(name: String, topic: String?, environment: APNsEnvironment, credentials: String? = nil, certificateTopics: [String] = []) {
+    public init(
+        name: String,
+        topic: String?,
+        environment: APNsEnvironment,
+        credentials: String? = nil,
+        certificateTopics: [String] = [],
+        channels: BroadcastChannels = BroadcastChannels()
+    ) {
         self.name = name
         self.topic = topic
         self.environment = environment
         self.credentials = credentials
         self.certificateTopics = certificateTopics
+        self.channels = channels
     }
 
     /// 5120 bytes for VoIP topics, 4096 otherwise.
@@ -36,6 +47,23 @@ public struct Tenant: Hashable, Sendable, CustomStringConvertible {
             return LegacyProtocolLimits.maximumVoIPPayloadLength
         }
         return LegacyProtocolLimits.maximumPayloadLength
+    }
+
+    /// The payload limit of a frame to this token: 5120 bytes for a channel token, else
+    /// ``maximumPayloadLength``.
+    @inline(__always)
+    public func maximumPayloadLength(forToken token: ByteBuffer) -> Int {
+        self.channels.channel(forToken: token) == nil ? self.maximumPayloadLength : BroadcastChannel.maximumPayloadLength
+    }
+
+    /// The bundle id a broadcast names in its path: the topic without a push-type suffix (APNs
+    /// answers `TopicDisallowed` to a suffixed one).
+    public var broadcastBundleID: String? {
+        guard let topic else { return nil }
+        for suffix in [".push-type.liveactivity", ".voip", ".complication", ".pushkit.fileprovider"] where topic.hasSuffix(suffix) {
+            return String(topic.dropLast(suffix.count))
+        }
+        return topic
     }
 
     public var description: String {

@@ -1,5 +1,7 @@
 import BridgeCore
 import CoreMetrics
+import Foundation
+import CoreMetrics
 import LegacyProtocol
 import Logging
 import NIOCore
@@ -20,6 +22,10 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         public var endpoints: [APNsEnvironment: APNsEndpoint] = [
             .production: .production, .sandbox: .sandbox,
         ]
+        /// Where each environment's broadcast push API is reached (frames to channel tokens).
+        public var broadcastEndpoints: [APNsEnvironment: APNsEndpoint] = [
+            .production: .broadcastProduction, .sandbox: .broadcastSandbox,
+        ]
         /// The settings of every environment's client.
         public var client = APNsClient.Configuration()
 
@@ -27,10 +33,14 @@ public final class APNsNotificationUpstream: NotificationUpstream {
     }
 
     private let clients: [APNsEnvironment: APNsClient]
+    /// Broadcasts go to their own hosts; a client opens no connection before its first request.
+    private let broadcastClients: [APNsEnvironment: APNsClient]
     private let logger: Logger
     private let idGenerator = APNsIDGenerator()
     private let forwarded: Counter
     private let failed: LabelledCounters
+    private let broadcastsForwarded: Counter
+    private let broadcastsFailed: LabelledCounters
 
     public init(
         configuration: Configuration,
@@ -39,23 +49,30 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         logger: Logger = Logger(label: "apns-bridge.upstream"),
         metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) throws {
-        var clients: [APNsEnvironment: APNsClient] = [:]
-        for (environment, endpoint) in configuration.endpoints {
-            var clientLogger = logger
-            clientLogger[metadataKey: "environment"] = "\(environment.rawValue)"
-            clients[environment] = try APNsClient(
-                endpoint: endpoint,
-                configuration: configuration.client,
-                credentials: credentials,
-                group: group,
-                logger: clientLogger,
-                metricsFactory: metricsFactory
-            )
+        func makeClients(_ endpoints: [APNsEnvironment: APNsEndpoint], api: String) throws -> [APNsEnvironment: APNsClient] {
+            var clients: [APNsEnvironment: APNsClient] = [:]
+            for (environment, endpoint) in endpoints {
+                var clientLogger = logger
+                clientLogger[metadataKey: "environment"] = "\(environment.rawValue)"
+                if api != "device" { clientLogger[metadataKey: "api"] = "\(api)" }
+                clients[environment] = try APNsClient(
+                    endpoint: endpoint,
+                    configuration: configuration.client,
+                    credentials: credentials,
+                    group: group,
+                    logger: clientLogger,
+                    metricsFactory: metricsFactory
+                )
+            }
+            return clients
         }
-        self.clients = clients
+        self.clients = try makeClients(configuration.endpoints, api: "device")
+        self.broadcastClients = try makeClients(configuration.broadcastEndpoints, api: "broadcast")
         self.logger = logger
         self.forwarded = Counter(label: "apns_bridge_notifications_forwarded_total", factory: metricsFactory)
         self.failed = LabelledCounters(label: "apns_bridge_notifications_failed_total", labelNames: ["status", "reason"], factory: metricsFactory)
+        self.broadcastsForwarded = Counter(label: "apns_bridge_broadcasts_forwarded_total", factory: metricsFactory)
+        self.broadcastsFailed = LabelledCounters(label: "apns_bridge_broadcasts_failed_total", labelNames: ["status", "reason"], factory: metricsFactory)
     }
 
     /// The client of an environment (`nil` when the configuration has no endpoint for it).
@@ -93,6 +110,9 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         for client in self.clients.values {
             client.shutdown()
         }
+        for client in self.broadcastClients.values {
+            client.shutdown()
+        }
     }
 
     /// The HTTP/2 request of a legacy notification (CONTRACT §2).
@@ -110,9 +130,32 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         )
     }
 
+    /// The broadcast request of a legacy notification to a channel token: the frame's priority
+    /// (1 is valid here) and expiry (0 for a channel that stores no messages), a new
+    /// `apns-request-id`, the payload as it is.
+    public static func broadcastRequest(
+        for notification: UpstreamNotification,
+        channel: BroadcastChannel,
+        bundleID: String,
+        requestID: String
+    ) -> APNsRequest {
+        let frame = notification.frame
+        return APNsRequest.broadcast(
+            bundleID: bundleID,
+            channelID: channel.id,
+            priority: frame.priority,
+            expiration: channel.storesMessages == false ? 0 : frame.expiration,
+            requestID: requestID,
+            payload: frame.payload
+        )
+    }
+
     // MARK: NotificationUpstream
 
     public func send(_ notification: UpstreamNotification, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome> {
+        if let channel = notification.tenant.channels.channel(forToken: notification.frame.deviceToken) {
+            return self.broadcast(notification, to: channel, on: eventLoop)
+        }
         let identifier = notification.frame.identifier
         guard let client = self.clients[notification.tenant.environment] else {
             self.logger.error("no upstream endpoint for the environment", metadata: ["environment": "\(notification.tenant.environment.rawValue)"])
@@ -127,6 +170,77 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         return client.send(request, on: eventLoop).map { result in
             self.outcome(of: result, identifier: identifier, apnsID: request.apnsID)
         }
+    }
+
+    /// A frame to a channel token, as a broadcast (Apple's broadcast push API).
+    private func broadcast(_ notification: UpstreamNotification, to channel: BroadcastChannel, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome> {
+        let identifier = notification.frame.identifier
+        let tenant = notification.tenant
+        guard let client = self.broadcastClients[tenant.environment], let bundleID = tenant.broadcastBundleID else {
+            self.logger.error(
+                "no broadcast endpoint or bundle id for the tenant",
+                metadata: ["tenant": "\(tenant.name)", "environment": "\(tenant.environment.rawValue)", "channel": "\(channel.name)"]
+            )
+            self.countBroadcast(.rejected(.processingError), reason: nil)
+            return eventLoop.makeSucceededFuture(.rejected(.processingError))
+        }
+        let request = Self.broadcastRequest(for: notification, channel: channel, bundleID: bundleID, requestID: self.idGenerator.next())
+        return client.send(request, on: eventLoop).map { result in
+            self.broadcastOutcome(of: result, identifier: identifier, request: request, channel: channel, tenant: tenant)
+        }
+    }
+
+    private func broadcastOutcome(
+        of result: APNsSendResult,
+        identifier: NotificationIdentifier,
+        request: APNsRequest,
+        channel: BroadcastChannel,
+        tenant: Tenant
+    ) -> NotificationOutcome {
+        let mapping = LegacyOutcomeMapping(result, now: UInt64(Date().timeIntervalSince1970 * 1000))
+        var metadata: Logger.Metadata = [
+            "identifier": "\(identifier)", "apns-request-id": "\(request.apnsID)", "tenant": "\(tenant.name)",
+            "channel": "\(channel.name)", "channel-id": "\(channel.id)",
+        ]
+        var reason: APNsReason?
+        switch result {
+        case .answered(let response):
+            metadata["status"] = "\(response.status)"
+            reason = response.reason
+            if let uniqueID = response.uniqueID { metadata["apns-unique-id"] = "\(uniqueID)" }
+        case .unanswered(let failure, let lastResponse):
+            metadata["failure"] = "\(failure)"
+            reason = lastResponse?.reason
+        }
+        if let reason { metadata["reason"] = "\(reason)" }
+        // Broadcasts are few (one per channel update, not one per device): each is logged.
+        switch mapping {
+        case .outcome(.accepted):
+            self.logger.info("broadcast sent", metadata: metadata)
+        case .outcome(.unregistered):
+            self.logger.warning("the channel no longer exists: its channel token goes on the feedback list", metadata: metadata)
+        case .outcome:
+            self.logger.warning("broadcast refused", metadata: metadata)
+        case .gaveUp(let outcome):
+            metadata["outcome"] = "\(outcome)"
+            self.logger.warning("gave up a broadcast after retries", metadata: metadata)
+        case .credentialFailure:
+            self.logger.error("upstream refused the bridge's credentials for a broadcast: check the tenant's key or certificate", metadata: metadata)
+        case .topicFailure:
+            self.logger.error(
+                "upstream refused the tenant's app for broadcasts: check its topic and that broadcast push is enabled for it",
+                metadata: metadata
+            )
+        case .bridgeBug where reason == .badExpirationDate && request.expiration != 0:
+            self.logger.error(
+                "the channel stores no messages, so APNs takes only expiration 0: set its messageStoragePolicy to 0 in the configuration",
+                metadata: metadata
+            )
+        case .bridgeBug:
+            self.logger.critical("upstream refused a broadcast the bridge built: this is a bug in apns-bridge", metadata: metadata)
+        }
+        self.countBroadcast(mapping.outcome, reason: reason)
+        return mapping.outcome
     }
 
     private func outcome(of result: APNsSendResult, identifier: NotificationIdentifier, apnsID: String) -> NotificationOutcome {
@@ -175,22 +289,40 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         "MissingProviderToken", "UnrelatedKeyIdInToken", "BadEnvironmentKeyIdInToken", "BadPath",
         "MethodNotAllowed", "ExpiredToken", "Unregistered", "PayloadTooLarge", "TooManyProviderTokenUpdates",
         "TooManyRequests", "InternalServerError", "ServiceUnavailable", "Shutdown",
+        "FeatureNotEnabled", "MissingChannelId", "BadChannelId", "ChannelNotRegistered", "BadRequestParams",
+        "BadRequestPayload", "CannotCreateChannelConfig", "TopicMismatch",
     ]
 
     /// `forwarded_total` when APNs accepted it, else
     /// `apns_bridge_notifications_failed_total{status, reason}` with the legacy status (`none`
     /// when the provider is told nothing) and APNs' reason (`none` without one).
     private func count(_ outcome: NotificationOutcome, reason: APNsReason?) {
-        let status: String
-        switch outcome {
-        case .accepted:
+        guard let labels = Self.failureLabels(outcome, reason: reason) else {
             self.forwarded.increment()
             return
+        }
+        self.failed.increment(labels)
+    }
+
+    /// The same for broadcasts: `apns_bridge_broadcasts_forwarded_total` and
+    /// `apns_bridge_broadcasts_failed_total{status, reason}`.
+    private func countBroadcast(_ outcome: NotificationOutcome, reason: APNsReason?) {
+        guard let labels = Self.failureLabels(outcome, reason: reason) else {
+            self.broadcastsForwarded.increment()
+            return
+        }
+        self.broadcastsFailed.increment(labels)
+    }
+
+    /// `[status, reason]` of an outcome that is not an acceptance.
+    private static func failureLabels(_ outcome: NotificationOutcome, reason: APNsReason?) -> [String]? {
+        let status: String
+        switch outcome {
+        case .accepted: return nil
         case .unregistered: status = "\(ErrorResponseStatus.invalidToken.rawValue)"
         case .rejected(let legacy): status = "\(legacy.rawValue)"
         case .dropped: status = "none"
         }
-        let reasonLabel = reason.map { Self.knownReasons.contains($0.rawValue) ? $0.rawValue : "other" } ?? "none"
-        self.failed.increment([status, reasonLabel])
+        return [status, reason.map { Self.knownReasons.contains($0.rawValue) ? $0.rawValue : "other" } ?? "none"]
     }
 }

@@ -16,8 +16,8 @@ public enum LegacyOutcomeMapping: Hashable, Sendable {
     /// A credential problem (403 reasons, a provider token refused again after a refresh, a
     /// token that cannot be signed): an alarm; the provider gets status 1.
     case credentialFailure
-    /// The topic comes from the tenant's configuration, so this is an operator's problem: an
-    /// alarm; the provider gets status 3.
+    /// The topic comes from the tenant's configuration, so this is an operator's problem (as is
+    /// an app without broadcast push enabled): an alarm; the provider gets status 3.
     case topicFailure
     /// The bridge built a request APNs calls malformed: a bug, logged loudly; status 255.
     case bridgeBug
@@ -32,10 +32,12 @@ public enum LegacyOutcomeMapping: Hashable, Sendable {
         }
     }
 
-    public init(_ result: APNsSendResult) {
+    /// - Parameter now: milliseconds since 1970, the feedback time of a channel APNs says no
+    ///   longer exists (its answer carries no timestamp).
+    public init(_ result: APNsSendResult, now: UInt64 = 0) {
         switch result {
         case .answered(let response):
-            self.init(status: response.status, reason: response.reason, timestamp: response.timestamp)
+            self.init(status: response.status, reason: response.reason, timestamp: response.timestamp ?? (response.reason == .channelNotRegistered ? now : nil))
         case .unanswered(let failure, let lastResponse):
             switch failure.kind {
             case .cannotSignProviderToken:
@@ -56,14 +58,20 @@ public enum LegacyOutcomeMapping: Hashable, Sendable {
             return
         }
         switch reason {
-        case .unregistered?, .expiredToken?:
+        case .unregistered?, .expiredToken?, .channelNotRegistered?:
+            // A channel that no longer exists goes on the feedback list like a device that is
+            // gone, under its channel token.
             self = .outcome(.unregistered(timestamp: UInt32(clamping: (timestamp ?? 0) / 1000)))
-        case .badDeviceToken?, .deviceTokenNotForTopic?:
+        case .badDeviceToken?, .deviceTokenNotForTopic?, .missingChannelId?, .badChannelId?:
             self = .outcome(.rejected(.invalidToken))
         case .missingDeviceToken?:
             self = .outcome(.rejected(.missingDeviceToken))
-        case .missingTopic?, .badTopic?, .topicDisallowed?:
+        case .missingTopic?, .badTopic?, .topicDisallowed?, .featureNotEnabled?, .topicMismatch?:
             self = .topicFailure
+        case .badRequestParams?, .badRequestPayload?:
+            // A broadcast's payload is the provider's, passed on as it is: not a bridge bug, but
+            // the legacy interface has no status for malformed JSON.
+            self = .outcome(.rejected(.unknown))
         case .payloadEmpty?:
             self = .outcome(.rejected(.missingPayload))
         case .payloadTooLarge?:

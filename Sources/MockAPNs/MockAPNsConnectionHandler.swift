@@ -26,6 +26,7 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
 
     private let connectionID: Int
     private let validator: MockAPNsRequestValidator
+    private let broadcastAPI: MockAPNsBroadcastAPI
     private let script: MockAPNsScript
     private let ledger: MockAPNsLedger
     private let now: @Sendable () -> Date
@@ -49,6 +50,7 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
         connectionID: Int,
         initialStreamLimit: Int,
         validator: MockAPNsRequestValidator,
+        channels: MockAPNsChannels,
         script: MockAPNsScript,
         ledger: MockAPNsLedger,
         now: @escaping @Sendable () -> Date,
@@ -57,6 +59,7 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
         self.connectionID = connectionID
         self.unacknowledgedLimits = [initialStreamLimit]
         self.validator = validator
+        self.broadcastAPI = MockAPNsBroadcastAPI(validator: validator, channels: channels)
         self.script = script
         self.ledger = ledger
         self.now = now
@@ -188,6 +191,30 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
             authorizationIndexing: headers.first { $0.name == "authorization" }?.indexable,
             status: 200
         )
+        let path = headers.first(name: ":path") ?? ""
+        if path.hasPrefix(MockAPNsBroadcastAPI.broadcastPrefix) || path.hasPrefix(MockAPNsBroadcastAPI.managementPrefix) {
+            let broadcast = path.hasPrefix(MockAPNsBroadcastAPI.broadcastPrefix)
+            record.api = broadcast ? .broadcast : .channelManagement
+            record.apnsID = nil
+            record.method = headers.first(name: ":method")
+            record.path = path
+            record.requestID = headers.first(name: "apns-request-id")
+            record.channelID = headers.first(name: "apns-channel-id")
+            var answer =
+                broadcast
+                ? self.broadcastAPI.broadcast(headers: headers, body: request.body, hasClientCertificate: self.hasClientCertificate, now: now)
+                : self.broadcastAPI.manage(headers: headers, body: request.body, hasClientCertificate: self.hasClientCertificate, now: now)
+            if answer.reason == nil, let scripted = self.script.scriptedAnswer(token: answer.channelID ?? "", broadcast: true) {
+                answer = MockAPNsAnswer(status: scripted.status, reason: scripted.reason, channelID: answer.channelID)
+            }
+            record.status = answer.status
+            record.reason = answer.reason
+            record.responseHeaders = answer.headers.map { (name: $0.0, value: $0.1) }
+            record.responseBody = answer.body
+            record.keyID = answer.claims?.keyID
+            record.tokenIssuedAt = answer.claims?.issuedAt
+            return record
+        }
         switch self.validator.validate(headers: headers, body: request.body, hasClientCertificate: self.hasClientCertificate, now: now) {
         case .failure(let refused):
             record.token = refused.token ?? ""
@@ -210,9 +237,21 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
         guard context.channel.isActive else { return }
         var headers = HPACKHeaders()
         headers.add(name: ":status", value: String(record.status))
-        headers.add(name: "apns-id", value: record.apnsID ?? UUID().uuidString.lowercased(), indexing: .nonIndexable)
+        if record.api == .device {
+            headers.add(name: "apns-id", value: record.apnsID ?? UUID().uuidString.lowercased(), indexing: .nonIndexable)
+        } else {
+            headers.add(name: "apns-request-id", value: record.requestID ?? UUID().uuidString.lowercased(), indexing: .nonIndexable)
+        }
+        for (name, value) in record.responseHeaders {
+            headers.add(name: name, value: value, indexing: .nonIndexable)
+        }
         let streamID = HTTP2StreamID(record.streamID)
-        if record.status == 200 {
+        if record.wasAccepted, let body = record.responseBody {
+            headers.add(name: "content-type", value: "application/json")
+            context.write(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))), promise: nil)
+            let data = ByteBuffer(string: body)
+            context.write(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(data), endStream: true)))), promise: nil)
+        } else if record.wasAccepted {
             context.write(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: true)))), promise: nil)
         } else {
             let body = ByteBuffer(string: Self.errorBody(reason: record.reason, timestamp: record.timestamp))

@@ -2,6 +2,16 @@ import NIOCore
 import NIOHPACK
 import Synchronization
 
+/// The APIs the mock serves.
+public enum MockAPNsAPI: String, Hashable, Sendable {
+    /// `POST /3/device/<token>`.
+    case device
+    /// `POST /4/broadcasts/apps/<bundle id>`.
+    case broadcast
+    /// `/1/apps/<bundle id>/channels` and `/all-channels`.
+    case channelManagement
+}
+
 /// One request the mock received and answered (refused, dropped and unprocessed streams are
 /// counted, not recorded).
 public struct MockAPNsRequestRecord: Sendable {
@@ -25,8 +35,21 @@ public struct MockAPNsRequestRecord: Sendable {
     public var reason: MockAPNsReason?
     /// Sent with 410 (milliseconds since 1970).
     public var timestamp: UInt64?
+    /// Which of APNs' APIs the request was for.
+    public var api: MockAPNsAPI = .device
+    public var method: String?
+    public var path: String?
+    /// `apns-channel-id` of a broadcast or channel management request.
+    public var channelID: String?
+    /// `apns-request-id` of a broadcast or channel management request.
+    public var requestID: String?
+    /// Headers answered beyond `:status` and the request id (`apns-channel-id`, `apns-unique-id`).
+    public var responseHeaders: [(name: String, value: String)] = []
+    /// The JSON body of a successful channel management answer.
+    public var responseBody: String?
 
-    public var wasAccepted: Bool { self.status == 200 }
+    /// 200, or 201/204 from the channel management API.
+    public var wasAccepted: Bool { (200..<300).contains(self.status) }
 }
 
 /// What a ``MockAPNsServer`` received: for tests, benchmarks and operators.

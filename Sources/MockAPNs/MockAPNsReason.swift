@@ -46,6 +46,15 @@ public struct MockAPNsReason: Hashable, Sendable, CustomStringConvertible {
     // 429
     public static let tooManyProviderTokenUpdates = Self("TooManyProviderTokenUpdates")
     public static let tooManyRequests = Self("TooManyRequests")
+    // Broadcast push and channel management (Apple's broadcast error table)
+    public static let featureNotEnabled = Self("FeatureNotEnabled")
+    public static let missingChannelId = Self("MissingChannelId")
+    public static let badChannelId = Self("BadChannelId")
+    public static let channelNotRegistered = Self("ChannelNotRegistered")
+    public static let badRequestParams = Self("BadRequestParams")
+    public static let badRequestPayload = Self("BadRequestPayload")
+    public static let cannotCreateChannelConfig = Self("CannotCreateChannelConfig")
+    public static let topicMismatch = Self("TopicMismatch")
     // 500, 503
     public static let internalServerError = Self("InternalServerError")
     public static let serviceUnavailable = Self("ServiceUnavailable")

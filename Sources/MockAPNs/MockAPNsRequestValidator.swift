@@ -43,15 +43,10 @@ struct MockAPNsRequestValidator {
             return refuse(400, .badDeviceToken, token)
         }
 
-        var claims: ProviderTokenVerifier.Claims?
-        if let authorization = headers.first(name: "authorization") {
-            guard authorization.hasPrefix("bearer ") else { return refuse(403, .invalidProviderToken, token) }
-            switch self.verifier.verify(String(authorization.dropFirst(7)), now: now, maximumAge: self.providerTokenMaximumAge) {
-            case .valid(let verified): claims = verified
-            case .invalid(let reason): return refuse(403, reason, token)
-            }
-        } else if !hasClientCertificate {
-            return refuse(403, .missingProviderToken, token)
+        let claims: ProviderTokenVerifier.Claims?
+        switch self.authenticate(headers: headers, hasClientCertificate: hasClientCertificate, now: now) {
+        case .success(let verified): claims = verified
+        case .failure(let refused): return refuse(refused.status, refused.reason, token)
         }
 
         guard let topic = headers.first(name: "apns-topic") else { return refuse(400, .missingTopic, token) }
@@ -70,6 +65,20 @@ struct MockAPNsRequestValidator {
         let limit = pushType == "voip" ? 5120 : 4096
         guard body.readableBytes <= limit else { return refuse(413, .payloadTooLarge, token) }
         return .success(Accepted(token: token, claims: claims))
+    }
+
+    /// A provider token, or a client certificate: the check every API of APNs makes first.
+    func authenticate(headers: HPACKHeaders, hasClientCertificate: Bool, now: Date) -> Result<ProviderTokenVerifier.Claims?, Refused> {
+        if let authorization = headers.first(name: "authorization") {
+            guard authorization.hasPrefix("bearer ") else { return .failure(Refused(status: 403, reason: .invalidProviderToken)) }
+            switch self.verifier.verify(String(authorization.dropFirst(7)), now: now, maximumAge: self.providerTokenMaximumAge) {
+            case .valid(let verified): return .success(verified)
+            case .invalid(let reason): return .failure(Refused(status: 403, reason: reason))
+            }
+        } else if !hasClientCertificate {
+            return .failure(Refused(status: 403, reason: .missingProviderToken))
+        }
+        return .success(nil)
     }
 
     /// The `apns-push-type` values Apple documents.

@@ -51,10 +51,19 @@ public final class MockAPNsScript: Sendable {
     }
 
     /// Answers the next `count` requests (for `token` only, when given) with this status and
-    /// reason, then succeeds again: `fail(2, status: 503, reason: .serviceUnavailable)`.
+    /// reason, then succeeds again: `fail(2, status: 503, reason: .serviceUnavailable)`. A rule
+    /// without a token or channel applies to every API's requests.
     public func fail(_ count: Int, status: Int, reason: MockAPNsReason, token: String? = nil) {
         self.state.withLock {
             $0.failures.append(FailureRule(token: token?.lowercased(), remaining: count, status: status, reason: reason))
+        }
+    }
+
+    /// The same for broadcasts to one channel (its base64 id): `fail(1, status: 400,
+    /// reason: .featureNotEnabled, channel: id)`.
+    public func fail(_ count: Int, status: Int, reason: MockAPNsReason, channel: String) {
+        self.state.withLock {
+            $0.failures.append(FailureRule(token: "channel:" + channel, remaining: count, status: status, reason: reason))
         }
     }
 
@@ -100,14 +109,18 @@ public final class MockAPNsScript: Sendable {
     }
 
     /// The scripted answer for one request that passed validation, if any.
-    func scriptedAnswer(token: String) -> (status: Int, reason: MockAPNsReason, timestamp: UInt64?)? {
-        self.state.withLock { state in
-            if let index = state.failures.firstIndex(where: { $0.remaining > 0 && ($0.token == nil || $0.token == token) }) {
+    /// For a broadcast or channel management request, `token` is the channel id (or empty), and
+    /// only failure rules apply.
+    func scriptedAnswer(token: String, broadcast: Bool = false) -> (status: Int, reason: MockAPNsReason, timestamp: UInt64?)? {
+        let target = broadcast ? "channel:" + token : token
+        return self.state.withLock { state in
+            if let index = state.failures.firstIndex(where: { $0.remaining > 0 && ($0.token == nil || $0.token == target) }) {
                 state.failures[index].remaining -= 1
                 let rule = state.failures[index]
                 if rule.remaining == 0 { state.failures.remove(at: index) }
                 return (rule.status, rule.reason, nil)
             }
+            if broadcast { return nil }
             if let timestamp = state.unregistered[token] {
                 return (410, .unregistered, timestamp)
             }

@@ -13,6 +13,8 @@ import Synchronization
 public final class MockAPNsServer: Sendable {
     public let script: MockAPNsScript
     public let ledger: MockAPNsLedger
+    /// The Live Activity channels of its broadcast and channel management APIs.
+    public let channels: MockAPNsChannels
     private let serverChannel: any Channel
     private let shared: Shared
 
@@ -27,7 +29,8 @@ public final class MockAPNsServer: Sendable {
         }
     }
 
-    private init(serverChannel: any Channel, script: MockAPNsScript, ledger: MockAPNsLedger, shared: Shared) {
+    private init(serverChannel: any Channel, script: MockAPNsScript, ledger: MockAPNsLedger, channels: MockAPNsChannels, shared: Shared) {
+        self.channels = channels
         self.serverChannel = serverChannel
         self.script = script
         self.ledger = ledger
@@ -58,6 +61,7 @@ public final class MockAPNsServer: Sendable {
         tls.shutdownTimeout = .milliseconds(500)
         let sslContext = try NIOSSLContext(configuration: tls)
         let script = MockAPNsScript()
+        let channels = MockAPNsChannels()
         let ledger = MockAPNsLedger(keepsRecords: configuration.recordsRequests, onAnswer: configuration.onAnswer)
         let validator = MockAPNsRequestValidator(
             verifier: ProviderTokenVerifier(keys: configuration.signingKeys),
@@ -106,6 +110,7 @@ public final class MockAPNsServer: Sendable {
                             connectionID: connectionID,
                             initialStreamLimit: limit,
                             validator: validator,
+                            channels: channels,
                             script: script,
                             ledger: ledger,
                             now: now,
@@ -121,6 +126,7 @@ public final class MockAPNsServer: Sendable {
             serverChannel: serverChannel,
             script: script,
             ledger: ledger,
+            channels: channels,
             shared: shared
         )
         logger.info("mock APNs listening", metadata: ["address": "\(server.localAddress)"])

@@ -38,6 +38,9 @@ public final class APNsClient: Sendable {
         /// The first delay of a retry after 429 / 5xx; it doubles each time, with jitter.
         public var retryBackoffBase: TimeAmount = .milliseconds(50)
         public var retryBackoffLimit: TimeAmount = .seconds(5)
+        /// Answer bodies are cut to this length: an error's JSON is small; a channel management
+        /// client reading the list of up to 10,000 channels needs about 500 KB.
+        public var maximumResponseBodyLength: Int = 2048
 
         public init() {}
 
@@ -87,6 +90,7 @@ public final class APNsClient: Sendable {
         connectionState.maximumStreams = configuration.maximumStreamsPerConnection
         connectionState.oneStreamUntilFirstSuccess = credentials.usesProviderTokens
         connectionState.refusedStreamLimit = configuration.refusedStreamLimit
+        connectionState.maximumResponseBodyLength = configuration.maximumResponseBodyLength
         let connection = APNsConnectionHandler.Configuration(
             authority: endpoint.authority,
             stateMachine: connectionState,

@@ -25,8 +25,9 @@ struct DemoCommand: AsyncParsableCommand {
             Makes a throwaway CA, a provider certificate (UID=com.example.demo) and a signing key; \
             starts the mock APNs server and the gateway on 127.0.0.1; sends notifications through \
             the gateway over TLS with the built-in legacy client, one of them to a token APNs \
-            rejects and one to a token APNs calls Unregistered; reads the feedback port like a \
-            cron job; prints what happened. The store is SQLite in a temporary folder: needs no \
+            rejects and one to a token APNs calls Unregistered; creates a Live Activity channel \
+            over the mock's channel management API and sends a frame to its channel token, which \
+            becomes a broadcast; reads the feedback port like a cron job; prints what happened. The store is SQLite in a temporary folder: needs no \
             Apple account and no database server.
             """
     )
@@ -51,6 +52,18 @@ struct DemoCommand: AsyncParsableCommand {
         mock.script.unregister(token: unregisteredToken.hexDump(format: .compact), atMilliseconds: 1_767_225_600_000)
         print("mock APNs listening on \(mock.localAddress) (TLS, HTTP/2)")
 
+        // A Live Activity channel, made over the mock's channel management API as
+        // `apns-bridge channels create` makes one at Apple.
+        let channels = try APNsChannelManagementClient(
+            endpoint: APNsEndpoint(host: "127.0.0.1", port: mock.port, serverHostname: "localhost", trustRoots: .certificates([pki.caCertificate])),
+            credentials: .token(ProviderTokenSource(signer: ProviderTokenSigner(key: signingKey, keyID: "DEMOKEY123", teamID: "DEMOTEAM12"), logger: logger)),
+            logger: logger
+        )
+        let channelID = try await channels.create(bundleID: topic, messageStoragePolicy: .mostRecentMessageStored)
+        channels.shutdown()
+        let channelToken = ChannelToken.derive(tenant: "demo", channelID: channelID)
+        print("channel \(channelID) created for \(topic) (POST /1/apps/\(topic)/channels); its channel token: \(ChannelToken.hex(channelToken))")
+
         // The bridge itself, as `serve` runs it, configured with the files of this run; the
         // store is SQLite in a temporary folder.
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-demo-\(UUID().uuidString)")
@@ -67,6 +80,8 @@ struct DemoCommand: AsyncParsableCommand {
                     "credential.demo.keyId": "DEMOKEY123", "credential.demo.teamId": "DEMOTEAM12",
                     "upstream.sandbox": "127.0.0.1:\(mock.port)", "upstream.production": "127.0.0.1:\(mock.port)",
                     "upstream.ca": files.ca, "upstream.serverName": "localhost",
+                    "tenants": "demo", "tenant.demo.uid": topic, "tenant.demo.channels": "scores",
+                    "tenant.demo.channel.scores.id": channelID,
                 ],
                 environment: [:],
                 file: nil
@@ -111,7 +126,7 @@ struct DemoCommand: AsyncParsableCommand {
         try await send(
             [(1, FrameBuilder.token(1)), (2, FrameBuilder.token(2)), (3, unregisteredToken)],
             note: "identifiers 1, 2, 3 (3 goes to a token APNs calls Unregistered)",
-            acceptedTotal: 2
+            acceptedTotal: 3  // the channel's creation, then 1 and 2
         )
         try await send(
             [(4, FrameBuilder.token(4)), (5, badToken), (6, FrameBuilder.token(6))],
@@ -121,14 +136,28 @@ struct DemoCommand: AsyncParsableCommand {
         try await send(
             [(6, FrameBuilder.token(6)), (7, FrameBuilder.token(7))],
             note: "the provider resends 6 on a new connection, then sends 7",
-            acceptedTotal: 5
+            acceptedTotal: 6
+        )
+        try await send(
+            [(8, channelToken)],
+            note: "identifier 8 to the channel token (a broadcast to every device subscribed to the channel)",
+            acceptedTotal: 7
         )
 
-        print("\nwhat the mock APNs received (POST /3/device/<token>, HTTP/2):")
+        print("\nwhat the mock APNs received (HTTP/2):")
         for record in mock.ledger.records {
-            let token = record.token.prefix(8) + "…"
-            let answer = record.status == 200 ? "200" : "\(record.status) \(record.reason?.rawValue ?? "")"
-            print("  apns-id \(record.apnsID ?? "-")  token \(token)  topic \(record.topic ?? "-")  → \(answer)")
+            let answer = record.wasAccepted ? "\(record.status)" : "\(record.status) \(record.reason?.rawValue ?? "")"
+            switch record.api {
+            case .device:
+                print("  POST /3/device/\(record.token.prefix(8))…  apns-id \(record.apnsID ?? "-")  topic \(record.topic ?? "-")  → \(answer)")
+            case .broadcast:
+                let uniqueID = record.responseHeaders.first { $0.name == "apns-unique-id" }?.value ?? "-"
+                print(
+                    "  POST \(record.path ?? "-")  apns-channel-id \(record.channelID ?? "-")  apns-push-type \(record.pushType ?? "-")  apns-priority \(record.priority ?? "-")  apns-request-id \(record.requestID ?? "-")  → \(answer), apns-unique-id \(uniqueID)"
+                )
+            case .channelManagement:
+                print("  \(record.method ?? "-") \(record.path ?? "-")  → \(answer)")
+            }
         }
         // The 410's entry is committed in the background: wait for it, then poll like a cron job.
         let deadline = ContinuousClock.now + .seconds(10)

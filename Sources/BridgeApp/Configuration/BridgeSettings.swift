@@ -56,6 +56,8 @@ public struct BridgeSettings: Sendable {
     public var credentials: [String: CredentialSource]
     public var defaultCredentials: String
     public var upstream: APNsNotificationUpstream.Configuration
+    /// Where `apns-bridge channels` reaches each environment's channel management API.
+    public var channelManagementEndpoints: [APNsEnvironment: APNsEndpoint]
     public var storeLocation: String
     public var store: BridgeStoreConfiguration
     public var admin: (host: String, port: Int)?
@@ -134,7 +136,8 @@ public struct BridgeSettings: Sendable {
                 environment: try settings.string(prefix + "environment").map { _ in
                     try settings.choice(prefix + "environment", default: defaultEnvironment, Self.environments)
                 },
-                credentials: settings.string(prefix + "credentials")
+                credentials: settings.string(prefix + "credentials"),
+                channels: try Self.loadChannels(tenant: name, settings)
             )
             guard rule.userID != nil || !rule.fingerprints.isEmpty else {
                 throw ConfigurationError(key: prefix + "uid", "tenant \(name) matches no certificate: give its uid or fingerprints")
@@ -187,21 +190,23 @@ public struct BridgeSettings: Sendable {
             }
         }
         let serverName = settings.string("upstream.serverName")
-        for (environment, key, standard) in [
-            (APNsEnvironment.production, "upstream.production", APNsEndpoint.production),
-            (APNsEnvironment.sandbox, "upstream.sandbox", APNsEndpoint.sandbox),
-        ] {
-            if settings.string(key) != nil {
-                let address = try settings.address(key, default: "")!
-                upstream.endpoints[environment] = APNsEndpoint(
-                    host: address.host,
-                    port: address.port,
-                    serverHostname: serverName,
-                    trustRoots: trustRoots
-                )
-            } else {
-                upstream.endpoints[environment] = standard
+        // The broadcast and channel management hosts default to Apple's; when the device host of
+        // an environment is set (a mock, a proxy), they default to that address too.
+        func endpoint(_ key: String, orSetKey fallbackKey: String?, standard: APNsEndpoint) throws -> APNsEndpoint {
+            guard let key = settings.string(key) != nil ? key : fallbackKey.flatMap({ settings.string($0) != nil ? $0 : nil }) else {
+                return standard
             }
+            let address = try settings.address(key, default: "")!
+            return APNsEndpoint(host: address.host, port: address.port, serverHostname: serverName, trustRoots: trustRoots)
+        }
+        var channelManagement: [APNsEnvironment: APNsEndpoint] = [:]
+        for (environment, name, standard, broadcast, management) in [
+            (APNsEnvironment.production, "production", APNsEndpoint.production, APNsEndpoint.broadcastProduction, APNsEndpoint.channelManagementProduction),
+            (APNsEnvironment.sandbox, "sandbox", APNsEndpoint.sandbox, APNsEndpoint.broadcastSandbox, APNsEndpoint.channelManagementSandbox),
+        ] {
+            upstream.endpoints[environment] = try endpoint("upstream.\(name)", orSetKey: nil, standard: standard)
+            upstream.broadcastEndpoints[environment] = try endpoint("upstream.broadcast.\(name)", orSetKey: "upstream.\(name)", standard: broadcast)
+            channelManagement[environment] = try endpoint("upstream.channels.\(name)", orSetKey: "upstream.\(name)", standard: management)
         }
         upstream.client.connectionsPerPool = try settings.int("upstream.connectionsPerPool", default: 2, range: 1...64)
         upstream.client.maximumStreamsPerConnection = try settings.int("upstream.maximumStreamsPerConnection", default: 1000, range: 1...100_000)
@@ -235,11 +240,48 @@ public struct BridgeSettings: Sendable {
             credentials: credentials,
             defaultCredentials: defaultCredentials,
             upstream: upstream,
+            channelManagementEndpoints: channelManagement,
             storeLocation: storeLocation,
             store: store,
             admin: admin,
             values: settings.requestedValues
         )
+    }
+
+    /// A tenant's Live Activity channels (`tenant.NAME.channels` and `tenant.NAME.channel.CHANNEL.*`).
+    static func loadChannels(tenant: String, _ settings: SettingsReader) throws -> BroadcastChannels {
+        var channels: [BroadcastChannel] = []
+        var owners: (ids: [String: String], tokens: [ByteBuffer: String]) = ([:], [:])
+        for name in try settings.names("tenant.\(tenant).channels") {
+            let prefix = "tenant.\(tenant).channel.\(name)."
+            guard let id = settings.string(prefix + "id") else {
+                throw ConfigurationError(key: prefix + "id", "channel \(name) has no id: give the channel id APNs issued (apns-bridge channels create makes one)")
+            }
+            guard ChannelToken.isValidChannelID(id) else {
+                throw ConfigurationError(key: prefix + "id", "\"\(id)\" is not a channel id (base64, as APNs issues it)")
+            }
+            let token: ByteBuffer
+            if let text = settings.string(prefix + "token") {
+                guard let parsed = ChannelToken.parse(hex: text) else {
+                    throw ConfigurationError(key: prefix + "token", "not a channel token: 64 hex digits (32 bytes), like a device token")
+                }
+                token = parsed
+            } else {
+                token = ChannelToken.derive(tenant: tenant, channelID: id)
+            }
+            var storesMessages: Bool?
+            if settings.string(prefix + "messageStoragePolicy") != nil {
+                storesMessages = try settings.int(prefix + "messageStoragePolicy", default: 1, range: 0...1) == 1
+            }
+            if let other = owners.ids.updateValue(name, forKey: id) {
+                throw ConfigurationError(key: prefix + "id", "channel \(other) of tenant \(tenant) has the same id")
+            }
+            if let other = owners.tokens.updateValue(name, forKey: token) {
+                throw ConfigurationError(key: prefix + "token", "channel \(other) of tenant \(tenant) has the same channel token")
+            }
+            channels.append(BroadcastChannel(name: name, id: id, token: token, storesMessages: storesMessages))
+        }
+        return BroadcastChannels(channels)
     }
 
     /// The keys a reload applies to the running bridge; a change of any other key is reported
@@ -268,7 +310,8 @@ public struct BridgeSettings: Sendable {
         "feedback.writeTimeoutSeconds", "feedback.only32ByteTokens", "feedback.retentionDays",
         "tls.certificate", "tls.privateKey", "tls.clientCA", "tls.pinnedFingerprints", "tls.allowTLS13", "tls.allowLegacyTLS",
         "tls.reloadIntervalSeconds", "reload.watchIntervalSeconds",
-        "upstream.production", "upstream.sandbox", "upstream.ca", "upstream.serverName", "upstream.connectionsPerPool",
+        "upstream.production", "upstream.sandbox", "upstream.broadcast.production", "upstream.broadcast.sandbox",
+        "upstream.channels.production", "upstream.channels.sandbox", "upstream.ca", "upstream.serverName", "upstream.connectionsPerPool",
         "upstream.maximumStreamsPerConnection", "upstream.connectTimeoutSeconds", "upstream.pingIntervalSeconds",
         "upstream.retryBudgetSeconds", "upstream.requestTimeoutSeconds", "upstream.maximumQueuedRequests",
         "store.url", "store.resendWindowSeconds", "store.sqliteSynchronous",
@@ -277,13 +320,18 @@ public struct BridgeSettings: Sendable {
 
     /// The keys of one tenant and of one set of credentials, after `tenant.NAME.` and
     /// `credential.NAME.`.
-    public static let tenantKeys: Set<String> = ["uid", "topic", "environment", "credentials", "fingerprints"]
+    public static let tenantKeys: Set<String> = ["uid", "topic", "environment", "credentials", "fingerprints", "channels"]
+    /// The keys of one channel of a tenant, after `tenant.NAME.channel.CHANNEL.`.
+    public static let channelKeys: Set<String> = ["id", "token", "messageStoragePolicy"]
     public static let credentialKeys: Set<String> = ["keyFile", "keyId", "teamId", "certificate", "privateKey", "pkcs12", "pkcs12Password"]
 
     /// Every valid key, for the tenants and credentials the settings list.
-    public static func knownKeys(tenants: [String], credentials: [String]) -> Set<String> {
+    public static func knownKeys(tenants: [String], credentials: [String], channels: [String: [String]] = [:]) -> Set<String> {
         var keys = Self.fixedKeys
         for name in tenants { keys.formUnion(Self.tenantKeys.map { "tenant.\(name).\($0)" }) }
+        for (tenant, names) in channels {
+            for name in names { keys.formUnion(Self.channelKeys.map { "tenant.\(tenant).channel.\(name).\($0)" }) }
+        }
         for name in credentials { keys.formUnion(Self.credentialKeys.map { "credential.\(name).\($0)" }) }
         return keys
     }
@@ -291,7 +339,12 @@ public struct BridgeSettings: Sendable {
     /// A key in the file or the flags that the bridge does not know is a mistake (a typo, or a
     /// tenant not listed in `tenants`): refused, naming the nearest known key.
     private static func rejectUnknownKeys(_ settings: SettingsReader) throws {
-        let known = Self.knownKeys(tenants: try settings.names("tenants"), credentials: try settings.names("credentials"))
+        let tenants = try settings.names("tenants")
+        var channels: [String: [String]] = [:]
+        for tenant in tenants {
+            channels[tenant] = try settings.names("tenant.\(tenant).channels")
+        }
+        let known = Self.knownKeys(tenants: tenants, credentials: try settings.names("credentials"), channels: channels)
         guard let unknown = settings.unknownKeys(known: known).first else { return }
         var message = "not a configuration key"
         let parts = unknown.key.split(separator: ".").map(String.init)

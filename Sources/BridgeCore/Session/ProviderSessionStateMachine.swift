@@ -183,7 +183,7 @@ public struct ProviderSessionStateMachine {
         case .active:
             if let status = frame.validationFailure(
                 hasTopic: self.tenant.topic != nil,
-                maximumPayloadLength: self.tenant.maximumPayloadLength
+                maximumPayloadLength: self.tenant.maximumPayloadLength(forToken: frame.deviceToken)
             ) {
                 return self.localFailure(
                     Failure(sequence: self.nextSequence, status: status, identifier: frame.identifier, command: frame.command)

@@ -15,6 +15,8 @@ public struct TenantRule: Hashable, Sendable {
     public var environment: APNsEnvironment?
     /// Upstream credentials by name; default: the default credentials.
     public var credentials: String?
+    /// Live Activity channels reached through channel tokens.
+    public var channels: BroadcastChannels
 
     public init(
         name: String,
@@ -22,7 +24,8 @@ public struct TenantRule: Hashable, Sendable {
         userID: String? = nil,
         topic: String? = nil,
         environment: APNsEnvironment? = nil,
-        credentials: String? = nil
+        credentials: String? = nil,
+        channels: BroadcastChannels = BroadcastChannels()
     ) {
         self.name = name
         self.fingerprints = Set(fingerprints.map(Self.normalizedFingerprint))
@@ -30,6 +33,7 @@ public struct TenantRule: Hashable, Sendable {
         self.topic = topic
         self.environment = environment
         self.credentials = credentials
+        self.channels = channels
     }
 
     /// Lowercase hex without separators: `AB:CD:…` and `abcd…` are the same fingerprint.
@@ -77,7 +81,8 @@ public struct ConfiguredTenantResolver: TenantResolver {
                 topic: rule.topic ?? certificate.userID,
                 environment: rule.environment ?? certificate.markedEnvironment ?? self.defaultEnvironment,
                 credentials: rule.credentials,
-                certificateTopics: certificate.topics
+                certificateTopics: certificate.topics,
+                channels: rule.channels
             )
         }
         guard self.acceptsUnlistedCertificates, let userID = certificate.userID else { return nil }

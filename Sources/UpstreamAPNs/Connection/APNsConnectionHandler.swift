@@ -179,8 +179,9 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             let completion = self.state.headersReceived(
                 on: frame.streamID,
                 status: status,
-                apnsID: status == nil ? nil : headers.headers.first(name: "apns-id"),
+                apnsID: status == nil ? nil : headers.headers.first(name: "apns-id") ?? headers.headers.first(name: "apns-request-id"),
                 uniqueID: status == nil ? nil : headers.headers.first(name: "apns-unique-id"),
+                channelID: status == nil ? nil : headers.headers.first(name: "apns-channel-id"),
                 endStream: headers.endStream
             )
             if let completion {

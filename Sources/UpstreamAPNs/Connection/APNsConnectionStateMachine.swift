@@ -36,7 +36,7 @@ public struct APNsConnectionStateMachine<Request> {
         /// connection drains.
         public var refusedStreamLimit: Int = 100
         public var refusedStreamWindow: TimeAmount = .seconds(30)
-        /// Error bodies are cut to this length.
+        /// Answer bodies (error JSON, channel management answers) are cut to this length.
         public var maximumResponseBodyLength: Int = 2048
         /// Stream ids are 31 bits; this many before the end, the connection hands over.
         public var streamIDReserve: Int32 = 4096
@@ -78,6 +78,7 @@ public struct APNsConnectionStateMachine<Request> {
         var status: Int?
         var apnsID: String?
         var uniqueID: String?
+        var channelID: String?
         var body = ByteBuffer()
     }
 
@@ -164,6 +165,7 @@ public struct APNsConnectionStateMachine<Request> {
         status: Int?,
         apnsID: String?,
         uniqueID: String?,
+        channelID: String? = nil,
         endStream: Bool
     ) -> Completion? {
         guard self.streams[streamID] != nil else { return nil }
@@ -171,6 +173,7 @@ public struct APNsConnectionStateMachine<Request> {
             self.streams[streamID]!.status = status
             self.streams[streamID]!.apnsID = apnsID
             self.streams[streamID]!.uniqueID = uniqueID
+            self.streams[streamID]!.channelID = channelID
         }
         return endStream ? self.complete(streamID) : nil
     }
@@ -277,12 +280,15 @@ public struct APNsConnectionStateMachine<Request> {
         guard let status = stream.status else {
             return Completion(request: stream.request, result: .failure(.interrupted("the stream ended without a status")))
         }
-        var response = APNsResponse(status: status, apnsID: stream.apnsID, uniqueID: stream.uniqueID)
-        if status != 200, let body = APNsErrorBody.parse(stream.body) {
-            response.reason = body.reason
-            response.timestamp = body.timestamp
+        var response = APNsResponse(status: status, apnsID: stream.apnsID, uniqueID: stream.uniqueID, channelID: stream.channelID)
+        if stream.body.readableBytes > 0 {
+            response.body = stream.body
+            if status >= 300, let body = APNsErrorBody.parse(stream.body) {
+                response.reason = body.reason
+                response.timestamp = body.timestamp
+            }
         }
-        if status == 200 {
+        if (200..<300).contains(status) {
             self.hasSucceeded = true
         }
         return Completion(request: stream.request, result: .success(response))

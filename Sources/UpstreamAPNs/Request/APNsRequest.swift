@@ -1,10 +1,25 @@
 import NIOCore
 import NIOHPACK
 
-/// One notification as an HTTP/2 request to APNs (`POST /3/device/<token>`), built once and
-/// reused for every attempt (the `apns-id` stays the same across retries).
+/// One request to APNs, built once and reused for every attempt (its id stays the same across
+/// retries): a notification to a device (`POST /3/device/<token>`), a broadcast to a Live
+/// Activity channel (`POST /4/broadcasts/apps/<bundle id>`), or a channel management request
+/// (`/1/apps/<bundle id>/channels`).
 public struct APNsRequest: Sendable {
-    /// `/3/device/<lowercase hex token>`.
+    /// Which of APNs' APIs the request is for; it decides the headers sent.
+    public enum Kind: Hashable, Sendable {
+        /// `apns-id`, `apns-topic`, `apns-push-type`, `apns-priority`, `apns-expiration`.
+        case device
+        /// `apns-request-id`, `apns-channel-id`, `apns-push-type: liveactivity`, `apns-priority`,
+        /// `apns-expiration`; no topic (the bundle id is in the path).
+        case broadcast(channelID: String)
+        /// `apns-request-id`, and `apns-channel-id` when the request names a channel; a JSON body
+        /// when there is one.
+        case channelManagement(method: String, channelID: String?)
+    }
+
+    public var kind: Kind
+    /// `/3/device/<lowercase hex token>`, `/4/broadcasts/apps/<bundle id>`, ….
     public var path: String
     public var topic: String?
     public var pushType: APNsPushType
@@ -12,6 +27,7 @@ public struct APNsRequest: Sendable {
     public var priority: UInt8
     /// UNIX seconds; 0 means "deliver once or not at all".
     public var expiration: UInt32
+    /// Sent as `apns-id` to the device API, as `apns-request-id` to the others.
     public var apnsID: String
     public var payload: ByteBuffer
 
@@ -24,6 +40,7 @@ public struct APNsRequest: Sendable {
         apnsID: String,
         payload: ByteBuffer
     ) {
+        self.kind = .device
         self.path = path
         self.topic = topic
         self.pushType = pushType
@@ -31,6 +48,54 @@ public struct APNsRequest: Sendable {
         self.expiration = expiration
         self.apnsID = apnsID
         self.payload = payload
+    }
+
+    /// A broadcast to a channel (Apple's broadcast push API): `POST /4/broadcasts/apps/<bundle id>`.
+    public static func broadcast(
+        bundleID: String,
+        channelID: String,
+        priority: UInt8,
+        expiration: UInt32,
+        requestID: String,
+        payload: ByteBuffer
+    ) -> APNsRequest {
+        var request = APNsRequest(
+            path: "/4/broadcasts/apps/\(bundleID)",
+            topic: nil,
+            pushType: .liveactivity,
+            priority: priority,
+            expiration: expiration,
+            apnsID: requestID,
+            payload: payload
+        )
+        request.kind = .broadcast(channelID: channelID)
+        return request
+    }
+
+    /// A channel management request (Apple's channel management API).
+    ///
+    /// - Parameters:
+    ///   - method: `POST` (create), `GET` (read one, or all with the `all-channels` path),
+    ///     `DELETE`.
+    ///   - path: `/1/apps/<bundle id>/channels` or `/1/apps/<bundle id>/all-channels`.
+    public static func channelManagement(
+        method: String,
+        path: String,
+        channelID: String?,
+        requestID: String,
+        body: ByteBuffer = ByteBuffer()
+    ) -> APNsRequest {
+        var request = APNsRequest(
+            path: path,
+            topic: nil,
+            pushType: .liveactivity,
+            priority: 10,
+            expiration: 0,
+            apnsID: requestID,
+            payload: body
+        )
+        request.kind = .channelManagement(method: method, channelID: channelID)
+        return request
     }
 
     /// A request to a device token (the raw bytes; the path holds them in lowercase hex).
@@ -82,10 +147,11 @@ public struct APNsRequest: Sendable {
     }
 }
 
-/// Builds the header block of one request, with HPACK indexing as Apple asks: `:path` and
-/// `authorization` are never put in the dynamic table (each value is used once, or is a secret);
-/// `apns-id` and `apns-expiration` are indexed the first time on a connection (so their names
-/// enter the table) and sent as literals without indexing after that; the rest are indexed.
+/// Builds the header block of one request, with HPACK indexing as Apple asks: a device
+/// request's `:path` and every `authorization` are never put in the dynamic table (each value is
+/// used once, or is a secret); the request id and `apns-expiration` are indexed the first time on
+/// a connection (so their names enter the table) and sent as literals without indexing after
+/// that; the rest are indexed.
 public struct APNsRequestHeaderEncoder: Sendable {
     public var authority: String
     private var hasIndexedChangingNames = false
@@ -99,20 +165,52 @@ public struct APNsRequestHeaderEncoder: Sendable {
         self.hasIndexedChangingNames = true
         var headers = HPACKHeaders()
         headers.reserveCapacity(10)
-        headers.add(name: ":method", value: "POST")
-        headers.add(name: ":scheme", value: "https")
-        headers.add(name: ":path", value: request.path, indexing: .nonIndexable)
-        headers.add(name: ":authority", value: self.authority)
-        if let authorization {
-            headers.add(name: "authorization", value: authorization, indexing: .neverIndexed)
+        switch request.kind {
+        case .device:
+            headers.add(name: ":method", value: "POST")
+            headers.add(name: ":scheme", value: "https")
+            headers.add(name: ":path", value: request.path, indexing: .nonIndexable)
+            headers.add(name: ":authority", value: self.authority)
+            if let authorization {
+                headers.add(name: "authorization", value: authorization, indexing: .neverIndexed)
+            }
+            headers.add(name: "apns-id", value: request.apnsID, indexing: changing)
+            headers.add(name: "apns-expiration", value: String(request.expiration), indexing: changing)
+            headers.add(name: "apns-priority", value: Self.priorityValue(request.priority))
+            if let topic = request.topic {
+                headers.add(name: "apns-topic", value: topic)
+            }
+            headers.add(name: "apns-push-type", value: request.pushType.rawValue)
+        case .broadcast(let channelID):
+            // The path names the app, not a device: the same value every time, so it is indexed.
+            headers.add(name: ":method", value: "POST")
+            headers.add(name: ":scheme", value: "https")
+            headers.add(name: ":path", value: request.path)
+            headers.add(name: ":authority", value: self.authority)
+            if let authorization {
+                headers.add(name: "authorization", value: authorization, indexing: .neverIndexed)
+            }
+            headers.add(name: "apns-request-id", value: request.apnsID, indexing: changing)
+            headers.add(name: "apns-channel-id", value: channelID)
+            headers.add(name: "apns-expiration", value: String(request.expiration), indexing: changing)
+            headers.add(name: "apns-priority", value: Self.priorityValue(request.priority))
+            headers.add(name: "apns-push-type", value: request.pushType.rawValue)
+        case .channelManagement(let method, let channelID):
+            headers.add(name: ":method", value: method)
+            headers.add(name: ":scheme", value: "https")
+            headers.add(name: ":path", value: request.path)
+            headers.add(name: ":authority", value: self.authority)
+            if let authorization {
+                headers.add(name: "authorization", value: authorization, indexing: .neverIndexed)
+            }
+            headers.add(name: "apns-request-id", value: request.apnsID, indexing: changing)
+            if let channelID {
+                headers.add(name: "apns-channel-id", value: channelID)
+            }
+            if request.payload.readableBytes > 0 {
+                headers.add(name: "content-type", value: "application/json")
+            }
         }
-        headers.add(name: "apns-id", value: request.apnsID, indexing: changing)
-        headers.add(name: "apns-expiration", value: String(request.expiration), indexing: changing)
-        headers.add(name: "apns-priority", value: Self.priorityValue(request.priority))
-        if let topic = request.topic {
-            headers.add(name: "apns-topic", value: topic)
-        }
-        headers.add(name: "apns-push-type", value: request.pushType.rawValue)
         headers.add(name: "content-length", value: String(request.payload.readableBytes))
         return headers
     }

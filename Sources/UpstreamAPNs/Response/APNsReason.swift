@@ -47,9 +47,16 @@ public struct APNsReason: Hashable, Sendable, CustomStringConvertible {
     // 429
     public static let tooManyProviderTokenUpdates = APNsReason("TooManyProviderTokenUpdates")
     public static let tooManyRequests = APNsReason("TooManyRequests")
-    // Broadcast channels (Apple's broadcast push API); the others of that API decode as raw
-    // strings.
+    // Broadcast push and channel management (Apple's "Handling error responses from Apple Push
+    // Notification service", broadcast edition); all 400 but TopicMismatch (403).
+    public static let featureNotEnabled = APNsReason("FeatureNotEnabled")
     public static let missingChannelId = APNsReason("MissingChannelId")
+    public static let badChannelId = APNsReason("BadChannelId")
+    public static let channelNotRegistered = APNsReason("ChannelNotRegistered")
+    public static let badRequestParams = APNsReason("BadRequestParams")
+    public static let badRequestPayload = APNsReason("BadRequestPayload")
+    public static let cannotCreateChannelConfig = APNsReason("CannotCreateChannelConfig")
+    public static let topicMismatch = APNsReason("TopicMismatch")
     // 500, 503
     public static let internalServerError = APNsReason("InternalServerError")
     public static let serviceUnavailable = APNsReason("ServiceUnavailable")
