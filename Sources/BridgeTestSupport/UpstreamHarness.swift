@@ -104,6 +104,7 @@ public final class UpstreamHarness: Sendable {
             trustRoots: .certificates([pki.caCertificate])
         )
         upstreamConfiguration.endpoints = [.sandbox: endpoint, .production: endpoint]
+        upstreamConfiguration.broadcastEndpoints = [.sandbox: endpoint, .production: endpoint]
         clientConfiguration.reconnectBackoffBase = .milliseconds(20)
         clientConfiguration.reconnectBackoffLimit = .milliseconds(500)
         clientConfiguration.retryBackoffBase = .milliseconds(5)
@@ -138,6 +139,11 @@ public final class UpstreamHarness: Sendable {
                 payload: payload
             )
         )
+    }
+
+    /// The endpoint of the mock, as the harness's clients reach it.
+    public var mockEndpoint: APNsEndpoint {
+        APNsEndpoint(host: "127.0.0.1", port: self.mock.port, serverHostname: "localhost", trustRoots: .certificates([self.pki.caCertificate]))
     }
 
     /// Sends `notification` and waits for its outcome.

@@ -38,6 +38,9 @@ struct CheckConfigCommand: AsyncParsableCommand {
             if let endpoint = settings.upstream.endpoints[environment] {
                 lines.append("upstream  \(environment.rawValue): \(endpoint.host):\(endpoint.port)")
             }
+            if let broadcast = settings.upstream.broadcastEndpoints[environment], let channels = settings.channelManagementEndpoints[environment] {
+                lines.append("          broadcasts \(broadcast.host):\(broadcast.port), channel management \(channels.host):\(channels.port)")
+            }
         }
         for name in settings.credentials.keys.sorted() {
             let marker = name == settings.defaultCredentials ? " (default)" : ""
@@ -51,6 +54,10 @@ struct CheckConfigCommand: AsyncParsableCommand {
             lines.append(
                 "  \(rule.name): matches \(match.joined(separator: " or ")); topic \(rule.topic ?? "the certificate's UID"); environment \(rule.environment?.rawValue ?? "from the certificate"); credentials \(rule.credentials ?? settings.defaultCredentials)"
             )
+            for channel in rule.channels.all {
+                let storage = channel.storesMessages.map { $0 ? "most recent message stored" : "no message stored (expiration 0)" } ?? "storage policy not given"
+                lines.append("    channel \(channel.name): id \(channel.id), channel token \(ChannelToken.hex(channel.token).prefix(8))…, \(storage)")
+            }
         }
         if settings.tenants.acceptsUnlistedCertificates {
             lines.append("  any other certificate with a UID= (verified by a client CA): a tenant of its own, topic = UID, credentials \(settings.defaultCredentials)")

@@ -78,6 +78,35 @@ struct APNsRequestHeaderEncoderTests {
         #expect(second.first(name: ":authority") == "api.push.apple.com")
         #expect(encoder.headers(for: request, authorization: nil).first(name: "authorization") == nil)
     }
+
+    @Test("A broadcast names its channel and request id, and no topic; channel management sends its method")
+    func broadcastAndManagement() {
+        var encoder = APNsRequestHeaderEncoder(authority: "api-broadcast.push.apple.com")
+        let broadcast = APNsRequest.broadcast(
+            bundleID: "com.example.app", channelID: "dHN0LXNyY2gtY2hubA==", priority: 1, expiration: 0,
+            requestID: "00000000-0000-4000-8000-000000000001", payload: ByteBuffer(string: "{}")
+        )
+        let headers = encoder.headers(for: broadcast, authorization: "bearer x")
+        #expect(headers.first(name: ":method") == "POST")
+        #expect(headers.first(name: ":path") == "/4/broadcasts/apps/com.example.app")
+        #expect(headers.first(name: "apns-channel-id") == "dHN0LXNyY2gtY2hubA==")
+        #expect(headers.first(name: "apns-request-id") == "00000000-0000-4000-8000-000000000001")
+        #expect(headers.first(name: "apns-push-type") == "liveactivity")
+        #expect(headers.first(name: "apns-priority") == "1")
+        #expect(headers.first(name: "apns-expiration") == "0")
+        #expect(headers.first(name: "apns-topic") == nil && headers.first(name: "apns-id") == nil)
+        #expect(headers.first { $0.name == "authorization" }?.indexable == .neverIndexed)
+
+        let delete = APNsRequest.channelManagement(
+            method: "DELETE", path: "/1/apps/com.example.app/channels", channelID: "dHN0LXNyY2gtY2hubA==",
+            requestID: "00000000-0000-4000-8000-000000000002"
+        )
+        let deleteHeaders = encoder.headers(for: delete, authorization: nil)
+        #expect(deleteHeaders.first(name: ":method") == "DELETE")
+        #expect(deleteHeaders.first(name: "apns-channel-id") == "dHN0LXNyY2gtY2hubA==")
+        #expect(deleteHeaders.first(name: "apns-push-type") == nil && deleteHeaders.first(name: "content-type") == nil)
+        #expect(deleteHeaders.first(name: "content-length") == "0")
+    }
 }
 
 @Suite("Provider tokens")

@@ -105,6 +105,12 @@ public struct ProviderConnectionStateMachine {
         return false
     }
 
+    /// A reload changed the channels of this connection's tenant (everything else about a
+    /// tenant is fixed at the handshake).
+    public mutating func tenantChannelsChanged(_ channels: BroadcastChannels) {
+        self.session?.channelsChanged(channels)
+    }
+
     /// Whether a reloaded configuration can close this connection (it has a tenant and no
     /// farewell yet).
     public var isReviewable: Bool {

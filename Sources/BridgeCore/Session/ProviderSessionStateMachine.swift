@@ -79,7 +79,8 @@ public struct ProviderSessionStateMachine {
         case exhausted
     }
 
-    public let tenant: Tenant
+    /// Fixed at the handshake, but for its channels, which a reload may change.
+    public private(set) var tenant: Tenant
     public let configuration: Configuration
     private var state: State = .active
     private var input: Input = .open
@@ -95,6 +96,12 @@ public struct ProviderSessionStateMachine {
     public init(tenant: Tenant, configuration: Configuration = .init()) {
         self.tenant = tenant
         self.configuration = configuration
+    }
+
+    /// A reloaded configuration changed the tenant's channels: frames from now on are read with
+    /// the new ones.
+    public mutating func channelsChanged(_ channels: BroadcastChannels) {
+        self.tenant.channels = channels
     }
 
     // MARK: Actions

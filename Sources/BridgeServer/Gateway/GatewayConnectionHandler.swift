@@ -335,13 +335,21 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
 
     /// A reload removed tenants or credentials: if this connection's certificate no longer
     /// resolves, or its tenant's credentials are gone, it is closed with status 10 once what is
-    /// in flight is answered (or the grace period ends).
+    /// in flight is answered (or the grace period ends). A tenant whose channels changed keeps
+    /// its connection and reads its next frames with the new channels.
     private func reviewTenant(context: ChannelHandlerContext, _ review: GatewayTenantReviewEvent) {
         // A handshake in progress is checked against the new tenants anyway.
         guard self.connection.isReviewable else { return }
         let certificate = try? context.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self).peerCertificate
-        let stillResolves = certificate.flatMap { self.dependencies.tenantResolver.tenant(for: $0) } != nil
+        let resolved = certificate.flatMap { self.dependencies.tenantResolver.tenant(for: $0) }
+        let stillResolves = resolved != nil
         let credentialsRemain = self.connection.tenant?.credentials.map { review.credentials.contains($0) } ?? true
+        if let resolved, credentialsRemain, let current = self.connection.tenant {
+            if resolved.name == current.name, resolved.channels != current.channels {
+                self.connection.tenantChannelsChanged(resolved.channels)
+                self.logger.info("the reloaded configuration changed this tenant's channels", metadata: ["channels": "\(resolved.channels.count)"])
+            }
+        }
         guard !stillResolves || !credentialsRemain else { return }
         self.logger.notice(
             "the reloaded configuration removed this connection's tenant or its credentials; closing it with status 10",
