@@ -282,8 +282,9 @@ public struct APNsConnectionStateMachine<Request> {
         }
         var response = APNsResponse(status: status, apnsID: stream.apnsID, uniqueID: stream.uniqueID, channelID: stream.channelID)
         if stream.body.readableBytes > 0 {
-            response.body = stream.body
-            if status >= 300, let body = APNsErrorBody.parse(stream.body) {
+            if status < 300 {
+                response.body = stream.body  // a channel management answer
+            } else if let body = APNsErrorBody.parse(stream.body) {
                 response.reason = body.reason
                 response.timestamp = body.timestamp
             }

@@ -14,8 +14,8 @@ public struct APNsResponse: Hashable, Sendable {
     public var timestamp: UInt64?
     /// `apns-channel-id`: the id of a channel the channel management API created.
     public var channelID: String?
-    /// The body of an answer that had one (up to the client's limit): an error's JSON, or a
-    /// channel management answer.
+    /// The body of a successful answer that had one (up to the client's limit): a channel
+    /// management answer. An error's body is read into ``reason`` and ``timestamp``.
     public var body: ByteBuffer?
 
     public init(
