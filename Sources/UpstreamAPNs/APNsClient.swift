@@ -8,7 +8,12 @@ import NIOSSL
 /// An HTTP/2 client of Apple's provider API for one endpoint (an environment's host) and one
 /// set of credentials.
 ///
-/// A request goes over a pool of long-lived connections (``APNsConnectionPool``); each attempt's
+/// A request goes over a pool of long-lived connections (``APNsConnectionPool``). The client
+/// keeps one pool per event loop, for as many loops as it has connections (two connections on
+/// two loops: one pool of one connection on each), and sends a request with the pool of the
+/// caller's loop: the request, its answer and the caller stay on one thread, without a hop
+/// between loops. When that pool has no free stream (or the caller's loop has no pool), the
+/// request goes to a pool that has one. Each attempt's
 /// answer or failure is fed to a ``RequestRetryStateMachine``, which decides between finishing
 /// and trying again (429 and 5xx after a backoff, unprocessed streams at once, an expired
 /// provider token with a fresh one), within the retry budget. The client reports one
@@ -17,7 +22,7 @@ import NIOSSL
 /// It depends on NIO, NIOHTTP2, NIOSSL, swift-crypto, swift-log and swift-metrics only.
 public final class APNsClient: Sendable {
     public struct Configuration: Sendable {
-        /// Connections to the endpoint.
+        /// Connections to the endpoint, spread over the event loops (at most one pool per loop).
         public var connectionsPerPool: Int = 2
         /// Our own bound on open streams per connection, whatever the server allows.
         public var maximumStreamsPerConnection: Int = 1000
@@ -59,7 +64,10 @@ public final class APNsClient: Sendable {
     private let credentials: APNsCredentials
     private let logger: Logger
     private let metrics: APNsClientMetrics
-    private let pool: APNsConnectionPool
+    /// One pool per event loop that has connections, in the order of the group's loops.
+    private let pools: [APNsConnectionPool]
+    /// The pool of each loop that has one.
+    private let poolIndexByLoop: [ObjectIdentifier: Int]
 
     /// - Parameter metricsFactory: where the client's metrics go; swift-metrics' global factory
     ///   unless given.
@@ -86,7 +94,7 @@ public final class APNsClient: Sendable {
             tls.certificateChain = chain.map { .certificate($0) }
             tls.privateKey = .privateKey(key)
         }
-        var connectionState = APNsConnectionStateMachine<EventLoopPromise<APNsResponse>>.Configuration()
+        var connectionState = APNsConnectionStateMachine<APNsResponseHandler>.Configuration()
         connectionState.maximumStreams = configuration.maximumStreamsPerConnection
         connectionState.oneStreamUntilFirstSuccess = credentials.usesProviderTokens
         connectionState.refusedStreamLimit = configuration.refusedStreamLimit
@@ -97,39 +105,74 @@ public final class APNsClient: Sendable {
             pingInterval: configuration.pingInterval,
             metrics: self.metrics
         )
-        self.pool = APNsConnectionPool(
-            configuration: .init(
-                endpoint: endpoint,
-                size: configuration.connectionsPerPool,
-                connection: connection,
-                connectTimeout: configuration.connectTimeout,
-                reconnectBackoffBase: configuration.reconnectBackoffBase,
-                reconnectBackoffLimit: configuration.reconnectBackoffLimit,
-                maximumQueuedRequests: configuration.maximumQueuedRequests
-            ),
-            sslContext: try NIOSSLContext(configuration: tls),
-            group: group,
-            logger: logger
-        )
+        let sslContext = try NIOSSLContext(configuration: tls)
+        // One pool per loop, as many loops as there are connections; the connections are spread
+        // evenly (3 connections on 2 loops: 2 and 1).
+        let loops = Array(group.makeIterator().prefix(max(1, configuration.connectionsPerPool)))
+        var pools: [APNsConnectionPool] = []
+        var indexByLoop: [ObjectIdentifier: Int] = [:]
+        for (index, loop) in loops.enumerated() {
+            let size = configuration.connectionsPerPool / loops.count + (index < configuration.connectionsPerPool % loops.count ? 1 : 0)
+            pools.append(
+                APNsConnectionPool(
+                    configuration: .init(
+                        endpoint: endpoint,
+                        size: max(1, size),
+                        connection: connection,
+                        connectTimeout: configuration.connectTimeout,
+                        reconnectBackoffBase: configuration.reconnectBackoffBase,
+                        reconnectBackoffLimit: configuration.reconnectBackoffLimit,
+                        maximumQueuedRequests: configuration.maximumQueuedRequests
+                    ),
+                    sslContext: sslContext,
+                    group: loop,
+                    logger: logger
+                )
+            )
+            indexByLoop[ObjectIdentifier(loop)] = index
+        }
+        self.pools = pools
+        self.poolIndexByLoop = indexByLoop
     }
 
     /// Connections opened so far.
-    public var connectionsOpened: Int { self.pool.connectionsOpened }
+    public var connectionsOpened: Int { self.pools.reduce(0) { $0 + $1.connectionsOpened } }
 
     /// Connections taking requests now.
-    public var usableConnectionCount: Int { self.pool.usableConnectionCount }
+    public var usableConnectionCount: Int { self.pools.reduce(0) { $0 + $1.usableConnectionCount } }
 
     /// Whether a connection takes requests now (readiness).
-    public var hasUsableConnection: Bool { self.pool.usableConnectionCount > 0 }
+    public var hasUsableConnection: Bool { self.pools.contains { $0.usableConnectionCount > 0 } }
 
     /// Opens the connections now rather than at the first request.
-    public func warmUp() { self.pool.warmUp() }
+    public func warmUp() {
+        for pool in self.pools { pool.warmUp() }
+    }
 
     /// The connections (requests in flight / stream limit) and the queue, for diagnostics.
-    public var poolSnapshot: String { self.pool.snapshot }
+    public var poolSnapshot: String {
+        self.pools.count == 1 ? self.pools[0].snapshot : self.pools.enumerated().map { "loop \($0.offset): \($0.element.snapshot)" }.joined(separator: "; ")
+    }
 
     /// Closes every connection; requests still waiting fail.
-    public func shutdown() { self.pool.shutdown() }
+    public func shutdown() {
+        for pool in self.pools { pool.shutdown() }
+    }
+
+    /// The pool an attempt from `eventLoop` goes to: the loop's own while it has a free stream,
+    /// else one that has (the next loops' first), else the loop's own (or the first), which
+    /// queues it.
+    private func poolIndex(for eventLoop: any EventLoop) -> Int {
+        let local = self.poolIndexByLoop[ObjectIdentifier(eventLoop)]
+        if self.pools.count == 1 { return 0 }
+        if let local, self.pools[local].hasRoom { return local }
+        let start = (local ?? 0) + 1
+        for offset in 0..<self.pools.count - 1 {
+            let index = (start + offset) % self.pools.count
+            if self.pools[index].hasRoom { return index }
+        }
+        return local ?? 0
+    }
 
     /// Sends one request, with the client's retries; the future always succeeds, on `eventLoop`.
     public func send(_ request: APNsRequest, on eventLoop: any EventLoop) -> EventLoopFuture<APNsSendResult> {
@@ -145,8 +188,8 @@ public final class APNsClient: Sendable {
     private struct Attempt: Sendable {
         var request: APNsRequest
         var machine: RequestRetryStateMachine
-        /// The connection of the last attempt: a retry goes elsewhere where possible.
-        var avoid: Int?
+        /// The pool and connection of the last attempt: a retry goes elsewhere where possible.
+        var avoid: (pool: Int, connection: Int)?
         /// The provider token generation the last attempt used.
         var tokenGeneration: Int?
     }
@@ -174,29 +217,30 @@ public final class APNsClient: Sendable {
         let started = NIODeadline.now()
         let deadline = attempt.machine.attemptStarted(now: started)
         let sent = attempt
-        self.pool.execute(attempt.request, authorization: authorization, avoiding: attempt.avoid, deadline: deadline, on: eventLoop)
-            .whenSuccess { result in
-                var attempt = sent
-                attempt.avoid = result.connectionID
-                let now = NIODeadline.now()
-                let unixTime = Date().timeIntervalSince1970
-                var random = SystemRandomNumberGenerator()
-                let action: RequestRetryStateMachine.Action
-                switch result.result {
-                case .success(let response):
-                    self.metrics.attemptAnswered(status: response.status, after: (now - started).nanoseconds)
-                    if response.status == 200 {
-                        // The common case: no decision to make, nothing to log.
-                        promise.succeed(.answered(response))
-                        return
-                    }
-                    action = attempt.machine.answered(response, now: now, unixTime: unixTime, using: &random)
-                case .failure(let failure):
-                    action = attempt.machine.failed(failure, now: now, unixTime: unixTime, using: &random)
-                    self.logger.debug("an attempt got no answer", metadata: ["apns-id": "\(attempt.request.apnsID)", "failure": "\(failure)"])
+        let poolIndex = self.poolIndex(for: eventLoop)
+        let avoid = attempt.avoid.flatMap { $0.pool == poolIndex ? $0.connection : nil }
+        self.pools[poolIndex].execute(attempt.request, authorization: authorization, avoiding: avoid, deadline: deadline, on: eventLoop) { result in
+            var attempt = sent
+            attempt.avoid = result.connectionID.map { (poolIndex, $0) }
+            let now = NIODeadline.now()
+            let unixTime = Date().timeIntervalSince1970
+            var random = SystemRandomNumberGenerator()
+            let action: RequestRetryStateMachine.Action
+            switch result.result {
+            case .success(let response):
+                self.metrics.attemptAnswered(status: response.status, after: (now - started).nanoseconds)
+                if response.status == 200 {
+                    // The common case: no decision to make, nothing to log.
+                    promise.succeed(.answered(response))
+                    return
                 }
-                self.execute(action, attempt: attempt, on: eventLoop, promise: promise)
+                action = attempt.machine.answered(response, now: now, unixTime: unixTime, using: &random)
+            case .failure(let failure):
+                action = attempt.machine.failed(failure, now: now, unixTime: unixTime, using: &random)
+                self.logger.debug("an attempt got no answer", metadata: ["apns-id": "\(attempt.request.apnsID)", "failure": "\(failure)"])
             }
+            self.execute(action, attempt: attempt, on: eventLoop, promise: promise)
+        }
     }
 
     private func execute(_ action: RequestRetryStateMachine.Action, attempt: Attempt, on eventLoop: any EventLoop, promise: EventLoopPromise<APNsSendResult>) {

@@ -85,16 +85,15 @@ final class APNsConnection: Sendable {
         }
     }
 
-    func send(_ request: APNsRequest, authorization: String?, deadline: NIODeadline) -> EventLoopFuture<APNsResponse> {
-        let promise = self.eventLoop.makePromise(of: APNsResponse.self)
+    /// Sends a request; `completion` is called once, on the connection's event loop.
+    func send(_ request: APNsRequest, authorization: String?, deadline: NIODeadline, completion: @escaping APNsResponseHandler) {
         if self.eventLoop.inEventLoop {
-            self.handler.value.send(request, authorization: authorization, deadline: deadline, promise: promise)
+            self.handler.value.send(request, authorization: authorization, deadline: deadline, completion: completion)
         } else {
             self.eventLoop.execute {
-                self.handler.value.send(request, authorization: authorization, deadline: deadline, promise: promise)
+                self.handler.value.send(request, authorization: authorization, deadline: deadline, completion: completion)
             }
         }
-        return promise.futureResult
     }
 
     func close() {

@@ -6,20 +6,24 @@ import NIOTLS
 
 /// Drives one HTTP/2 connection to APNs at the frame level: it sits after `NIOHTTP2Handler`
 /// (without a stream multiplexer, so no child channel per stream), opens a stream per request,
-/// and completes each request's promise from the stream's frames.
+/// and calls each request's completion handler from the stream's frames.
 ///
 /// The connection's state (phase, streams, stream credits, GOAWAY, PING health, refused streams,
 /// deadlines) is an ``APNsConnectionStateMachine``; this handler turns channel events into its
 /// events and executes what it returns. What it keeps itself is I/O: the header encoder (HPACK
 /// indexing per connection), the flush of one event-loop tick, the timers, the connection's
 /// flow-control window, and the limit it last told its pool.
+/// How a request's answer (or why it got none) is handed back, on the connection's event loop:
+/// one call per request, no future.
+typealias APNsResponseHandler = @Sendable (Result<APNsResponse, APNsStreamFailure>) -> Void
+
 final class APNsConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
 
     struct Configuration: Sendable {
         var authority: String
-        var stateMachine = APNsConnectionStateMachine<EventLoopPromise<APNsResponse>>.Configuration()
+        var stateMachine = APNsConnectionStateMachine<APNsResponseHandler>.Configuration()
         var pingInterval: TimeAmount = .seconds(60)
         /// How often open streams are checked against their deadlines.
         var deadlineSweepInterval: TimeAmount = .milliseconds(100)
@@ -32,7 +36,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         var closed: () -> Void
     }
 
-    private typealias StateMachine = APNsConnectionStateMachine<EventLoopPromise<APNsResponse>>
+    private typealias StateMachine = APNsConnectionStateMachine<APNsResponseHandler>
 
     private let configuration: Configuration
     private var events: Events?
@@ -63,17 +67,17 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     // MARK: Requests
 
-    /// Writes the request on a new stream; the stream is reset, and the promise failed as
+    /// Writes the request on a new stream; the stream is reset, and the completion handler told
     /// interrupted, if no answer has come by `deadline`.
-    func send(_ request: APNsRequest, authorization: String?, deadline: NIODeadline, promise: EventLoopPromise<APNsResponse>) {
+    func send(_ request: APNsRequest, authorization: String?, deadline: NIODeadline, completion: @escaping APNsResponseHandler) {
         guard let context else {
-            promise.fail(APNsStreamFailure.unprocessed("the connection is closing"))
+            completion(.failure(.unprocessed("the connection is closing")))
             return
         }
         let streamID: HTTP2StreamID
-        switch self.state.start(promise, deadline: deadline) {
-        case .fail(let promise, let failure):
-            promise.fail(failure)
+        switch self.state.start(completion, deadline: deadline) {
+        case .fail(let completion, let failure):
+            completion(.failure(failure))
             return
         case .write(let id):
             streamID = id
@@ -230,7 +234,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     // MARK: Executing the state machine's actions
 
     private func complete(_ completion: StateMachine.Completion) {
-        completion.request.completeWith(completion.result.mapError { $0 as any Error })
+        completion.request(completion.result)
     }
 
     private func complete(_ completions: [StateMachine.Completion]) {

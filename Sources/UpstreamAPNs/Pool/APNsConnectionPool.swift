@@ -30,10 +30,12 @@ final class APNsConnectionPool: Sendable {
     struct PendingAttempt: Sendable {
         var request: APNsRequest
         var authorization: String?
-        var promise: EventLoopPromise<AttemptResult>
+        /// Called once, on the connection's event loop (or the caller's, when the request never
+        /// reached a connection).
+        var completion: @Sendable (AttemptResult) -> Void
 
         func fail(_ failure: APNsStreamFailure) {
-            self.promise.succeed(AttemptResult(connectionID: nil, result: .failure(failure)))
+            self.completion(AttemptResult(connectionID: nil, result: .failure(failure)))
         }
     }
 
@@ -72,18 +74,22 @@ final class APNsConnectionPool: Sendable {
     /// Connections that are ready and take requests now.
     var usableConnectionCount: Int { self.state.withLock { $0.usableConnections } }
 
+    /// Whether a request would be sent at once rather than queued.
+    var hasRoom: Bool { self.state.withLock { $0.hasRoom } }
+
     /// Sends one request on the connection with the most room (other than `avoid`, where
     /// possible), or queues it until `deadline`; a request sent but not answered by `deadline`
-    /// has its stream reset. The future always succeeds.
+    /// has its stream reset. `completion` is called once, with the answer or the failure; the
+    /// queue's deadline sweep runs on `eventLoop`.
     func execute(
         _ request: APNsRequest,
         authorization: String?,
         avoiding avoid: Int?,
         deadline: NIODeadline,
-        on eventLoop: any EventLoop
-    ) -> EventLoopFuture<AttemptResult> {
-        let promise = eventLoop.makePromise(of: AttemptResult.self)
-        let pending = PendingAttempt(request: request, authorization: authorization, promise: promise)
+        on eventLoop: any EventLoop,
+        completion: @escaping @Sendable (AttemptResult) -> Void
+    ) {
+        let pending = PendingAttempt(request: request, authorization: authorization, completion: completion)
         let (action, connect) = self.state.withLock { state in
             var random = SystemRandomNumberGenerator()
             return state.place(pending, avoiding: avoid, deadline: deadline, using: &random)
@@ -99,7 +105,6 @@ final class APNsConnectionPool: Sendable {
             pending.fail(failure)
         }
         self.execute(connect)
-        return promise.futureResult
     }
 
     /// Opens the pool's connections now rather than at the first request (start-up, readiness).
@@ -126,19 +131,11 @@ final class APNsConnectionPool: Sendable {
     private func send(_ placement: StateMachine.Placement) {
         let id = placement.connectionID
         let pending = placement.request
-        placement.connection.send(pending.request, authorization: pending.authorization, deadline: placement.deadline).whenComplete { result in
-            let attempt: AttemptResult
-            switch result {
-            case .success(let response):
-                attempt = AttemptResult(connectionID: id, result: .success(response))
-            case .failure(let error as APNsStreamFailure):
-                attempt = AttemptResult(connectionID: id, result: .failure(error))
-            case .failure(let error):
-                attempt = AttemptResult(connectionID: id, result: .failure(.interrupted("\(error)")))
-            }
+        placement.connection.send(pending.request, authorization: pending.authorization, deadline: placement.deadline) { result in
+            let attempt = AttemptResult(connectionID: id, result: result)
             let placements = self.state.withLock { $0.streamFinished(on: id, answered: attempt.isAnswer) }
             self.send(placements)
-            pending.promise.succeed(attempt)
+            pending.completion(attempt)
         }
     }
 

@@ -91,6 +91,12 @@ public struct APNsConnectionPoolStateMachine<Connection, Request> {
 
     public var queuedRequests: Int { self.waiters.count }
 
+    /// Whether a request placed now would be sent at once: a connection has a free stream and
+    /// nothing waits.
+    public var hasRoom: Bool {
+        self.waiters.isEmpty && self.entries.values.contains { $0.room > 0 }
+    }
+
     /// Each connection's requests in flight and stream limit, and the queue.
     public var snapshot: String {
         let connections = self.entries.sorted { $0.key < $1.key }.map { "#\($0.key): \($0.value.inFlight)/\($0.value.limit)" }
