@@ -167,9 +167,12 @@ public final class APNsNotificationUpstream: NotificationUpstream {
             "forwarding",
             metadata: ["identifier": "\(identifier)", "apns-id": "\(request.apnsID)", "push_type": "\(request.pushType)"]
         )
-        return client.send(request, on: eventLoop).map { result in
-            self.outcome(of: result, identifier: identifier, apnsID: request.apnsID)
+        // One future per notification: the client calls back, the outcome completes it.
+        let promise = eventLoop.makePromise(of: NotificationOutcome.self)
+        client.send(request, on: eventLoop) { result in
+            promise.succeed(self.outcome(of: result, identifier: identifier, apnsID: request.apnsID))
         }
+        return promise.futureResult
     }
 
     /// A frame to a channel token, as a broadcast (Apple's broadcast push API).

@@ -177,9 +177,17 @@ public final class APNsClient: Sendable {
     /// Sends one request, with the client's retries; the future always succeeds, on `eventLoop`.
     public func send(_ request: APNsRequest, on eventLoop: any EventLoop) -> EventLoopFuture<APNsSendResult> {
         let promise = eventLoop.makePromise(of: APNsSendResult.self)
-        let machine = RequestRetryStateMachine(policy: self.configuration.retryPolicy, startedAt: .now(), expiration: request.expiration)
-        self.attempt(Attempt(request: request, machine: machine), freshToken: false, on: eventLoop, promise: promise)
+        self.send(request, on: eventLoop) { promise.succeed($0) }
         return promise.futureResult
+    }
+
+    /// Sends one request, with the client's retries, and calls `completion` once with the
+    /// result: on the event loop of the connection that answered (`eventLoop` itself while its
+    /// pool has room), or on `eventLoop` when no connection did. No future is made: for callers
+    /// that have their own.
+    public func send(_ request: APNsRequest, on eventLoop: any EventLoop, completion: @escaping @Sendable (APNsSendResult) -> Void) {
+        let machine = RequestRetryStateMachine(policy: self.configuration.retryPolicy, startedAt: .now(), expiration: request.expiration)
+        self.attempt(Attempt(request: request, machine: machine), freshToken: false, on: eventLoop, completion: completion)
     }
 
     // MARK: Attempts
@@ -194,7 +202,7 @@ public final class APNsClient: Sendable {
         var tokenGeneration: Int?
     }
 
-    private func attempt(_ attempt: Attempt, freshToken: Bool, on eventLoop: any EventLoop, promise: EventLoopPromise<APNsSendResult>) {
+    private func attempt(_ attempt: Attempt, freshToken: Bool, on eventLoop: any EventLoop, completion: @escaping @Sendable (APNsSendResult) -> Void) {
         var attempt = attempt
         var authorization: String?
         if case .token(let source) = self.credentials {
@@ -210,7 +218,7 @@ public final class APNsClient: Sendable {
             } catch {
                 self.logger.critical("cannot sign a provider token", metadata: ["error": "\(error)"])
                 let failure = APNsSendFailure(kind: .cannotSignProviderToken, detail: "\(error)")
-                promise.succeed(.unanswered(failure, lastResponse: nil))
+                completion(.unanswered(failure, lastResponse: nil))
                 return
             }
         }
@@ -231,7 +239,7 @@ public final class APNsClient: Sendable {
                 self.metrics.attemptAnswered(status: response.status, after: (now - started).nanoseconds)
                 if response.status == 200 {
                     // The common case: no decision to make, nothing to log.
-                    promise.succeed(.answered(response))
+                    completion(.answered(response))
                     return
                 }
                 action = attempt.machine.answered(response, now: now, unixTime: unixTime, using: &random)
@@ -239,14 +247,19 @@ public final class APNsClient: Sendable {
                 action = attempt.machine.failed(failure, now: now, unixTime: unixTime, using: &random)
                 self.logger.debug("an attempt got no answer", metadata: ["apns-id": "\(attempt.request.apnsID)", "failure": "\(failure)"])
             }
-            self.execute(action, attempt: attempt, on: eventLoop, promise: promise)
+            self.execute(action, attempt: attempt, on: eventLoop, completion: completion)
         }
     }
 
-    private func execute(_ action: RequestRetryStateMachine.Action, attempt: Attempt, on eventLoop: any EventLoop, promise: EventLoopPromise<APNsSendResult>) {
+    private func execute(
+        _ action: RequestRetryStateMachine.Action,
+        attempt: Attempt,
+        on eventLoop: any EventLoop,
+        completion: @escaping @Sendable (APNsSendResult) -> Void
+    ) {
         switch action {
         case .finish(let result):
-            promise.succeed(result)
+            completion(result)
         case .retry(let delay, let freshToken):
             self.metrics.retried()
             self.logger.debug(
@@ -254,10 +267,10 @@ public final class APNsClient: Sendable {
                 metadata: ["apns-id": "\(attempt.request.apnsID)", "attempt": "\(attempt.machine.attempts + 1)", "delay_ms": "\(delay.nanoseconds / 1_000_000)"]
             )
             if delay == .zero {
-                self.attempt(attempt, freshToken: freshToken, on: eventLoop, promise: promise)
+                self.attempt(attempt, freshToken: freshToken, on: eventLoop, completion: completion)
             } else {
                 eventLoop.scheduleTask(in: delay) {
-                    self.attempt(attempt, freshToken: freshToken, on: eventLoop, promise: promise)
+                    self.attempt(attempt, freshToken: freshToken, on: eventLoop, completion: completion)
                 }
             }
         }
