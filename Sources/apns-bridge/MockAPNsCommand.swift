@@ -17,8 +17,10 @@ struct MockAPNsCommand: AsyncParsableCommand {
             (with its CA). Without --certificate it makes a throwaway CA and server certificate \
             for localhost and 127.0.0.1 and writes the CA to --write-ca. Provider tokens are \
             checked against the keys given with --signing-key; a connection with a client \
-            certificate from --client-ca needs none. On SIGINT or SIGTERM it prints what it \
-            received and exits.
+            certificate from --client-ca needs none. It also serves the broadcast push API \
+            (/4/broadcasts/apps/…) and the channel management API (/1/apps/…/channels), so \
+            `apns-bridge channels` and frames to channel tokens can be tried against it \
+            (docs/broadcast.md). On SIGINT or SIGTERM it prints what it received and exits.
 
             Example:
               apns-bridge mock-apns --port 2197 --write-ca /tmp/mock-ca.pem \\
