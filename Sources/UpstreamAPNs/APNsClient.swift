@@ -161,15 +161,16 @@ public final class APNsClient: Sendable {
 
     /// The pool an attempt from `eventLoop` goes to: the loop's own while it has a free stream,
     /// else one that has (the next loops' first), else the loop's own (or the first), which
-    /// queues it.
-    private func poolIndex(for eventLoop: any EventLoop) -> Int {
-        let local = self.poolIndexByLoop[ObjectIdentifier(eventLoop)]
+    /// queues it. A retry prefers a pool other than its last attempt's, so that it goes out on
+    /// another connection where one has room (CONTRACT §2).
+    private func poolIndex(for eventLoop: any EventLoop, avoiding avoided: Int?) -> Int {
         if self.pools.count == 1 { return 0 }
-        if let local, self.pools[local].hasRoom { return local }
+        let local = self.poolIndexByLoop[ObjectIdentifier(eventLoop)]
+        if let local, local != avoided, self.pools[local].hasRoom { return local }
         let start = (local ?? 0) + 1
-        for offset in 0..<self.pools.count - 1 {
+        for offset in 0..<self.pools.count {
             let index = (start + offset) % self.pools.count
-            if self.pools[index].hasRoom { return index }
+            if index != avoided, self.pools[index].hasRoom { return index }
         }
         return local ?? 0
     }
@@ -225,7 +226,7 @@ public final class APNsClient: Sendable {
         let started = NIODeadline.now()
         let deadline = attempt.machine.attemptStarted(now: started)
         let sent = attempt
-        let poolIndex = self.poolIndex(for: eventLoop)
+        let poolIndex = self.poolIndex(for: eventLoop, avoiding: attempt.avoid?.pool)
         let avoid = attempt.avoid.flatMap { $0.pool == poolIndex ? $0.connection : nil }
         self.pools[poolIndex].execute(attempt.request, authorization: authorization, avoiding: avoid, deadline: deadline, on: eventLoop) { result in
             var attempt = sent

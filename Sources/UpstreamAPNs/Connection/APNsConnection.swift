@@ -53,6 +53,12 @@ final class APNsConnection: Sendable {
                         HTTP2Setting(parameter: .initialWindowSize, value: 65_535),
                         HTTP2Setting(parameter: .maxHeaderListSize, value: 16_384),
                     ]
+                    // NIOHTTP2's header-block and content-length checks cost about 7% of the
+                    // bridge's CPU per notification (docs/performance.md). The client writes its
+                    // own header blocks (always valid: the mock and nghttpd tests hold them to it)
+                    // and reads answers field by field, bodies cut at a bound.
+                    http2.headerBlockValidation = .disabled
+                    http2.contentLengthValidation = .disabled
                     try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: http2))
                     try sync.addHandler(
                         APNsConnectionHandler(configuration: configuration, readyPromise: readyPromise, logger: finalLogger)
