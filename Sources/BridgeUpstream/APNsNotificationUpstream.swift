@@ -205,17 +205,7 @@ public final class APNsNotificationUpstream: NotificationUpstream {
             "identifier": "\(identifier)", "apns-request-id": "\(request.apnsID)", "tenant": "\(tenant.name)",
             "channel": "\(channel.name)", "channel-id": "\(channel.id)",
         ]
-        var reason: APNsReason?
-        switch result {
-        case .answered(let response):
-            metadata["status"] = "\(response.status)"
-            reason = response.reason
-            if let uniqueID = response.uniqueID { metadata["apns-unique-id"] = "\(uniqueID)" }
-        case .unanswered(let failure, let lastResponse):
-            metadata["failure"] = "\(failure)"
-            reason = lastResponse?.reason
-        }
-        if let reason { metadata["reason"] = "\(reason)" }
+        let reason = Self.describe(result, into: &metadata)
         // Broadcasts are few (one per channel update, not one per device): each is logged.
         switch mapping {
         case .outcome(.accepted):
@@ -254,17 +244,7 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         }
         let mapping = LegacyOutcomeMapping(result)
         var metadata: Logger.Metadata = ["identifier": "\(identifier)", "apns-id": "\(apnsID)"]
-        var reason: APNsReason?
-        switch result {
-        case .answered(let response):
-            metadata["status"] = "\(response.status)"
-            reason = response.reason
-            if let uniqueID = response.uniqueID { metadata["apns-unique-id"] = "\(uniqueID)" }
-        case .unanswered(let failure, let lastResponse):
-            metadata["failure"] = "\(failure)"
-            reason = lastResponse?.reason
-        }
-        if let reason { metadata["reason"] = "\(reason)" }
+        let reason = Self.describe(result, into: &metadata)
         switch mapping {
         case .outcome:
             self.logger.debug("upstream answered", metadata: metadata)
@@ -280,6 +260,23 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         }
         self.count(mapping.outcome, reason: reason)
         return mapping.outcome
+    }
+
+    /// Adds what APNs answered (status, `apns-unique-id`, reason) or why it did not to a log
+    /// line's metadata; returns the reason, for the failure metric.
+    private static func describe(_ result: APNsSendResult, into metadata: inout Logger.Metadata) -> APNsReason? {
+        let reason: APNsReason?
+        switch result {
+        case .answered(let response):
+            metadata["status"] = "\(response.status)"
+            reason = response.reason
+            if let uniqueID = response.uniqueID { metadata["apns-unique-id"] = "\(uniqueID)" }
+        case .unanswered(let failure, let lastResponse):
+            metadata["failure"] = "\(failure)"
+            reason = lastResponse?.reason
+        }
+        if let reason { metadata["reason"] = "\(reason)" }
+        return reason
     }
 
     /// Reasons outside Apple's documented list are counted as `other`, so that an upstream

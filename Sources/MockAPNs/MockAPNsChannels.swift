@@ -78,11 +78,7 @@ struct MockAPNsBroadcastAPI {
     static let managementPrefix = "/1/apps/"
 
     func broadcast(headers: HPACKHeaders, body: ByteBuffer, hasClientCertificate: Bool, now: Date) -> MockAPNsAnswer {
-        func refuse(_ status: Int, _ reason: MockAPNsReason, channelID: String? = nil) -> MockAPNsAnswer {
-            MockAPNsAnswer(status: status, reason: reason, channelID: channelID)
-        }
-        for name in ["apns-request-id", "apns-channel-id", "apns-priority", "apns-expiration", "apns-push-type", "authorization"]
-        where headers[name].count > 1 {
+        if Self.repeatsAny(of: ["apns-request-id", "apns-channel-id", "apns-priority", "apns-expiration", "apns-push-type", "authorization"], headers) {
             return refuse(400, .duplicateHeaders)
         }
         guard headers.first(name: ":method") == "POST" else { return refuse(405, .methodNotAllowed) }
@@ -90,13 +86,9 @@ struct MockAPNsBroadcastAPI {
         let bundleID = String(path.dropFirst(Self.broadcastPrefix.count))
         guard !bundleID.isEmpty, !bundleID.contains("/") else { return refuse(404, .badPath) }
         let claims: ProviderTokenVerifier.Claims?
-        switch self.validator.authenticate(headers: headers, hasClientCertificate: hasClientCertificate, now: now) {
+        switch self.admit(headers, bundleID: bundleID, hasClientCertificate: hasClientCertificate, now: now) {
         case .success(let verified): claims = verified
-        case .failure(let refused): return refuse(refused.status, refused.reason)
-        }
-        if let refused = self.checkApp(bundleID) { return refused }
-        if let requestID = headers.first(name: "apns-request-id"), !MockAPNsRequestValidator.isUUID(requestID) {
-            return refuse(400, .badMessageId)
+        case .failure(let refused): return refused
         }
         let channelID: String
         switch self.channel(in: headers, bundleID: bundleID) {
@@ -125,10 +117,7 @@ struct MockAPNsBroadcastAPI {
     }
 
     func manage(headers: HPACKHeaders, body: ByteBuffer, hasClientCertificate: Bool, now: Date) -> MockAPNsAnswer {
-        func refuse(_ status: Int, _ reason: MockAPNsReason, channelID: String? = nil) -> MockAPNsAnswer {
-            MockAPNsAnswer(status: status, reason: reason, channelID: channelID)
-        }
-        for name in ["apns-request-id", "apns-channel-id", "authorization"] where headers[name].count > 1 {
+        if Self.repeatsAny(of: ["apns-request-id", "apns-channel-id", "authorization"], headers) {
             return refuse(400, .duplicateHeaders)
         }
         let method = headers.first(name: ":method") ?? ""
@@ -140,13 +129,9 @@ struct MockAPNsBroadcastAPI {
         let allowed = parts[1] == "channels" ? ["POST", "GET", "DELETE"] : ["GET"]
         guard allowed.contains(method) else { return refuse(405, .methodNotAllowed) }
         let claims: ProviderTokenVerifier.Claims?
-        switch self.validator.authenticate(headers: headers, hasClientCertificate: hasClientCertificate, now: now) {
+        switch self.admit(headers, bundleID: bundleID, hasClientCertificate: hasClientCertificate, now: now) {
         case .success(let verified): claims = verified
-        case .failure(let refused): return refuse(refused.status, refused.reason)
-        }
-        if let refused = self.checkApp(bundleID) { return refused }
-        if let requestID = headers.first(name: "apns-request-id"), !MockAPNsRequestValidator.isUUID(requestID) {
-            return refuse(400, .badMessageId)
+        case .failure(let refused): return refused
         }
         var answer: MockAPNsAnswer
         switch (method, parts[1]) {
@@ -187,6 +172,34 @@ struct MockAPNsBroadcastAPI {
         }
         answer.claims = claims
         return answer
+    }
+
+    private func refuse(_ status: Int, _ reason: MockAPNsReason, channelID: String? = nil) -> MockAPNsAnswer {
+        MockAPNsAnswer(status: status, reason: reason, channelID: channelID)
+    }
+
+    private static func repeatsAny(of names: [String], _ headers: HPACKHeaders) -> Bool {
+        names.contains { headers[$0].count > 1 }
+    }
+
+    /// What both APIs check after the method and path, in Apple's order: the credentials, the
+    /// app, the request id.
+    private func admit(
+        _ headers: HPACKHeaders,
+        bundleID: String,
+        hasClientCertificate: Bool,
+        now: Date
+    ) -> Result<ProviderTokenVerifier.Claims?, MockAPNsAnswer> {
+        let claims: ProviderTokenVerifier.Claims?
+        switch self.validator.authenticate(headers: headers, hasClientCertificate: hasClientCertificate, now: now) {
+        case .success(let verified): claims = verified
+        case .failure(let refused): return .failure(self.refuse(refused.status, refused.reason))
+        }
+        if let refused = self.checkApp(bundleID) { return .failure(refused) }
+        if let requestID = headers.first(name: "apns-request-id"), !MockAPNsRequestValidator.isUUID(requestID) {
+            return .failure(self.refuse(400, .badMessageId))
+        }
+        return .success(claims)
     }
 
     /// The topics the mock accepts, and no push-type suffix on a bundle id.

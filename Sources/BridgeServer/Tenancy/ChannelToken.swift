@@ -21,25 +21,18 @@ public enum ChannelToken {
 
     /// Lowercase hex, as the configuration and the legacy software's device table hold it.
     public static func hex(_ token: ByteBuffer) -> String {
-        token.readableBytesView.map { String($0 >> 4, radix: 16) + String($0 & 0x0F, radix: 16) }.joined()
+        token.hexDump(format: .compact)
     }
 
     /// 64 hex digits → 32 bytes; `nil` for anything else.
     public static func parse(hex text: String) -> ByteBuffer? {
-        let digits = Array(text.utf8)
-        guard digits.count == 64 else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(32)
-        var index = 0
-        while index < digits.count {
-            guard let high = Self.nibble(digits[index]), let low = Self.nibble(digits[index + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-            index += 2
-        }
-        return ByteBuffer(bytes: bytes)
+        var token = ByteBuffer()
+        guard text.utf8.count == 64, (try? token.writePlainHexEncodedBytes(text)) == 32 else { return nil }
+        return token
     }
 
-    /// Whether a channel id is what APNs issues: non-empty standard base64.
+    /// Whether a channel id is what APNs issues: non-empty standard base64, padded. (Written out:
+    /// Foundation's `Data(base64Encoded:)` on Linux accepts `====` and over-long padding.)
     public static func isValidChannelID(_ id: String) -> Bool {
         guard !id.isEmpty, id.utf8.count <= 1024, id.utf8.count % 4 == 0 else { return false }
         let body = id.utf8.prefix { $0 != UInt8(ascii: "=") }
@@ -47,15 +40,6 @@ public enum ChannelToken {
         return body.allSatisfy { byte in
             (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
                 || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "/")
-        }
-    }
-
-    private static func nibble(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
-        default: nil
         }
     }
 }

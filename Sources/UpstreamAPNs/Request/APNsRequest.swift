@@ -165,15 +165,23 @@ public struct APNsRequestHeaderEncoder: Sendable {
         self.hasIndexedChangingNames = true
         var headers = HPACKHeaders()
         headers.reserveCapacity(10)
+        // A device's path names one device, used once: never indexed. A broadcast's or a
+        // channel request's path names the app, the same every time: indexed.
+        let (method, pathIndexing): (String, HPACKIndexing) =
+            switch request.kind {
+            case .device: ("POST", .nonIndexable)
+            case .broadcast: ("POST", .indexable)
+            case .channelManagement(let method, _): (method, .indexable)
+            }
+        headers.add(name: ":method", value: method)
+        headers.add(name: ":scheme", value: "https")
+        headers.add(name: ":path", value: request.path, indexing: pathIndexing)
+        headers.add(name: ":authority", value: self.authority)
+        if let authorization {
+            headers.add(name: "authorization", value: authorization, indexing: .neverIndexed)
+        }
         switch request.kind {
         case .device:
-            headers.add(name: ":method", value: "POST")
-            headers.add(name: ":scheme", value: "https")
-            headers.add(name: ":path", value: request.path, indexing: .nonIndexable)
-            headers.add(name: ":authority", value: self.authority)
-            if let authorization {
-                headers.add(name: "authorization", value: authorization, indexing: .neverIndexed)
-            }
             headers.add(name: "apns-id", value: request.apnsID, indexing: changing)
             headers.add(name: "apns-expiration", value: String(request.expiration), indexing: changing)
             headers.add(name: "apns-priority", value: Self.priorityValue(request.priority))
@@ -182,27 +190,12 @@ public struct APNsRequestHeaderEncoder: Sendable {
             }
             headers.add(name: "apns-push-type", value: request.pushType.rawValue)
         case .broadcast(let channelID):
-            // The path names the app, not a device: the same value every time, so it is indexed.
-            headers.add(name: ":method", value: "POST")
-            headers.add(name: ":scheme", value: "https")
-            headers.add(name: ":path", value: request.path)
-            headers.add(name: ":authority", value: self.authority)
-            if let authorization {
-                headers.add(name: "authorization", value: authorization, indexing: .neverIndexed)
-            }
             headers.add(name: "apns-request-id", value: request.apnsID, indexing: changing)
             headers.add(name: "apns-channel-id", value: channelID)
             headers.add(name: "apns-expiration", value: String(request.expiration), indexing: changing)
             headers.add(name: "apns-priority", value: Self.priorityValue(request.priority))
             headers.add(name: "apns-push-type", value: request.pushType.rawValue)
-        case .channelManagement(let method, let channelID):
-            headers.add(name: ":method", value: method)
-            headers.add(name: ":scheme", value: "https")
-            headers.add(name: ":path", value: request.path)
-            headers.add(name: ":authority", value: self.authority)
-            if let authorization {
-                headers.add(name: "authorization", value: authorization, indexing: .neverIndexed)
-            }
+        case .channelManagement(_, let channelID):
             headers.add(name: "apns-request-id", value: request.apnsID, indexing: changing)
             if let channelID {
                 headers.add(name: "apns-channel-id", value: channelID)
