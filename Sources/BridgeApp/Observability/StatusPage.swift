@@ -158,6 +158,8 @@ final class StatusPage: Sendable {
                 ("rejected (error-response)", "apns_bridge_notifications_total", [#"outcome="rejected""#]),
                 ("dropped (after 429s)", "apns_bridge_notifications_total", [#"outcome="dropped""#]),
                 ("upstream retries", "apns_bridge_upstream_retries_total", []),
+                ("broadcasts forwarded (channel tokens)", "apns_bridge_broadcasts_forwarded_total", []),
+                ("broadcasts failed", "apns_bridge_broadcasts_failed_total", []),
             ] {
                 html += "<tr><td>\(title)</td><td class=n>\(rate(name, labels))</td></tr>\n"
             }
@@ -193,6 +195,7 @@ final class StatusPage: Sendable {
             html += "<td>\(Self.escape(credentials))</td><td>\(Self.health(members[credentials], tenants.defaultEnvironment))</td></tr>\n"
         }
         html += "</table>\n"
+        html += Self.channelsTable(tenants.rules)
         html += "<table><tr><th>credentials</th><th>kind</th><th>connections to APNs (production / sandbox)</th><th>unanswered</th></tr>\n"
         for (name, source) in settings.credentials.sorted(by: { $0.key < $1.key }) {
             let kind: String
@@ -230,6 +233,25 @@ final class StatusPage: Sendable {
         }
         html += "</table>\n</body></html>\n"
         return html
+    }
+
+    /// The tenants' Live Activity channels: name, channel id and storage policy. Channel tokens
+    /// are left out, as device tokens are.
+    static func channelsTable(_ rules: [TenantRule]) -> String {
+        let rows = rules.flatMap { rule in rule.channels.all.map { (tenant: rule.name, channel: $0) } }
+        guard !rows.isEmpty else { return "" }
+        var html = "<table><tr><th>tenant</th><th>broadcast channel</th><th>channel id</th><th>messages stored</th></tr>\n"
+        for (tenant, channel) in rows {
+            let stored =
+                switch channel.storesMessages {
+                case true?: "yes (messageStoragePolicy 1)"
+                case false?: "no (messageStoragePolicy 0: expiration 0 sent)"
+                case nil: "not configured (the frame's expiry sent)"
+                }
+            html += "<tr><td>\(Self.escape(tenant))</td><td>\(Self.escape(channel.name))</td>"
+            html += "<td>\(Self.escape(channel.id))</td><td>\(stored)</td></tr>\n"
+        }
+        return html + "</table>\n"
     }
 
     private static func health(_ member: ReloadableUpstream.Member?, _ environment: APNsEnvironment) -> String {

@@ -108,6 +108,14 @@ struct ChannelsCommandTests {
         try await connection.send(FrameBuilder.frame(.itemized, identifier: 2, token: token, payload: FrameBuilder.payload()))
         #expect(await environment.mock.ledger.waitForRecords { $0.contains { $0.api == .broadcast && $0.wasAccepted } })
         #expect(connection.isActive)
+
+        // The status page lists the channel: its id, not its token.
+        let id = try #require(try Self.json(created.stdout)["channelId"] as? String)
+        let page = try await ServeProcessTests.get(try #require(bridge.adminPort), "/")
+        #expect(page.status == 200)
+        #expect(page.body.contains("<th>broadcast channel</th>"))
+        #expect(page.body.contains("<td>\(id)</td>"))
+        #expect(!page.body.contains(hex), "a channel token on the page")
         await connection.close()
     }
 }
