@@ -125,17 +125,7 @@ struct ChannelsCommand: AsyncParsableCommand {
             let target = try await ChannelTarget.resolve(self.common, self.options)
             defer { target.client.shutdown() }
             let ids = try await target.run { try await $0.channelIDs(bundleID: target.bundleID) }
-            let configured = Dictionary(target.configured.all.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-            let channels: [[String: Any]] = ids.map { id in
-                var entry: [String: Any] = ["channelId": id]
-                if let channel = configured[id] {
-                    entry["name"] = channel.name
-                    entry["channelToken"] = ChannelToken.hex(channel.token)
-                } else {
-                    entry["channelToken"] = ChannelToken.hex(ChannelToken.derive(tenant: target.tenant, channelID: id))
-                }
-                return entry
-            }
+            let channels = ids.map { target.entry(forChannelID: $0) }
             ChannelTarget.print(["tenant": target.tenant, "environment": target.environment.rawValue, "channels": channels], json: self.common.json) {
                 channels.isEmpty
                     ? ["no channels"]
@@ -159,14 +149,7 @@ struct ChannelsCommand: AsyncParsableCommand {
             let target = try await ChannelTarget.resolve(self.common, self.options)
             defer { target.client.shutdown() }
             let info = try await target.run { try await $0.channel(self.channelID, bundleID: target.bundleID) }
-            var result: [String: Any] = [
-                "channelId": info.id,
-                "channelToken": ChannelToken.hex(ChannelToken.derive(tenant: target.tenant, channelID: info.id)),
-            ]
-            if let configured = target.configured.all.first(where: { $0.id == info.id }) {
-                result["name"] = configured.name
-                result["channelToken"] = ChannelToken.hex(configured.token)
-            }
+            var result = target.entry(forChannelID: info.id)
             if let policy = info.messageStoragePolicy { result["messageStoragePolicy"] = policy.rawValue }
             if let pushType = info.pushType { result["pushType"] = pushType }
             ChannelTarget.print(result, json: self.common.json) {
@@ -266,6 +249,15 @@ private struct ChannelTarget {
         }
         let client = try APNsChannelManagementClient(endpoint: endpoint, credentials: credential, logger: logger)
         return ChannelTarget(tenant: rule.name, bundleID: bundleID, environment: environment, configured: rule.channels, client: client)
+    }
+
+    /// A channel id with its channel token and, when the tenant configures it, its name: the
+    /// configured token if there is one, else the derived one.
+    func entry(forChannelID id: String) -> [String: Any] {
+        guard let channel = self.configured.all.first(where: { $0.id == id }) else {
+            return ["channelId": id, "channelToken": ChannelToken.hex(ChannelToken.derive(tenant: self.tenant, channelID: id))]
+        }
+        return ["channelId": id, "channelToken": ChannelToken.hex(channel.token), "name": channel.name]
     }
 
     /// Runs one request; APNs' refusal is printed (status, reason, request id) and exits 1.
