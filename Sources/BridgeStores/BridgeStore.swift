@@ -47,6 +47,12 @@ public struct BridgeStoreConfiguration: Sendable {
     public var maximumQueuedFeedbackChanges: Int = 100_000
     /// How often a claim of a pending resend record checks for its outcome.
     public var resendOutcomePollInterval: Duration = .milliseconds(20)
+    /// PostgreSQL only: how often an instance renews its heartbeat, and how long after the last
+    /// renewal the other instances take it for gone (crashed), so that the resends of what it
+    /// had in flight are forwarded again instead of waiting (CONTRACT §1.6). An instance that
+    /// stops cleanly says so at once.
+    public var instanceHeartbeatInterval: Duration = .seconds(5)
+    public var instanceLease: Duration = .seconds(20)
     /// SQLite only: `FULL` (the default) fsyncs every commit, so a commit survives a power cut;
     /// `NORMAL` survives a crash or `kill -9` of the process as soon as the commit returns, and
     /// commits several times faster, so a 410 is durable sooner (docs/feedback.md measures it).

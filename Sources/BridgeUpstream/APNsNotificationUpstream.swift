@@ -159,8 +159,8 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         let identifier = notification.frame.identifier
         guard let client = self.clients[notification.tenant.environment] else {
             self.logger.error("no upstream endpoint for the environment", metadata: ["environment": "\(notification.tenant.environment.rawValue)"])
-            self.count(.rejected(.processingError), reason: nil)
-            return eventLoop.makeSucceededFuture(.rejected(.processingError))
+            self.count(.gaveUp(.processingError), reason: nil)
+            return eventLoop.makeSucceededFuture(.gaveUp(.processingError))
         }
         let request = Self.request(for: notification, apnsID: self.idGenerator.next())
         self.logger.debug(
@@ -184,8 +184,8 @@ public final class APNsNotificationUpstream: NotificationUpstream {
                 "no broadcast endpoint or bundle id for the tenant",
                 metadata: ["tenant": "\(tenant.name)", "environment": "\(tenant.environment.rawValue)", "channel": "\(channel.name)"]
             )
-            self.countBroadcast(.rejected(.processingError), reason: nil)
-            return eventLoop.makeSucceededFuture(.rejected(.processingError))
+            self.countBroadcast(.gaveUp(.processingError), reason: nil)
+            return eventLoop.makeSucceededFuture(.gaveUp(.processingError))
         }
         let request = Self.broadcastRequest(for: notification, channel: channel, bundleID: bundleID, requestID: self.idGenerator.next())
         return client.send(request, on: eventLoop).map { result in
@@ -320,7 +320,7 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         switch outcome {
         case .accepted: return nil
         case .unregistered: status = "\(ErrorResponseStatus.invalidToken.rawValue)"
-        case .rejected(let legacy): status = "\(legacy.rawValue)"
+        case .rejected(let legacy), .gaveUp(let legacy): status = "\(legacy.rawValue)"
         case .dropped: status = "none"
         }
         return [status, reason.map { Self.knownReasons.contains($0.rawValue) ? $0.rawValue : "other" } ?? "none"]

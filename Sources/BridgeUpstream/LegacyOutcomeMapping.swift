@@ -11,7 +11,8 @@ public enum LegacyOutcomeMapping: Hashable, Sendable {
     /// The provider sees this outcome; nothing for the operator.
     case outcome(NotificationOutcome)
     /// APNs still answered 429 or 5xx, or nothing at all, when the retry budget ran out:
-    /// dropped after 429 (the provider is told nothing), status 1 otherwise.
+    /// dropped after 429 (the provider is told nothing), status 1 otherwise. The bridge's
+    /// decision, not APNs' answer: a resend record does not keep it (CONTRACT §1.6).
     case gaveUp(NotificationOutcome)
     /// A credential problem (403 reasons, a provider token refused again after a refresh, a
     /// token that cannot be signed): an alarm; the provider gets status 1.
@@ -44,7 +45,7 @@ public enum LegacyOutcomeMapping: Hashable, Sendable {
                 self = .credentialFailure
             case .retryBudgetExhausted:
                 // After a 429, a later attempt that went unanswered still counts as throttled.
-                self = lastResponse?.status == 429 ? .gaveUp(.dropped) : .gaveUp(.rejected(.processingError))
+                self = lastResponse?.status == 429 ? .gaveUp(.dropped) : .gaveUp(.gaveUp(.processingError))
             }
         }
     }
@@ -79,7 +80,7 @@ public enum LegacyOutcomeMapping: Hashable, Sendable {
         case .tooManyRequests?:
             self = .gaveUp(.dropped)
         case .internalServerError?, .serviceUnavailable?, .shutdown?, .idleTimeout?:
-            self = .gaveUp(.rejected(.processingError))
+            self = .gaveUp(.gaveUp(.processingError))
         case .badCertificate?, .badCertificateEnvironment?, .forbidden?, .invalidProviderToken?,
             .missingProviderToken?, .unrelatedKeyIdInToken?, .badEnvironmentKeyIdInToken?,
             .expiredProviderToken?, .tooManyProviderTokenUpdates?:
@@ -91,7 +92,7 @@ public enum LegacyOutcomeMapping: Hashable, Sendable {
             switch status {
             case 410: self = .outcome(.unregistered(timestamp: UInt32(clamping: (timestamp ?? 0) / 1000)))
             case 429: self = .gaveUp(.dropped)
-            case 500...599: self = .gaveUp(.rejected(.processingError))
+            case 500...599: self = .gaveUp(.gaveUp(.processingError))
             case 403: self = .credentialFailure
             default: self = .bridgeBug
             }

@@ -145,6 +145,7 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
             return
         }
         self.requestsReceived += 1
+        self.ledger.count { $0.received += 1 }
         let behaviour = self.script.behaviourForNextRequest()
         if behaviour.refuse {
             self.ledger.count { $0.refused += 1 }

@@ -55,6 +55,9 @@ public struct MockAPNsRequestRecord: Sendable {
 /// What a ``MockAPNsServer`` received: for tests, benchmarks and operators.
 public final class MockAPNsLedger: Sendable {
     public struct Counters: Sendable, Hashable {
+        /// Requests received whole, answered or not (the script's refusals, drops and delays
+        /// included; not those that arrive after a GOAWAY).
+        public var received = 0
         /// Requests answered, by any status.
         public var answered = 0
         /// Requests answered 200.
@@ -98,6 +101,12 @@ public final class MockAPNsLedger: Sendable {
     /// returns whether the count was reached.
     public func waitForAccepted(_ count: Int, timeout: Duration = .seconds(30)) async -> Bool {
         await self.wait(timeout: timeout) { self.counters.accepted >= count }
+    }
+
+    /// Waits until at least `count` requests were received (answered or not), or the timeout;
+    /// returns whether the count was reached.
+    public func waitForReceived(_ count: Int, timeout: Duration = .seconds(30)) async -> Bool {
+        await self.wait(timeout: timeout) { self.counters.received >= count }
     }
 
     /// Waits until the kept records satisfy `condition`, or the timeout; returns whether they

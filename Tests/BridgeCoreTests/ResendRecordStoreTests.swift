@@ -24,9 +24,9 @@ struct ResendRecordStoreTests {
         try store.remember([ResendRecord(key: Self.key(1), outcome: .accepted)], on: loop).wait()
         #expect(store.mayHoldLiveRecords(tenant: "t"))
         #expect(!store.mayHoldLiveRecords(tenant: "u"))
-        #expect(try store.claim(Self.key(1), on: loop).wait() == .accepted)
-        #expect(try store.claim(Self.key(1), on: loop).wait() == nil)
-        #expect(try store.claim(Self.key(2), on: loop).wait() == nil)
+        #expect(try store.claim(Self.key(1), on: loop).wait() == .answered(.accepted))
+        #expect(try store.claim(Self.key(1), on: loop).wait() == .new)
+        #expect(try store.claim(Self.key(2), on: loop).wait() == .new)
     }
 
     @Test("Two identical notifications make two records")
@@ -34,9 +34,9 @@ struct ResendRecordStoreTests {
         let loop = EmbeddedEventLoop()
         let store = InMemoryResendRecordStore()
         try store.remember([ResendRecord(key: Self.key(1), outcome: .accepted), ResendRecord(key: Self.key(1), outcome: .rejected(.invalidToken))], on: loop).wait()
-        #expect(try store.claim(Self.key(1), on: loop).wait() == .accepted)
-        #expect(try store.claim(Self.key(1), on: loop).wait() == .rejected(.invalidToken))
-        #expect(try store.claim(Self.key(1), on: loop).wait() == nil)
+        #expect(try store.claim(Self.key(1), on: loop).wait() == .answered(.accepted))
+        #expect(try store.claim(Self.key(1), on: loop).wait() == .answered(.rejected(.invalidToken)))
+        #expect(try store.claim(Self.key(1), on: loop).wait() == .new)
     }
 
     @Test("A claim of a pending record waits for its outcome")
@@ -45,11 +45,32 @@ struct ResendRecordStoreTests {
         let store = InMemoryResendRecordStore()
         try store.remember([ResendRecord(key: Self.key(1), outcome: nil)], on: loop).wait()
         let claim = store.claim(Self.key(1), on: loop)
-        let result = Mutex<NotificationOutcome??>(nil)
-        claim.whenSuccess { outcome in result.withLock { $0 = .some(outcome) } }
+        let result = Mutex<ResendClaim?>(nil)
+        claim.whenSuccess { outcome in result.withLock { $0 = outcome } }
         #expect(result.withLock { $0 } == nil)
         try store.resolve(Self.key(1), outcome: .rejected(.invalidToken), on: loop).wait()
-        #expect(result.withLock { $0 } == .some(.rejected(.invalidToken)))
+        #expect(result.withLock { $0 } == .answered(.rejected(.invalidToken)))
+    }
+
+    @Test("An outcome the bridge decided is not kept: the resend is forwarded again")
+    func bridgeDecidedOutcome() throws {
+        let loop = EmbeddedEventLoop()
+        let store = InMemoryResendRecordStore()
+        try store.remember([ResendRecord(key: Self.key(1), outcome: nil), ResendRecord(key: Self.key(2), outcome: .dropped)], on: loop).wait()
+        let claim = store.claim(Self.key(1), on: loop)
+        try store.resolve(Self.key(1), outcome: .gaveUp(.processingError), on: loop).wait()
+        #expect(try claim.wait() == .outcomeUnknown)
+        #expect(try store.claim(Self.key(2), on: loop).wait() == .outcomeUnknown)
+    }
+
+    @Test("A pending outcome that never comes: after the window the resend is forwarded, never failed")
+    func pendingNeverResolved() throws {
+        let loop = EmbeddedEventLoop()
+        let store = InMemoryResendRecordStore(window: .minutes(2))
+        try store.remember([ResendRecord(key: Self.key(1), outcome: nil)], on: loop).wait()
+        let claim = store.claim(Self.key(1), on: loop)
+        loop.advanceTime(by: .minutes(2))
+        #expect(try claim.wait() == .outcomeUnknown)
     }
 
     @Test("Records expire after the window")
@@ -59,7 +80,7 @@ struct ResendRecordStoreTests {
         let store = InMemoryResendRecordStore(window: .minutes(2), now: { now.withLock { $0 } })
         try store.remember([ResendRecord(key: Self.key(1), outcome: .accepted), ResendRecord(key: Self.key(2), outcome: .accepted)], on: loop).wait()
         now.withLock { $0 = $0 + .minutes(3) }
-        #expect(try store.claim(Self.key(1), on: loop).wait() == nil)
+        #expect(try store.claim(Self.key(1), on: loop).wait() == .new)
         #expect(!store.mayHoldLiveRecords(tenant: "t"), "past the window, notifications skip the store")
         store.removeExpired()
         #expect(store.count == 0)

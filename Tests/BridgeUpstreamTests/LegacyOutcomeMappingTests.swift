@@ -30,11 +30,11 @@ struct LegacyOutcomeMappingTests {
         Row(status: 413, reason: "PayloadTooLarge", expected: .outcome(.rejected(.invalidPayloadSize))),
         Row(status: 403, reason: "ExpiredProviderToken", expected: .credentialFailure),
         Row(status: 429, reason: "TooManyProviderTokenUpdates", expected: .credentialFailure),
-        Row(status: 400, reason: "IdleTimeout", expected: .gaveUp(.rejected(.processingError))),
+        Row(status: 400, reason: "IdleTimeout", expected: .gaveUp(.gaveUp(.processingError))),
         Row(status: 429, reason: "TooManyRequests", expected: .gaveUp(.dropped)),
-        Row(status: 500, reason: "InternalServerError", expected: .gaveUp(.rejected(.processingError))),
-        Row(status: 503, reason: "ServiceUnavailable", expected: .gaveUp(.rejected(.processingError))),
-        Row(status: 503, reason: "Shutdown", expected: .gaveUp(.rejected(.processingError))),
+        Row(status: 500, reason: "InternalServerError", expected: .gaveUp(.gaveUp(.processingError))),
+        Row(status: 503, reason: "ServiceUnavailable", expected: .gaveUp(.gaveUp(.processingError))),
+        Row(status: 503, reason: "Shutdown", expected: .gaveUp(.gaveUp(.processingError))),
         Row(status: 403, reason: "BadCertificate", expected: .credentialFailure),
         Row(status: 403, reason: "BadCertificateEnvironment", expected: .credentialFailure),
         Row(status: 403, reason: "Forbidden", expected: .credentialFailure),
@@ -52,7 +52,7 @@ struct LegacyOutcomeMappingTests {
         Row(status: 404, reason: "BadPath", expected: .bridgeBug),
         Row(status: 405, reason: "MethodNotAllowed", expected: .bridgeBug),
         Row(status: 400, reason: "SomethingNew", expected: .bridgeBug),
-        Row(status: 502, reason: "SomethingNew", expected: .gaveUp(.rejected(.processingError))),
+        Row(status: 502, reason: "SomethingNew", expected: .gaveUp(.gaveUp(.processingError))),
     ]
 
     @Test("Each APNs answer maps as the contract says", arguments: rows)
@@ -72,9 +72,9 @@ struct LegacyOutcomeMappingTests {
     @Test("No final answer: dropped when APNs last said 429, status 1 otherwise; an unsignable token is a credential failure")
     func unanswered() {
         let budget = APNsSendFailure(kind: .retryBudgetExhausted, detail: "test")
-        #expect(LegacyOutcomeMapping(.unanswered(budget, lastResponse: nil)) == .gaveUp(.rejected(.processingError)))
+        #expect(LegacyOutcomeMapping(.unanswered(budget, lastResponse: nil)) == .gaveUp(.gaveUp(.processingError)))
         #expect(LegacyOutcomeMapping(.unanswered(budget, lastResponse: APNsResponse(status: 429, apnsID: nil, reason: .tooManyRequests))) == .gaveUp(.dropped))
-        #expect(LegacyOutcomeMapping(.unanswered(budget, lastResponse: APNsResponse(status: 503, apnsID: nil))) == .gaveUp(.rejected(.processingError)))
+        #expect(LegacyOutcomeMapping(.unanswered(budget, lastResponse: APNsResponse(status: 503, apnsID: nil))) == .gaveUp(.gaveUp(.processingError)))
         let unsigned = APNsSendFailure(kind: .cannotSignProviderToken, detail: "test")
         #expect(LegacyOutcomeMapping(.unanswered(unsigned, lastResponse: nil)) == .credentialFailure)
     }

@@ -3,8 +3,10 @@ import BridgeStores
 import BridgeTestSupport
 import Foundation
 import LegacyProtocol
+import Logging
 import NIOCore
 import NIOPosix
+import PostgresNIO
 import Synchronization
 import Testing
 
@@ -261,7 +263,7 @@ struct StoreBehaviourTests {
         try await store.refreshLiveRecords(tenant: "com.example.a", on: Self.eventLoop).get()
         #expect(store.mayHoldLiveRecords(tenant: "com.example.a"), "the reopened store knows the record is live")
         #expect(!store.mayHoldLiveRecords(tenant: "com.example.b"))
-        #expect(try await store.claim(key, on: Self.eventLoop).get() == .accepted)
+        #expect(try await store.claim(key, on: Self.eventLoop).get() == .answered(.accepted))
         await store.close()
     }
 
@@ -305,7 +307,7 @@ struct StoreBehaviourTests {
         await store.close()
     }
 
-    @Test("Resend records: each is used once; a pending outcome is waited for; expired ones are gone", arguments: StoreKind.available)
+    @Test("Resend records: each is used once; a pending outcome is waited for; one the bridge decided is not kept; expired ones are gone", arguments: StoreKind.available)
     func resendRecords(kind: StoreKind) async throws {
         let clock = TestClock(Date(timeIntervalSince1970: 1_800_000_000))
         var configuration = BridgeStoreConfiguration()
@@ -316,7 +318,7 @@ struct StoreBehaviourTests {
             ResendRecordKey(tenant: tenant, deviceToken: Self.token(Int(number)), payloadDigest: .init(bytes: (9, 9, 9, UInt64(number))), priority: priority)
         }
         #expect(!store.mayHoldLiveRecords(tenant: "com.example.a"), "no record yet: notifications skip the store")
-        #expect(try await store.claim(key(1), on: Self.eventLoop).get() == nil)
+        #expect(try await store.claim(key(1), on: Self.eventLoop).get() == .new)
         try await store.remember([
             ResendRecord(key: key(1), outcome: .accepted),
             ResendRecord(key: key(2), outcome: .rejected(.invalidToken)),
@@ -327,33 +329,101 @@ struct StoreBehaviourTests {
 
         #expect(store.mayHoldLiveRecords(tenant: "com.example.a"))
         #expect(!store.mayHoldLiveRecords(tenant: "com.example.b"), "horizons are per tenant")
-        #expect(try await store.claim(key(1, priority: 5), on: Self.eventLoop).get() == nil, "another priority is another notification")
-        #expect(try await store.claim(key(1), on: Self.eventLoop).get() == .accepted)
-        #expect(try await store.claim(key(1), on: Self.eventLoop).get() == nil, "a record is used once")
-        #expect(try await store.claim(key(1, tenant: "com.example.b"), on: Self.eventLoop).get() == nil, "another tenant's identical frame is new")
-        #expect(try await store.claim(key(2), on: Self.eventLoop).get() == .rejected(.invalidToken))
-        #expect(try await store.claim(key(4), on: Self.eventLoop).get() == .unregistered(timestamp: 77))
-        #expect(try await store.claim(key(5), on: Self.eventLoop).get() == .dropped)
+        #expect(try await store.claim(key(1, priority: 5), on: Self.eventLoop).get() == .new, "another priority is another notification")
+        #expect(try await store.claim(key(1), on: Self.eventLoop).get() == .answered(.accepted))
+        #expect(try await store.claim(key(1), on: Self.eventLoop).get() == .new, "a record is used once")
+        #expect(try await store.claim(key(1, tenant: "com.example.b"), on: Self.eventLoop).get() == .new, "another tenant's identical frame is new")
+        #expect(try await store.claim(key(2), on: Self.eventLoop).get() == .answered(.rejected(.invalidToken)))
+        #expect(try await store.claim(key(4), on: Self.eventLoop).get() == .answered(.unregistered(timestamp: 77)))
+        #expect(try await store.claim(key(5), on: Self.eventLoop).get() == .outcomeUnknown)
 
         // Pending: the claim waits until the first send's outcome is stored.
         let claim = store.claim(key(3), on: Self.eventLoop)
         try await Task.sleep(for: .milliseconds(100))
         try await store.resolve(key(3), outcome: .rejected(.invalidTopicSize), on: Self.eventLoop).get()
-        #expect(try await claim.get() == .rejected(.invalidTopicSize))
+        #expect(try await claim.get() == .answered(.rejected(.invalidTopicSize)))
+
+        // An outcome the bridge decided (its retry budget ran out) leaves the record unknown:
+        // the claim waiting for it is told to forward again, as is a later claim.
+        try await store.remember([ResendRecord(key: key(8), outcome: nil), ResendRecord(key: key(8), outcome: nil)], on: Self.eventLoop).get()
+        let waiting = store.claim(key(8), on: Self.eventLoop)
+        try await store.resolve(key(8), outcome: .gaveUp(.processingError), on: Self.eventLoop).get()
+        #expect(try await waiting.get() == .outcomeUnknown)
+        try await store.resolve(key(8), outcome: .gaveUp(.processingError), on: Self.eventLoop).get()
+        #expect(try await store.claim(key(8), on: Self.eventLoop).get() == .outcomeUnknown)
 
         // Two identical notifications forwarded after an error: two records, each used once.
         try await store.remember([ResendRecord(key: key(7), outcome: .accepted), ResendRecord(key: key(7), outcome: .unregistered(timestamp: 5))], on: Self.eventLoop).get()
         let twice = [try await store.claim(key(7), on: Self.eventLoop).get(), try await store.claim(key(7), on: Self.eventLoop).get()]
-        #expect(Set(twice.compactMap { $0 }) == [.accepted, .unregistered(timestamp: 5)])
-        #expect(try await store.claim(key(7), on: Self.eventLoop).get() == nil)
+        #expect(Set(twice) == [.answered(.accepted), .answered(.unregistered(timestamp: 5))])
+        #expect(try await store.claim(key(7), on: Self.eventLoop).get() == .new)
 
         // Expiry.
         try await store.remember([ResendRecord(key: key(6), outcome: .accepted)], on: Self.eventLoop).get()
         clock.advance(by: 121)
-        #expect(try await store.claim(key(6), on: Self.eventLoop).get() == nil)
+        #expect(try await store.claim(key(6), on: Self.eventLoop).get() == .new)
         #expect(!store.mayHoldLiveRecords(tenant: "com.example.a"), "past the window, notifications skip the store again")
         let sweep = try await store.removeExpired()
         #expect(sweep.resendRecords >= 1)
         await store.close()
+    }
+
+    @Test(
+        "A record left pending by a bridge that stopped or crashed holds an unknown outcome: its resend is forwarded at once",
+        arguments: StoreKind.available
+    )
+    func pendingRecordsOfAStoppedBridge(kind: StoreKind) async throws {
+        let location = try await kind.makeLocation()
+        func key(_ number: Int) -> ResendRecordKey {
+            ResendRecordKey(tenant: "com.example.a", deviceToken: Self.token(number), payloadDigest: .init(bytes: (5, 5, 5, UInt64(number))), priority: 10)
+        }
+        // A bridge stops with notifications in flight: their records stay pending.
+        var store = try await kind.open(location)
+        try await store.remember([ResendRecord(key: key(1), outcome: nil), ResendRecord(key: key(2), outcome: .accepted)], on: Self.eventLoop).get()
+        await store.close()
+        // The next run (or another instance) claims them: no wait, no invented failure.
+        store = try await kind.open(location)
+        try await store.refreshLiveRecords(tenant: "com.example.a", on: Self.eventLoop).get()
+        #expect(try await store.claim(key(1), on: Self.eventLoop).get() == .outcomeUnknown)
+        #expect(try await store.claim(key(2), on: Self.eventLoop).get() == .answered(.accepted), "an outcome the upstream gave is still kept")
+        await store.close()
+    }
+
+    @Test(
+        "PostgreSQL: a claim on one instance waits for the outcome while the owning instance lives, and not once it crashed",
+        .enabled(if: TestDatabases.postgresURL != nil, "APNS_BRIDGE_TEST_POSTGRES_URL is not set; run scripts/test"),
+        .timeLimit(.minutes(1))
+    )
+    func pendingRecordsOfACrashedInstance() async throws {
+        let location = try await StoreKind.postgres.makeLocation()
+        // The wall clock stands still, so no record expires: a claim that waited for an owner
+        // that is gone would wait past the time limit.
+        let clock = TestClock(Date(timeIntervalSince1970: 1_800_000_000))
+        var configuration = BridgeStoreConfiguration()
+        configuration.now = clock.function
+        let other = try await StoreKind.postgres.open(location, configuration: configuration)
+        // The instance that will crash renews its heartbeat only once an hour.
+        var crashing = configuration
+        crashing.instanceHeartbeatInterval = .seconds(3600)
+        let owner = try #require(try await StoreKind.postgres.open(location, configuration: crashing) as? PostgresBridgeStore)
+        func key(_ number: Int) -> ResendRecordKey {
+            ResendRecordKey(tenant: "com.example.a", deviceToken: Self.token(number), payloadDigest: .init(bytes: (6, 6, 6, UInt64(number))), priority: 10)
+        }
+        try await owner.remember([ResendRecord(key: key(1), outcome: nil), ResendRecord(key: key(2), outcome: nil)], on: Self.eventLoop).get()
+        try await other.refreshLiveRecords(tenant: "com.example.a", on: Self.eventLoop).get()
+
+        // The owner lives: the other instance's claim waits for the outcome the owner stores.
+        let waiting = other.claim(key(1), on: Self.eventLoop)
+        try await owner.resolve(key(1), outcome: .rejected(.invalidToken), on: Self.eventLoop).get()
+        #expect(try await waiting.get() == .answered(.rejected(.invalidToken)))
+
+        // The owner crashes: its last heartbeat is older than the lease (20 s by default).
+        try await owner.client.query(
+            "UPDATE bridge_instances SET heartbeat_at = now() - interval '1 minute' WHERE id = \(owner.instanceID)",
+            logger: Logger.forTests("apns-bridge.test.store")
+        )
+        #expect(try await other.claim(key(2), on: Self.eventLoop).get() == .outcomeUnknown)
+        await other.close()
+        await owner.close()
     }
 }

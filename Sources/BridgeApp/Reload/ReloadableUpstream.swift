@@ -114,7 +114,7 @@ public final class ReloadableUpstream: NotificationUpstream {
             guard let member else {
                 // A tenant naming credentials that a reload removed (the reload refuses that for
                 // configured tenants; a connection opened before it may still name them).
-                return eventLoop.makeSucceededFuture(.rejected(.processingError))
+                return eventLoop.makeSucceededFuture(.gaveUp(.processingError))
             }
             guard member.begin() else { continue }
             let outcome = member.client.send(notification, on: eventLoop)

@@ -254,13 +254,13 @@ public struct ProviderSessionStateMachine {
             action.feedback = .registered(
                 FeedbackKey(tenant: self.tenant.name, environment: self.tenant.environment, deviceToken: frame.deviceToken)
             )
-        case .rejected, .dropped:
+        case .rejected, .gaveUp, .dropped:
             break
         }
 
         switch self.state {
         case .active:
-            if case .rejected(let status) = outcome {
+            if let status = outcome.failureStatus {
                 self.state = .failing(Failure(sequence: sequence, status: status, identifier: frame.identifier, command: frame.command))
                 action.farewell = self.decideFailureIfPossible()
             } else {
@@ -268,13 +268,13 @@ public struct ProviderSessionStateMachine {
                 action.closeDrained = self.isDrained
             }
         case .failing(var failure):
-            if case .rejected(let status) = outcome, sequence < failure.sequence {
+            if let status = outcome.failureStatus, sequence < failure.sequence {
                 failure = Failure(sequence: sequence, status: status, identifier: frame.identifier, command: frame.command)
                 self.state = .failing(failure)
             }
             action.farewell = self.decideFailureIfPossible()
         case .shuttingDown:
-            if case .rejected(let status) = outcome {
+            if let status = outcome.failureStatus {
                 self.state = .failing(Failure(sequence: sequence, status: status, identifier: frame.identifier, command: frame.command))
                 action.farewell = self.decideFailureIfPossible()
             } else {
@@ -391,7 +391,7 @@ public struct ProviderSessionStateMachine {
     // MARK: Internals
 
     /// Drops completed entries from the head. In `active` and `shuttingDown` no entry is ever
-    /// rejected (a rejection moves to `failing`), so what is popped there completed well.
+    /// rejected or given up (a failure moves to `failing`), so what is popped there completed well.
     private mutating func popCompletedHead() {
         while let head = self.entries.first, head.isDone {
             let completed = self.entries.removeFirst()
@@ -411,7 +411,7 @@ public struct ProviderSessionStateMachine {
         guard case .failing(let failure) = self.state else { return nil }
         // Pop completed predecessors; stop at the failure or at one still in flight.
         while let head = self.entries.first, head.sequence < failure.sequence, let outcome = head.outcome {
-            if case .rejected(let status) = outcome {
+            if let status = outcome.failureStatus {
                 // An earlier failure than the one known: it is reported instead.
                 let earlier = Failure(sequence: head.sequence, status: status, identifier: head.frame.identifier, command: head.frame.command)
                 self.state = .failing(earlier)

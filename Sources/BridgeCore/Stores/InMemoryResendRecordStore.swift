@@ -5,7 +5,8 @@ import Synchronization
 /// Resend records in this process's memory: for a single instance, and for tests.
 ///
 /// A claim of a record whose outcome is still pending waits for ``resolve(_:outcome:on:)``, at
-/// most for the record window; if the outcome never comes, it reports status 1.
+/// most for the record window; if the outcome never comes, the resend is forwarded again
+/// (``ResendClaim/outcomeUnknown``), never answered with a failure nobody saw.
 public final class InMemoryResendRecordStore: ResendRecordStore {
     private struct Entry {
         var serial: UInt64
@@ -15,7 +16,7 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
 
     private struct Waiter {
         var serial: UInt64
-        var promise: EventLoopPromise<NotificationOutcome?>
+        var promise: EventLoopPromise<ResendClaim>
     }
 
     private struct Records {
@@ -98,16 +99,16 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
             records.waiters[key] = waiting.isEmpty ? nil : waiting
             return first
         }
-        waiter?.promise.succeed(outcome)
+        waiter?.promise.succeed(ResendClaim(recorded: outcome))
         return eventLoop.makeSucceededVoidFuture()
     }
 
-    public func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome?> {
+    public func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<ResendClaim> {
         let now = self.now()
         enum Claim {
             case none
             case resolved(NotificationOutcome)
-            case pending(EventLoopPromise<NotificationOutcome?>, serial: UInt64)
+            case pending(EventLoopPromise<ResendClaim>, serial: UInt64)
         }
         let claim: Claim = self.records.withLock { records in
             guard records.count > 0, var list = records.entries[key] else { return .none }
@@ -124,15 +125,15 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
             if let outcome = entry.outcome {
                 return .resolved(outcome)
             }
-            let promise = eventLoop.makePromise(of: NotificationOutcome?.self)
+            let promise = eventLoop.makePromise(of: ResendClaim.self)
             records.waiters[key, default: []].append(Waiter(serial: entry.serial, promise: promise))
             return .pending(promise, serial: entry.serial)
         }
         switch claim {
         case .none:
-            return eventLoop.makeSucceededFuture(nil)
+            return eventLoop.makeSucceededFuture(.new)
         case .resolved(let outcome):
-            return eventLoop.makeSucceededFuture(outcome)
+            return eventLoop.makeSucceededFuture(ResendClaim(recorded: outcome))
         case .pending(let promise, let serial):
             let timeout = eventLoop.scheduleTask(in: self.window) { [self] in
                 let expired: Waiter? = self.records.withLock { records in
@@ -143,7 +144,7 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
                     records.waiters[key] = waiting.isEmpty ? nil : waiting
                     return waiter
                 }
-                expired?.promise.succeed(.rejected(.processingError))
+                expired?.promise.succeed(.outcomeUnknown)
             }
             promise.futureResult.whenComplete { _ in timeout.cancel() }
             return promise.futureResult

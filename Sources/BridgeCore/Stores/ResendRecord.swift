@@ -49,6 +49,9 @@ public struct ResendRecordKey: Hashable, Sendable, CustomStringConvertible {
 
 /// A notification that was forwarded after the one an error-response (or a status-10 packet)
 /// names, so the provider will resend it; `outcome` is `nil` while the upstream has not answered.
+///
+/// Only an answer APNs gave is kept (``NotificationOutcome/isUpstreamAnswer``): an outcome the
+/// bridge decided itself (`gaveUp`, `dropped`) leaves the record's outcome unknown.
 public struct ResendRecord: Hashable, Sendable {
     public var key: ResendRecordKey
     public var outcome: NotificationOutcome?
@@ -81,12 +84,40 @@ public protocol ResendRecordStore: Sendable {
     func remember(_ records: [ResendRecord], on eventLoop: any EventLoop) -> EventLoopFuture<Void>
 
     /// Sets the outcome of the oldest pending record with this key (or of a claim waiting for it).
+    /// An outcome the bridge decided (``NotificationOutcome/isUpstreamAnswer`` is false) makes
+    /// the record's outcome unknown.
     func resolve(_ key: ResendRecordKey, outcome: NotificationOutcome, on eventLoop: any EventLoop) -> EventLoopFuture<Void>
 
-    /// Takes the oldest unexpired record with this key. The future carries its outcome (waiting
-    /// for it while the record is pending), or `nil` when there is no record: then the
-    /// notification is new and must be forwarded.
-    func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome?>
+    /// Takes the oldest unexpired record with this key. While the record is pending and the
+    /// process that forwarded it is alive, the future waits for its outcome; once no outcome
+    /// can arrive any more (that process is gone, or the bridge gave up on it), it answers
+    /// ``ResendClaim/outcomeUnknown`` at once.
+    func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<ResendClaim>
+}
+
+/// What a claim found for a notification that may be a resend (CONTRACT §1.6).
+public enum ResendClaim: Hashable, Sendable, CustomStringConvertible {
+    /// No live record: the notification is new; forward it.
+    case new
+    /// A resend of a notification APNs answered: report this outcome, send nothing.
+    case answered(NotificationOutcome)
+    /// A resend of a notification whose outcome can no longer arrive: the process that forwarded
+    /// it stopped or crashed with it in flight, or the bridge gave up on it. Forward it again
+    /// (at-least-once, as if there were no bridge); never wait, never invent a failure.
+    case outcomeUnknown
+
+    /// The claim of a record that holds `outcome`.
+    public init(recorded outcome: NotificationOutcome) {
+        self = outcome.isUpstreamAnswer ? .answered(outcome) : .outcomeUnknown
+    }
+
+    public var description: String {
+        switch self {
+        case .new: "new"
+        case .answered(let outcome): "answered(\(outcome))"
+        case .outcomeUnknown: "outcomeUnknown"
+        }
+    }
 }
 
 extension ResendRecordStore {

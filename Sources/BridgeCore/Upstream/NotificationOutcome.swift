@@ -3,6 +3,10 @@ import LegacyProtocol
 /// What became of one notification upstream, in the legacy provider's terms (CONTRACT §1.7).
 ///
 /// The upstream seam reports this after its own retries: a `rejected` outcome is final.
+///
+/// `accepted`, `unregistered` and `rejected` are answers APNs gave; `gaveUp` and `dropped` are
+/// the bridge's own decisions. Only the former are kept as a resend record's outcome (CONTRACT
+/// §1.6): the resend of a notification the bridge gave up on is forwarded again.
 public enum NotificationOutcome: Hashable, Sendable, CustomStringConvertible {
     /// Delivered to APNs (HTTP 200): nothing is sent to the provider.
     case accepted
@@ -11,12 +15,29 @@ public enum NotificationOutcome: Hashable, Sendable, CustomStringConvertible {
     case unregistered(timestamp: UInt32)
     /// The provider gets an error-response with this status and the connection closes.
     case rejected(ErrorResponseStatus)
+    /// The bridge gave up without an answer from APNs that settles the notification (the retry
+    /// budget ran out on 5xx answers, resets or silence; no endpoint is configured; the resend
+    /// store could not be read). The provider gets an error-response with this status, as for
+    /// `rejected`, but whether APNs delivered it is unknown.
+    case gaveUp(ErrorResponseStatus)
     /// Given up without telling the provider (429 after the retry budget): logged and counted.
     case dropped
 
-    public var isRejected: Bool {
-        if case .rejected = self { return true }
-        return false
+    /// The status of the error-response the provider gets, if any.
+    public var failureStatus: ErrorResponseStatus? {
+        switch self {
+        case .rejected(let status), .gaveUp(let status): status
+        case .accepted, .unregistered, .dropped: nil
+        }
+    }
+
+    /// Whether APNs gave this outcome (then a resend record keeps it), rather than the bridge
+    /// deciding it (then the record's outcome stays unknown and a resend is forwarded again).
+    public var isUpstreamAnswer: Bool {
+        switch self {
+        case .accepted, .unregistered, .rejected: true
+        case .gaveUp, .dropped: false
+        }
     }
 
     public var description: String {
@@ -24,6 +45,7 @@ public enum NotificationOutcome: Hashable, Sendable, CustomStringConvertible {
         case .accepted: "accepted"
         case .unregistered(let timestamp): "unregistered(at: \(timestamp))"
         case .rejected(let status): "rejected(\(status))"
+        case .gaveUp(let status): "gaveUp(\(status))"
         case .dropped: "dropped"
         }
     }

@@ -18,16 +18,22 @@ struct NotificationDispatcher: Sendable {
         let key = ResendRecordKey(tenant: notification.tenant.name, frame: notification.frame)
         let upstream = self.upstream
         return self.resendRecords.claim(key, on: eventLoop)
-            .flatMap { remembered -> EventLoopFuture<NotificationOutcome> in
-                if let remembered {
+            .flatMap { claim -> EventLoopFuture<NotificationOutcome> in
+                switch claim {
+                case .answered(let remembered):
                     GatewayMetrics.shared.resendAnsweredFromRecord()
                     return eventLoop.makeSucceededFuture(remembered)
+                case .outcomeUnknown:
+                    GatewayMetrics.shared.resendForwardedAgain()
+                    return upstream.send(notification, on: eventLoop)
+                case .new:
+                    return upstream.send(notification, on: eventLoop)
                 }
-                return upstream.send(notification, on: eventLoop)
             }
             .flatMapErrorThrowing { _ in
-                // A store failure: forwarding blindly could duplicate; report status 1 instead.
-                .rejected(.processingError)
+                // A store failure: forwarding blindly could duplicate; report status 1 instead
+                // (the bridge's own decision, so it is never kept as a record's outcome).
+                .gaveUp(.processingError)
             }
     }
 }

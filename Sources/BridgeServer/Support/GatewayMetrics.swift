@@ -14,6 +14,9 @@ public final class GatewayMetrics: Sendable {
     let received = Counter(label: "apns_bridge_notifications_received_total")
     let inFlight = Meter(label: "apns_bridge_notifications_in_flight")
     let resendsAnsweredFromRecords = Counter(label: "apns_bridge_resends_deduplicated_total")
+    /// Resends of notifications whose first send has no outcome any more (its process stopped or
+    /// crashed with it in flight, or the bridge gave up on it): forwarded again (CONTRACT §1.6).
+    let resendsForwardedAgain = Counter(label: "apns_bridge_resends_forwarded_again_total")
     let gatewayConnections = Meter(label: "apns_bridge_legacy_connections", dimensions: [("listener", "gateway")])
     let feedbackConnections = Meter(label: "apns_bridge_legacy_connections", dimensions: [("listener", "feedback")])
     let refusedHandshakes = Counter(label: "apns_bridge_refused_client_certificates_total")
@@ -47,6 +50,7 @@ public final class GatewayMetrics: Sendable {
     func forwardStarted() { self.inFlight.increment() }
     func forwardFinished() { self.inFlight.decrement() }
     func resendAnsweredFromRecord() { self.resendsAnsweredFromRecords.increment() }
+    func resendForwardedAgain() { self.resendsForwardedAgain.increment() }
     func handshakeRefused() { self.refusedHandshakes.increment() }
     func feedbackTuplesDelivered(_ count: Int) { self.feedbackDelivered.increment(by: Int64(count)) }
     func feedbackEntryRecorded() { self.feedbackRecorded.increment() }
@@ -66,7 +70,8 @@ public final class GatewayMetrics: Sendable {
 }
 
 /// One tenant's notifications by outcome: `accepted` (200), `unregistered` (410), `rejected`
-/// (an error-response status, upstream or local), `dropped` (given up after 429s).
+/// (an error-response status: upstream, local, or the bridge giving up after its retries),
+/// `dropped` (given up after 429s).
 struct TenantOutcomeCounters: Sendable {
     let accepted: Counter
     let unregistered: Counter
@@ -87,7 +92,7 @@ struct TenantOutcomeCounters: Sendable {
         switch outcome {
         case .accepted: self.accepted.increment()
         case .unregistered: self.unregistered.increment()
-        case .rejected: self.rejected.increment()
+        case .rejected, .gaveUp: self.rejected.increment()
         case .dropped: self.dropped.increment()
         }
     }

@@ -14,8 +14,14 @@ import PostgresNIO
 /// written by one instance stops a duplicate on any other: a provider connection that starts
 /// reads, in one query, until when its tenant may hold live records (written by any instance);
 /// while that horizon is in the past, its notifications make no query at all.
+///
+/// Each instance has an identity (a row in `bridge_instances`, its heartbeat renewed every
+/// ``BridgeStoreConfiguration/instanceHeartbeatInterval``) and owns the records it writes. A
+/// pending record whose owner closed (it marks its pending records unknown as it closes) or
+/// stopped renewing its heartbeat for ``BridgeStoreConfiguration/instanceLease`` (it crashed)
+/// can get no outcome any more: its resend is forwarded again (CONTRACT §1.6).
 public final class PostgresBridgeStore: BridgeStore {
-    static let schemaVersion = 1
+    static let schemaVersion = 2
     /// Serialises schema migrations of instances starting at the same time.
     static let migrationLockID: Int64 = 0x6170_6E73_2195
 
@@ -33,12 +39,18 @@ public final class PostgresBridgeStore: BridgeStore {
     public let feedbackListFilter: FeedbackListFilter
     /// Listens for the other instances' new entries until ``close()``.
     private let listenerTask: Task<Void, Never>
+    /// This instance's identity: the owner of the resend records it writes.
+    public let instanceID: String
+    /// Renews this instance's heartbeat until ``close()``.
+    private let heartbeatTask: Task<Void, Never>
 
     private init(
         client: PostgresClient,
         runTask: Task<Void, Never>,
         feedbackListFilter: FeedbackListFilter,
         listenerTask: Task<Void, Never>,
+        instanceID: String,
+        heartbeatTask: Task<Void, Never>,
         configuration: BridgeStoreConfiguration,
         logger: Logger
     ) {
@@ -46,6 +58,8 @@ public final class PostgresBridgeStore: BridgeStore {
         self.runTask = runTask
         self.feedbackListFilter = feedbackListFilter
         self.listenerTask = listenerTask
+        self.instanceID = instanceID
+        self.heartbeatTask = heartbeatTask
         self.configuration = configuration
         self.logger = logger
         self.batcher = FeedbackWriteBatcher(maximumQueued: configuration.maximumQueuedFeedbackChanges, filter: feedbackListFilter) { batch in
@@ -75,8 +89,10 @@ public final class PostgresBridgeStore: BridgeStore {
         let runTask = Task { await client.run() }
         let feedbackListFilter = FeedbackListFilter()
         var listenerTask: Task<Void, Never>?
+        let instanceID = DrainClaim.make()
         do {
             try await Self.migrate(client, logger: logger)
+            try await client.query("INSERT INTO bridge_instances (id) VALUES (\(instanceID))", logger: logger)
             // Listening first, then reading: an entry another instance commits meanwhile is
             // either read or notified.
             let (listening, listeningContinuation) = AsyncThrowingStream.makeStream(of: Void.self)
@@ -92,26 +108,85 @@ public final class PostgresBridgeStore: BridgeStore {
             runTask.cancel()
             throw error
         }
+        let heartbeatTask = Task {
+            await Self.renewHeartbeat(instanceID: instanceID, client: client, every: configuration.instanceHeartbeatInterval, logger: logger)
+        }
         logger.info(
             "store opened",
-            metadata: ["backend": "postgresql", "url": "\(Self.redacted(url))", "feedback_entries": "\(feedbackListFilter.count)"]
+            metadata: [
+                "backend": "postgresql", "url": "\(Self.redacted(url))", "feedback_entries": "\(feedbackListFilter.count)",
+                "instance": "\(instanceID)",
+            ]
         )
         return PostgresBridgeStore(
             client: client,
             runTask: runTask,
             feedbackListFilter: feedbackListFilter,
             listenerTask: listenerTask!,
+            instanceID: instanceID,
+            heartbeatTask: heartbeatTask,
             configuration: configuration,
             logger: logger
         )
     }
 
+    /// Commits what is queued, then gives up this instance's identity: its records still pending
+    /// can get no outcome any more (the upstream was shut down before the store), so they are
+    /// marked unknown and their resends are forwarded again on any instance at once.
     public func close() async {
         await self.batcher.close()
+        self.heartbeatTask.cancel()
+        await self.heartbeatTask.value
+        do {
+            try await self.client.withTransaction(logger: self.logger) { connection in
+                let rows = try await connection.query(
+                    """
+                    UPDATE resend_records SET outcome = \(StoredOutcome.unknown), outcome_value = 0
+                    WHERE owner = \(self.instanceID) AND outcome IS NULL RETURNING id
+                    """,
+                    logger: self.logger
+                )
+                var orphaned = 0
+                for try await _ in rows { orphaned += 1 }
+                try await connection.query("DELETE FROM bridge_instances WHERE id = \(self.instanceID)", logger: self.logger)
+                if orphaned > 0 {
+                    self.logger.notice(
+                        "resend records still pending at close: their resends will be forwarded again",
+                        metadata: ["records": "\(orphaned)"]
+                    )
+                }
+            }
+        } catch {
+            // The other instances see this one's heartbeat stop: after the lease its records
+            // count as unknown all the same.
+            self.logger.warning("could not give up this instance's identity", metadata: ["error": "\(String(reflecting: error))"])
+        }
         self.listenerTask.cancel()
         await self.listenerTask.value
         self.runTask.cancel()
         _ = await self.runTask.value
+    }
+
+    /// Renews the heartbeat (the database's clock, so instances' clocks need not agree) until
+    /// cancelled. A row another instance removed (this one looked dead, say after a long
+    /// partition) is written again: from then on its pending records are live again.
+    private static func renewHeartbeat(instanceID: String, client: PostgresClient, every interval: Duration, logger: Logger) async {
+        while !Task.isCancelled {
+            do {
+                try await Task.sleep(for: interval)
+                try await client.query(
+                    """
+                    INSERT INTO bridge_instances (id) VALUES (\(instanceID))
+                    ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()
+                    """,
+                    logger: logger
+                )
+            } catch is CancellationError {
+                return
+            } catch {
+                logger.warning("could not renew this instance's heartbeat", metadata: ["error": "\(String(reflecting: error))"])
+            }
+        }
     }
 
     /// Rebuilds `filter` from every entry's token, 10,000 rows per query.
@@ -194,45 +269,69 @@ public final class PostgresBridgeStore: BridgeStore {
             if version > Self.schemaVersion {
                 throw StoreError.schemaTooNew(found: version, known: Self.schemaVersion)
             }
-            guard version < 1 else { return }
-            let statements: [PostgresQuery] = [
-                """
-                CREATE TABLE feedback_entries (
-                    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-                    tenant text NOT NULL,
-                    environment text NOT NULL,
-                    token bytea NOT NULL,
-                    timestamp bigint NOT NULL,
-                    recorded_at bigint NOT NULL,
-                    claim text,
-                    claim_batch integer,
-                    claimed_at bigint,
-                    UNIQUE (tenant, environment, token)
-                )
-                """,
-                "CREATE INDEX feedback_entries_pending ON feedback_entries (tenant, environment, id) WHERE claim IS NULL",
-                "CREATE INDEX feedback_entries_claim ON feedback_entries (claim, claim_batch) WHERE claim IS NOT NULL",
-                "CREATE INDEX feedback_entries_recorded ON feedback_entries (recorded_at)",
-                """
-                CREATE TABLE resend_records (
-                    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-                    key_hash bytea NOT NULL,
-                    tenant text NOT NULL,
-                    expires_at bigint NOT NULL,
-                    claimed boolean NOT NULL DEFAULT false,
-                    outcome bigint,
-                    outcome_value bigint
-                )
-                """,
-                "CREATE INDEX resend_records_key ON resend_records (key_hash, id)",
-                "CREATE INDEX resend_records_expiry ON resend_records (expires_at)",
-                "INSERT INTO apns_bridge_schema (version) VALUES (1)",
-            ]
-            for statement in statements {
-                try await connection.query(statement, logger: logger)
+            if version < 1 {
+                try await Self.createSchema1(connection, logger: logger)
             }
-            logger.info("store schema created", metadata: ["backend": "postgresql", "version": "1"])
+            if version < 2 {
+                // Schema 2: instances own their resend records (CONTRACT §1.6). Records written
+                // by schema 1 have no owner: pending ones count as unknown.
+                let statements: [PostgresQuery] = [
+                    """
+                    CREATE TABLE bridge_instances (
+                        id text PRIMARY KEY,
+                        started_at timestamptz NOT NULL DEFAULT now(),
+                        heartbeat_at timestamptz NOT NULL DEFAULT now()
+                    )
+                    """,
+                    "ALTER TABLE resend_records ADD COLUMN owner text",
+                    "INSERT INTO apns_bridge_schema (version) VALUES (2)",
+                ]
+                for statement in statements {
+                    try await connection.query(statement, logger: logger)
+                }
+                logger.info("store schema updated", metadata: ["backend": "postgresql", "version": "2"])
+            }
         }
+    }
+
+    private static func createSchema1(_ connection: PostgresConnection, logger: Logger) async throws {
+        let statements: [PostgresQuery] = [
+            """
+            CREATE TABLE feedback_entries (
+                id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                tenant text NOT NULL,
+                environment text NOT NULL,
+                token bytea NOT NULL,
+                timestamp bigint NOT NULL,
+                recorded_at bigint NOT NULL,
+                claim text,
+                claim_batch integer,
+                claimed_at bigint,
+                UNIQUE (tenant, environment, token)
+            )
+            """,
+            "CREATE INDEX feedback_entries_pending ON feedback_entries (tenant, environment, id) WHERE claim IS NULL",
+            "CREATE INDEX feedback_entries_claim ON feedback_entries (claim, claim_batch) WHERE claim IS NOT NULL",
+            "CREATE INDEX feedback_entries_recorded ON feedback_entries (recorded_at)",
+            """
+            CREATE TABLE resend_records (
+                id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                key_hash bytea NOT NULL,
+                tenant text NOT NULL,
+                expires_at bigint NOT NULL,
+                claimed boolean NOT NULL DEFAULT false,
+                outcome bigint,
+                outcome_value bigint
+            )
+            """,
+            "CREATE INDEX resend_records_key ON resend_records (key_hash, id)",
+            "CREATE INDEX resend_records_expiry ON resend_records (expires_at)",
+            "INSERT INTO apns_bridge_schema (version) VALUES (1)",
+        ]
+        for statement in statements {
+            try await connection.query(statement, logger: logger)
+        }
+        logger.info("store schema created", metadata: ["backend": "postgresql", "version": "1"])
     }
 
     /// Two instances committing overlapping batches can deadlock; PostgreSQL then aborts one,
@@ -428,8 +527,8 @@ public final class PostgresBridgeStore: BridgeStore {
         return eventLoop.makeFutureWithTask {
             try await self.client.query(
                 """
-                INSERT INTO resend_records (key_hash, tenant, expires_at, outcome, outcome_value)
-                SELECT r.key_hash, r.tenant, \(expiresAt), NULLIF(r.kind, -1), r.value
+                INSERT INTO resend_records (key_hash, tenant, expires_at, outcome, outcome_value, owner)
+                SELECT r.key_hash, r.tenant, \(expiresAt), NULLIF(r.kind, -1), r.value, \(self.instanceID)
                 FROM unnest(\(hashes)::bytea[], \(tenants)::text[], \(kinds)::bigint[], \(values)::bigint[])
                     WITH ORDINALITY AS r(key_hash, tenant, kind, value, position)
                 ORDER BY r.position
@@ -444,13 +543,14 @@ public final class PostgresBridgeStore: BridgeStore {
         let (kind, value) = StoredOutcome.encode(outcome)
         let hash = key.storageHash
         return eventLoop.makeFutureWithTask {
+            // Only this instance's records: the outcome is of a notification it forwarded.
             // FOR UPDATE, not SKIP LOCKED: a claim on another instance may hold the row for a
             // moment; skipping it would lose the outcome that claim is waiting for.
             try await self.client.query(
                 """
                 UPDATE resend_records SET outcome = \(kind), outcome_value = \(value)
                 WHERE id = (
-                    SELECT id FROM resend_records WHERE key_hash = \(hash) AND outcome IS NULL
+                    SELECT id FROM resend_records WHERE key_hash = \(hash) AND outcome IS NULL AND owner = \(self.instanceID)
                     ORDER BY id LIMIT 1 FOR UPDATE
                 )
                 """,
@@ -459,8 +559,8 @@ public final class PostgresBridgeStore: BridgeStore {
         }
     }
 
-    public func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome?> {
-        guard self.mayHoldLiveRecords(tenant: key.tenant) else { return eventLoop.makeSucceededFuture(nil) }
+    public func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<ResendClaim> {
+        guard self.mayHoldLiveRecords(tenant: key.tenant) else { return eventLoop.makeSucceededFuture(.new) }
         let hash = key.storageHash
         return eventLoop.makeFutureWithTask {
             let now = self.configuration.nowMilliseconds
@@ -491,27 +591,40 @@ public final class PostgresBridgeStore: BridgeStore {
                     logger: self.logger
                 )
                 for try await found in count.decode(Int64.self) { remaining = found }
-                if remaining == 0 { return nil }
+                if remaining == 0 { return .new }
             }
-            guard var record = claimed else { return nil }
+            guard var record = claimed else { return .new }
             // The outcome of the first send may still be on its way, possibly on another
-            // instance: wait for it, at most until the record expires.
+            // instance: wait for it while its owner is alive (its heartbeat renewed within the
+            // lease), at most until the record expires. An owner that is gone sends no outcome.
+            let lease = Double(self.configuration.instanceLease.milliseconds) / 1000
             while record.kind == nil {
-                if self.configuration.nowMilliseconds > record.expiresAt { return .rejected(.processingError) }
-                try await Task.sleep(for: self.configuration.resendOutcomePollInterval)
+                if self.configuration.nowMilliseconds > record.expiresAt { return .outcomeUnknown }
                 let rows = try await self.client.query(
-                    "SELECT outcome, outcome_value FROM resend_records WHERE id = \(record.id)",
+                    """
+                    SELECT r.outcome, r.outcome_value, EXISTS (
+                        SELECT 1 FROM bridge_instances i
+                        WHERE i.id = r.owner AND i.heartbeat_at >= now() - make_interval(secs => \(lease))
+                    )
+                    FROM resend_records r WHERE r.id = \(record.id)
+                    """,
                     logger: self.logger
                 )
+                var ownerAlive = false
                 var found = false
-                for try await (kind, value) in rows.decode((Int64?, Int64?).self) {
+                for try await (kind, value, alive) in rows.decode((Int64?, Int64?, Bool).self) {
                     record.kind = kind
                     record.value = value
+                    ownerAlive = alive
                     found = true
                 }
-                if !found { return .rejected(.processingError) }
+                if !found { return .outcomeUnknown }
+                if record.kind == nil {
+                    if !ownerAlive { return .outcomeUnknown }
+                    try await Task.sleep(for: self.configuration.resendOutcomePollInterval)
+                }
             }
-            return StoredOutcome.decode(kind: record.kind ?? -1, value: record.value ?? 0)
+            return StoredOutcome.claim(kind: record.kind ?? StoredOutcome.unknown, value: record.value ?? 0)
         }
     }
 
@@ -534,6 +647,9 @@ public final class PostgresBridgeStore: BridgeStore {
         let claims = try await count(
             "UPDATE feedback_entries SET claim = NULL, claim_batch = NULL, claimed_at = NULL WHERE claimed_at < \(leaseStart) RETURNING id"
         )
+        // Instances that crashed: gone for longer than a record lives, so no record names them.
+        let gone = Double((self.configuration.instanceLease + self.configuration.resendRecordWindow).milliseconds) / 1000
+        _ = try await count("DELETE FROM bridge_instances WHERE heartbeat_at < now() - make_interval(secs => \(gone)) RETURNING id")
         // Entries served, removed or expired since the last sweep leave the filter.
         try await Self.rebuild(self.feedbackListFilter, client: self.client, logger: self.logger)
         return StoreSweep(feedbackEntries: entries, resendRecords: records, releasedClaims: claims)

@@ -13,7 +13,9 @@ import SQLiteNIO
 /// an ``AsyncSerialLock``.
 ///
 /// One process per file: at open, claims left by a drain of a previous run (which died before
-/// it could delete or release them) are released at once.
+/// it could delete or release them) are released at once, and resend records that run left
+/// pending can no longer get an outcome: they are marked unknown, so their resends are
+/// forwarded again at once (CONTRACT §1.6).
 public final class SQLiteBridgeStore: BridgeStore {
     public enum Synchronous: String, Sendable {
         /// A commit is on disk before it returns: survives crashes and power cuts.
@@ -90,6 +92,16 @@ public final class SQLiteBridgeStore: BridgeStore {
             ).count
             if released > 0 {
                 logger.notice("released feedback entries claimed by an unfinished drain of a previous run", metadata: ["entries": "\(released)"])
+            }
+            let orphaned = try await connection.query(
+                "UPDATE resend_records SET outcome = ?, outcome_value = 0 WHERE outcome IS NULL RETURNING id",
+                [.integer(Int(StoredOutcome.unknown))]
+            ).count
+            if orphaned > 0 {
+                logger.notice(
+                    "resend records of a previous run had no outcome: their resends will be forwarded again",
+                    metadata: ["records": "\(orphaned)"]
+                )
             }
             let horizons = ResendRecordHorizons()
             for row in try await connection.query(
@@ -398,8 +410,8 @@ public final class SQLiteBridgeStore: BridgeStore {
         }
     }
 
-    public func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome?> {
-        guard self.mayHoldLiveRecords(tenant: key.tenant) else { return eventLoop.makeSucceededFuture(nil) }
+    public func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<ResendClaim> {
+        guard self.mayHoldLiveRecords(tenant: key.tenant) else { return eventLoop.makeSucceededFuture(.new) }
         return eventLoop.makeFutureWithTask {
             let now = self.configuration.nowMilliseconds
             let row = try await self.lock.withLock {
@@ -414,20 +426,21 @@ public final class SQLiteBridgeStore: BridgeStore {
                     [.blob(key.storageHash), .integer(Int(now))]
                 ).first
             }
-            guard let row, let id = row.column("id")?.integer else { return nil }
+            guard let row, let id = row.column("id")?.integer else { return .new }
             var outcomeRow = row
             let expiresAt = Int64(row.column("expires_at")?.integer ?? 0)
-            // The record's outcome may still be on its way (the upstream has not answered the
-            // first send): wait for it, at most until the record expires.
+            // A pending record is this process's (records of a previous run were marked unknown
+            // at open): its outcome is on its way, bounded by the upstream's retry budget. Wait
+            // for it; should it not come before the record expires, forward again.
             while outcomeRow.column("outcome")?.isNull ?? true {
-                if self.configuration.nowMilliseconds > expiresAt { return .rejected(.processingError) }
+                if self.configuration.nowMilliseconds > expiresAt { return .outcomeUnknown }
                 try await Task.sleep(for: self.configuration.resendOutcomePollInterval)
                 guard let next = try await self.lock.withLock({
                     try await self.connection.query("SELECT outcome, outcome_value FROM resend_records WHERE id = ?", [.integer(id)]).first
-                }) else { return .rejected(.processingError) }
+                }) else { return .outcomeUnknown }
                 outcomeRow = next
             }
-            return StoredOutcome.decode(
+            return StoredOutcome.claim(
                 kind: Int64(outcomeRow.column("outcome")?.integer ?? -1),
                 value: Int64(outcomeRow.column("outcome_value")?.integer ?? 0)
             )

@@ -3,30 +3,35 @@ import Crypto
 import LegacyProtocol
 import NIOCore
 
-/// How a ``NotificationOutcome`` is kept in a database row: a kind and a value.
+/// How a resend record's ``NotificationOutcome`` is kept in a database row: a kind and a value.
+/// NULL: pending (the upstream has not answered yet).
 enum StoredOutcome {
     static let accepted: Int64 = 0
     static let unregistered: Int64 = 1
     static let rejected: Int64 = 2
-    static let dropped: Int64 = 3
+    /// The outcome can no longer arrive: the bridge gave up on the notification (`gaveUp`,
+    /// `dropped`), or the process that forwarded it stopped or crashed with it in flight. A
+    /// resend is forwarded again. (Schema 1 stored `dropped` as kind 3: read as unknown too.)
+    static let unknown: Int64 = 4
 
     static func encode(_ outcome: NotificationOutcome) -> (kind: Int64, value: Int64) {
         switch outcome {
         case .accepted: (Self.accepted, 0)
         case .unregistered(let timestamp): (Self.unregistered, Int64(timestamp))
         case .rejected(let status): (Self.rejected, Int64(status.rawValue))
-        case .dropped: (Self.dropped, 0)
+        case .gaveUp, .dropped: (Self.unknown, 0)
         }
     }
 
-    /// An unknown kind (a newer schema's) reads as status 1: never forward blindly.
-    static func decode(kind: Int64, value: Int64) -> NotificationOutcome {
+    /// What a claim of a row with this outcome answers. A kind this code does not know (a newer
+    /// schema's) reads as unknown: forwarding again is at-least-once, and a failure the upstream
+    /// did not give is never invented (CONTRACT §1.6).
+    static func claim(kind: Int64, value: Int64) -> ResendClaim {
         switch kind {
-        case Self.accepted: .accepted
-        case Self.unregistered: .unregistered(timestamp: UInt32(clamping: value))
-        case Self.rejected: .rejected(ErrorResponseStatus(rawValue: UInt8(clamping: value)))
-        case Self.dropped: .dropped
-        default: .rejected(.processingError)
+        case Self.accepted: .answered(.accepted)
+        case Self.unregistered: .answered(.unregistered(timestamp: UInt32(clamping: value)))
+        case Self.rejected: .answered(.rejected(ErrorResponseStatus(rawValue: UInt8(clamping: value))))
+        default: .outcomeUnknown
         }
     }
 }

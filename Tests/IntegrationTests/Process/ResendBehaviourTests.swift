@@ -257,6 +257,77 @@ struct ResendBehaviourTests {
         await restarted.terminate()
         await environment.close()
     }
+
+    @Test(
+        "A shutdown whose grace runs out with notifications in flight: the resends after it are forwarded at once, and none fails",
+        arguments: [ResendStyle.sameIdentifiers, .renumberedFrom0], Deployment.available.filter { $0 != .oneInstance }
+    )
+    func resendAfterShutdownWithWorkInFlight(style: ResendStyle, deployment: Deployment) async throws {
+        let environment = try await BridgeProcess.Environment.make()
+        let providers = 4
+        let perProvider = 100
+        // A short grace, and a resend window far longer than the test may take: a resend that
+        // waited for an outcome nobody can write any more would outlast `sendAndFinish`'s
+        // timeout, where before this fix it waited out the window and then failed with status 1.
+        let variables = ["APNS_BRIDGE_GATEWAY_SHUTDOWN_GRACE_SECONDS": "1", "APNS_BRIDGE_STORE_RESEND_WINDOW_SECONDS": "3600"]
+        let store = deployment == .twoInstances ? try await TestDatabases.postgresLocation() : "sqlite:\(environment.directory)/store.sqlite"
+        let first = try await BridgeProcess.start(environment, store: store, variables: variables, name: "first")
+        let second = deployment == .twoInstances ? try await BridgeProcess.start(environment, store: store, variables: variables, name: "second") : nil
+
+        // One answered notification first: a token connection opens more than one stream only
+        // after its first success.
+        let warmUp = FrameBuilder.token(0x5F_0000)
+        #expect(try await Self.sendAndFinish(Self.frame(position: 0, identifier: 1, token: warmUp), to: first, environment: environment).readableBytes == 0)
+        // Then APNs stops answering: everything the providers send stays in flight.
+        environment.mock.script.delayResponses(by: .hours(1))
+        func token(provider: Int, position: Int) -> ByteBuffer { FrameBuilder.token(0x60_0000 + provider * 1_000 + position) }
+        var clients: [LegacyTestClient] = []
+        for provider in 0..<providers {
+            let client = try await LegacyTestClient.connect(to: first.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+            var batch = ByteBuffer()
+            for position in 0..<perProvider {
+                batch.writeImmutableBuffer(Self.frame(position: position, identifier: UInt32(1 + position), token: token(provider: provider, position: position)))
+            }
+            try await client.send(batch)
+            clients.append(client)
+        }
+        #expect(await environment.mock.ledger.waitForReceived(1 + providers * perProvider), "every notification reached the upstream")
+        await first.terminate()
+        var named: [Int] = []
+        for client in clients {
+            var answer = try await client.bytesUntilClose(timeout: .seconds(60))
+            let read = answer.readErrorResponse()
+            let packet = try #require(read)
+            #expect(packet.status == .shutdown)
+            named.append(Int(packet.identifier.rawValue))
+        }
+
+        // The resend, as legacy clients make it: everything after the identifier named.
+        environment.mock.script.delayResponses(by: .zero)
+        let target: BridgeProcess
+        if let second {
+            target = second
+        } else {
+            target = try await BridgeProcess.start(environment, store: store, variables: variables, name: "restarted")
+        }
+        for provider in 0..<providers {
+            let rest = Array(named[provider]..<perProvider)
+            let resent = Self.resend(rest, style: style) { token(provider: provider, position: $0) }
+            let answer = try await Self.sendAndFinish(resent, to: target, environment: environment)
+            #expect(answer.readableBytes == 0, "provider \(provider): no error-response, so no 08 01 that APNs did not cause")
+        }
+        let seen = Self.deliveries(environment.mock)
+        for provider in 0..<providers {
+            let missing = (0..<perProvider).filter { seen[Self.hex(token(provider: provider, position: $0))] == nil }
+            #expect(missing.isEmpty, "provider \(provider): \(missing.count) never delivered")
+        }
+        let metrics = try await ServeProcessTests.get(try #require(target.adminPort), "/metrics").body
+        let forwardedAgain = metrics.split(separator: "\n").first { $0.hasPrefix("apns_bridge_resends_forwarded_again_total ") }
+        #expect(forwardedAgain == "apns_bridge_resends_forwarded_again_total \(providers * perProvider)", "each resend matched a record whose outcome was unknown")
+
+        await target.terminate()
+        await environment.close()
+    }
 }
 
 /// A value set by one task and read by another after it.

@@ -110,7 +110,7 @@ struct UpstreamBasicsTests {
         harness.mock.script.fail(1_000, status: 429, reason: .tooManyRequests, token: FrameBuilder.token(1).hexDump(format: .compact))
         harness.mock.script.fail(1_000, status: 503, reason: .serviceUnavailable, token: FrameBuilder.token(2).hexDump(format: .compact))
         #expect(try await harness.send(UpstreamHarness.notification(1)) == .dropped)
-        #expect(try await harness.send(UpstreamHarness.notification(2)) == .rejected(.processingError))
+        #expect(try await harness.send(UpstreamHarness.notification(2)) == .gaveUp(.processingError))
         #expect(harness.mock.ledger.accepted.isEmpty)
     }
 
@@ -120,7 +120,7 @@ struct UpstreamBasicsTests {
         defer { Task { await harness.stop() } }
         harness.mock.script.fail(5, status: 503, reason: .serviceUnavailable)
         let expired = UInt32(Date().timeIntervalSince1970) - 1
-        #expect(try await harness.send(UpstreamHarness.notification(1, expiration: expired)) == .rejected(.processingError))
+        #expect(try await harness.send(UpstreamHarness.notification(1, expiration: expired)) == .gaveUp(.processingError))
         #expect(harness.mock.ledger.records.count == 1)
     }
 }

@@ -128,7 +128,7 @@ struct UpstreamFaultTests {
         harness.mock.script.delayResponses(by: .seconds(150))
         let outcomes = try await sendMany(harness, count: 3, concurrency: 3)
         #expect(outcomes.count == 3)
-        #expect(outcomes.values.allSatisfy { $0 == .rejected(.processingError) })
+        #expect(outcomes.values.allSatisfy { $0 == .gaveUp(.processingError) })
         #expect(harness.mock.ledger.counters.answered == 0, "nothing was answered: the budget, not an answer, ended the wait")
         #expect(harness.mock.ledger.counters.pingsReceived > 0, "the connection stayed healthy by its PINGs")
         #expect(harness.counter("apns_bridge_upstream_retries_total") >= 3, "each notification was tried again after its first stream was reset")
