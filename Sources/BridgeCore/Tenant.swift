@@ -69,4 +69,28 @@ public struct Tenant: Hashable, Sendable, CustomStringConvertible {
     public var description: String {
         "\(self.name) (\(self.environment.rawValue))"
     }
+
+    /// Whether `topic` is an APNs topic: a bundle id with an optional push-type suffix, dot-separated
+    /// non-empty labels of ASCII letters, digits, hyphens (and underscores, which some old App IDs
+    /// have), at most 255 bytes. Every topic that becomes an `apns-topic` header is checked where
+    /// it enters (configuration, the TLS handshake): a value that breaks the header (a CR/LF
+    /// smuggled into a certificate's `UID=`) would make APNs close a connection other tenants use.
+    public static func isValidTopic(_ topic: String) -> Bool {
+        let utf8 = topic.utf8
+        guard !utf8.isEmpty, utf8.count <= 255 else { return false }
+        var previous: UInt8 = UInt8(ascii: ".")
+        for byte in utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "_"):
+                break
+            case UInt8(ascii: "."):
+                if previous == UInt8(ascii: ".") { return false }  // an empty label
+            default:
+                return false
+            }
+            previous = byte
+        }
+        return previous != UInt8(ascii: ".")
+    }
 }

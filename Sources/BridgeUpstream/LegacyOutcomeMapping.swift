@@ -46,6 +46,18 @@ public enum LegacyOutcomeMapping: Hashable, Sendable {
             case .retryBudgetExhausted:
                 // After a 429, a later attempt that went unanswered still counts as throttled.
                 self = lastResponse?.status == 429 ? .gaveUp(.dropped) : .gaveUp(.gaveUp(.processingError))
+            case .malformedHeader(let name):
+                // Never sent (CONTRACT §1.7 as APNs would answer it): a topic is the tenant's,
+                // so the operator's problem (3); a channel id stands for the token (8); anything
+                // else the bridge built itself (255).
+                switch name {
+                case "apns-topic": self = .topicFailure
+                case "apns-channel-id": self = .outcome(.rejected(.invalidToken))
+                default: self = .bridgeBug
+                }
+            case .refusedByServer:
+                // A stream reset with PROTOCOL_ERROR: the server calls the request malformed.
+                self = .bridgeBug
             }
         }
     }

@@ -187,6 +187,13 @@ public final class APNsClient: Sendable {
     /// pool has room), or on `eventLoop` when no connection did. No future is made: for callers
     /// that have their own.
     public func send(_ request: APNsRequest, on eventLoop: any EventLoop, completion: @escaping @Sendable (APNsSendResult) -> Void) {
+        if let name = request.unsendableHeader {
+            // Never on the wire: a peer would refuse it with PROTOCOL_ERROR, possibly closing a
+            // connection other requests' streams use. It fails alone, at once.
+            self.logger.error("a request has a header value HTTP/2 cannot carry; not sent", metadata: ["header": "\(name)", "apns-id": "\(request.apnsID)"])
+            completion(.unanswered(APNsSendFailure(kind: .malformedHeader(name: name), detail: "\(name) has a control character or surrounding white space"), lastResponse: nil))
+            return
+        }
         let machine = RequestRetryStateMachine(policy: self.configuration.retryPolicy, startedAt: .now(), expiration: request.expiration)
         self.attempt(Attempt(request: request, machine: machine), freshToken: false, on: eventLoop, completion: completion)
     }

@@ -137,7 +137,7 @@ struct ConfigurationTests {
         #expect(error.description.contains(SettingsReader.environmentVariable(for: expectedKey)))
     }
 
-    @Test("Tenants are cross-checked: unknown credentials, a tenant matching nothing, a shared UID")
+    @Test("Tenants are cross-checked: unknown credentials, a tenant matching nothing, a shared UID, a topic that is not a bundle id")
     func tenantErrors() async throws {
         let files = try Files()
         defer { files.remove() }
@@ -147,6 +147,8 @@ struct ConfigurationTests {
             (["tenants": "a,b", "tenant.a.uid": "com.a", "tenant.b.uid": "com.a"], "tenant.b.uid"),
             (["tenants": "a b"], "tenants"),
             (["credentials": "main,extra"], "credential.extra.keyFile"),
+            (["tenants": "a", "tenant.a.uid": "com.a", "tenant.a.topic": "com.a\r\napns-priority: 5"], "tenant.a.topic"),
+            (["tenants": "a", "tenant.a.uid": "com.a", "tenant.a.topic": "com a"], "tenant.a.topic"),
         ]
         for (extra, expectedKey) in cases {
             let reader = try await SettingsReader(flags: files.basics.merging(extra) { $1 }, environment: [:], file: nil)

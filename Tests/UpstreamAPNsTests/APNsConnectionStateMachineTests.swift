@@ -187,6 +187,17 @@ struct APNsConnectionStateMachineTests {
         #expect(machine.phase == .active)
     }
 
+    @Test("A reset with PROTOCOL_ERROR blames the request: it fails as refused, and the connection stays")
+    func protocolErrorReset() throws {
+        var machine = Self.machine()
+        _ = machine.settingsReceived(maximumConcurrentStreams: nil)
+        let streamWritten = Self.write(&machine, 1)
+        let stream = try #require(streamWritten)
+        let completion = machine.streamClosed(stream, reason: .protocolError, now: Self.start)
+        #expect({ if case .failure(let failure) = completion?.result { failure.kind == .refused } else { false } }())
+        #expect(machine.phase == .active)
+    }
+
     @Test("Stream ids nearly used up: the last one is written, then the connection drains and hands over")
     func streamIDsRunOut() throws {
         var configuration = Machine.Configuration()

@@ -75,6 +75,18 @@ struct RequestRetryStateMachineTests {
         #expect(refused.machine.attempts == 1)
     }
 
+    @Test("A stream the server reset with PROTOCOL_ERROR is not tried again, on any connection")
+    func refusedRequestIsNotRetried() {
+        var driver = Driver()
+        let result = Self.finished(driver.fail(.refused("stream reset (PROTOCOL_ERROR)")))
+        guard case .unanswered(let failure, nil)? = result else {
+            Issue.record("expected an unanswered result, got \(String(describing: result))")
+            return
+        }
+        #expect(failure.kind == .refusedByServer)
+        #expect(driver.machine.attempts == 1)
+    }
+
     @Test("429 and 5xx are retried with a doubling backoff in the upper half of each step, capped")
     func backoffDoublesWithJitter() {
         var driver = Driver(budget: .seconds(3600))

@@ -139,6 +139,12 @@ public struct BridgeSettings: Sendable {
                 credentials: settings.string(prefix + "credentials"),
                 channels: try Self.loadChannels(tenant: name, settings)
             )
+            if let topic = rule.topic, !Tenant.isValidTopic(topic) {
+                throw ConfigurationError(
+                    key: prefix + "topic",
+                    "\(String(reflecting: topic)) is not an APNs topic (a bundle id: letters, digits, hyphens and dots, with an optional push-type suffix)"
+                )
+            }
             guard rule.userID != nil || !rule.fingerprints.isEmpty else {
                 throw ConfigurationError(key: prefix + "uid", "tenant \(name) matches no certificate: give its uid or fingerprints")
             }

@@ -43,6 +43,7 @@ public struct CertificateSubjectTenantResolver: TenantResolver {
                 }
             }
         }
+        if let userID, !Tenant.isValidTopic(userID) { return nil }  // it would become the apns-topic
         guard let name = userID ?? commonName else { return nil }
         return Tenant(name: name, topic: userID, environment: self.environment)
     }

@@ -1,3 +1,4 @@
+import BridgeCore
 import Foundation
 import Logging
 import NIOCore
@@ -94,6 +95,9 @@ struct ClientCertificateVerifier: Sendable {
             }
         }
         guard self.tenantResolver.tenant(for: leaf) != nil else {
+            if let userID = provider.userID, !Tenant.isValidTopic(userID) {
+                return .refused("its UID= is not a valid bundle id and would become the apns-topic: \(subject)")
+            }
             return .refused("no tenant matches: \(subject)")
         }
         return .trusted

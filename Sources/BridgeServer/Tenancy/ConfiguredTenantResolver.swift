@@ -49,7 +49,9 @@ public struct TenantRule: Hashable, Sendable {
 /// the rule's, else the one the certificate's markers name (only `…6.3.1` → sandbox, only
 /// `…6.3.2` → production), else ``defaultEnvironment``. A certificate that matches no rule is a
 /// tenant of its own, named by its `UID=`, only while ``acceptsUnlistedCertificates`` is on
-/// (the default when no tenant is configured); otherwise it is refused.
+/// (the default when no tenant is configured); otherwise it is refused. A tenant whose topic
+/// would come from a `UID=` that is not a valid topic (``Tenant/isValidTopic(_:)``) is refused:
+/// that value would become the `apns-topic` of requests on connections other tenants share.
 public struct ConfiguredTenantResolver: TenantResolver {
     public var rules: [TenantRule]
     public var defaultEnvironment: APNsEnvironment
@@ -76,6 +78,7 @@ public struct ConfiguredTenantResolver: TenantResolver {
             self.rules.first { $0.fingerprints.contains(certificate.fingerprint) }
             ?? certificate.userID.flatMap { userID in self.rules.first { $0.userID == userID } }
         if let rule {
+            if rule.topic == nil, let userID = certificate.userID, !Tenant.isValidTopic(userID) { return nil }
             return Tenant(
                 name: rule.name,
                 topic: rule.topic ?? certificate.userID,
@@ -85,7 +88,7 @@ public struct ConfiguredTenantResolver: TenantResolver {
                 channels: rule.channels
             )
         }
-        guard self.acceptsUnlistedCertificates, let userID = certificate.userID else { return nil }
+        guard self.acceptsUnlistedCertificates, let userID = certificate.userID, Tenant.isValidTopic(userID) else { return nil }
         return Tenant(
             name: userID,
             topic: userID,

@@ -206,6 +206,8 @@ public struct APNsConnectionStateMachine<Request> {
         } else if reason == .refusedStream {
             failure = .unprocessed("REFUSED_STREAM")
             self.noteRefusedStream(now: now)
+        } else if reason == .protocolError {
+            failure = .refused("stream reset (PROTOCOL_ERROR)")
         } else {
             failure = .interrupted("stream reset (\(reason))")
         }

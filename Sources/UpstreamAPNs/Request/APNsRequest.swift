@@ -119,6 +119,39 @@ public struct APNsRequest: Sendable {
         )
     }
 
+    /// The first header whose value HTTP/2 cannot carry, if any: a control character (NUL, CR,
+    /// LF and the rest of C0 but HTAB, and DEL, which servers such as nghttp2 refuse too) or
+    /// leading or trailing white space (RFC 9113 §8.2.1). Checks what comes from outside the
+    /// client's own making: the topic, the channel id, the request id and a path that names an
+    /// app (a device path is hex the client wrote).
+    public var unsendableHeader: String? {
+        if let topic = self.topic, !Self.isSendableFieldValue(topic) { return "apns-topic" }
+        if !Self.isSendableFieldValue(self.apnsID) {
+            if case .device = self.kind { return "apns-id" }
+            return "apns-request-id"
+        }
+        switch self.kind {
+        case .device:
+            return nil
+        case .broadcast(let channelID), .channelManagement(_, .some(let channelID)):
+            if !Self.isSendableFieldValue(channelID) { return "apns-channel-id" }
+        case .channelManagement(_, .none):
+            break
+        }
+        return Self.isSendableFieldValue(self.path) ? nil : ":path"
+    }
+
+    /// Whether an HTTP/2 field value can hold `value` (see ``unsendableHeader``).
+    public static func isSendableFieldValue(_ value: String) -> Bool {
+        let utf8 = value.utf8
+        if let first = utf8.first, first == 0x20 || first == 0x09 { return false }
+        if let last = utf8.last, last == 0x20 || last == 0x09 { return false }
+        for byte in utf8 where (byte < 0x20 && byte != 0x09) || byte == 0x7F {
+            return false
+        }
+        return true
+    }
+
     /// `/3/device/<lowercase hex token>`, in one allocation.
     public static func devicePath(_ token: ByteBuffer) -> String {
         let prefix: StaticString = "/3/device/"

@@ -49,6 +49,9 @@ public struct APNsStreamFailure: Error, Hashable, Sendable, CustomStringConverti
         /// The stream was reset or the connection lost after the request was written: APNs may or
         /// may not have processed it.
         case interrupted
+        /// The server reset this stream with `PROTOCOL_ERROR`: it refuses the request itself
+        /// (a malformed header, say), so sending it again, on any connection, fails the same way.
+        case refused
     }
 
     public var kind: Kind
@@ -60,6 +63,10 @@ public struct APNsStreamFailure: Error, Hashable, Sendable, CustomStringConverti
 
     public static func interrupted(_ detail: String) -> APNsStreamFailure {
         APNsStreamFailure(kind: .interrupted, detail: detail)
+    }
+
+    public static func refused(_ detail: String) -> APNsStreamFailure {
+        APNsStreamFailure(kind: .refused, detail: detail)
     }
 
     public var description: String { "\(self.kind): \(self.detail)" }
@@ -92,6 +99,12 @@ public struct APNsSendFailure: Error, Hashable, Sendable, CustomStringConvertibl
         case retryBudgetExhausted
         /// A provider token could not be signed: the request was never sent.
         case cannotSignProviderToken
+        /// A header value of the request cannot be sent in HTTP/2 (a control character, or
+        /// leading or trailing white space, RFC 9113 §8.2.1): the request was never sent, so it
+        /// can neither fail other requests' streams nor close their connection.
+        case malformedHeader(name: String)
+        /// The server reset the request's stream with `PROTOCOL_ERROR`: not retried.
+        case refusedByServer
     }
 
     public var kind: Kind

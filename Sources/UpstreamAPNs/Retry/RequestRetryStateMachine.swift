@@ -125,6 +125,11 @@ public struct RequestRetryStateMachine: Sendable {
         unixTime: Double,
         using random: inout some RandomNumberGenerator
     ) -> Action {
+        if failure.kind == .refused {
+            // The server blames the request itself: another attempt, here or on another
+            // connection, would fail the same way (and might cost that connection).
+            return self.finish(.unanswered(APNsSendFailure(kind: .refusedByServer, detail: "\(failure)"), lastResponse: self.lastResponse))
+        }
         let immediate = failure.kind == .unprocessed && self.immediateRetriesUsed < self.policy.immediateRetries
         let delay = immediate ? .zero : self.backoff(using: &random)
         guard self.mayRetry(after: delay, now: now, unixTime: unixTime) else {
