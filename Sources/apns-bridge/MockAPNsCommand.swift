@@ -1,4 +1,5 @@
 import ArgumentParser
+import BridgeApp
 import BridgeCore
 import BridgeTestSupport
 import Crypto
@@ -54,6 +55,8 @@ struct MockAPNsCommand: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel: String = "info"
 
     func run() async throws {
+        // Its log carries what clients send (topics, reasons): escaped, one line per event.
+        LoggingSystem.bootstrap { TextLogHandler(label: $0, logLevel: .info) }
         var logger = Logger(label: "apns-bridge.mock-apns")
         guard let level = Logger.Level(rawValue: self.logLevel) else { throw ValidationError("--log-level: unknown level \(self.logLevel)") }
         logger.logLevel = level

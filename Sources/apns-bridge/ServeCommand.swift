@@ -32,9 +32,7 @@ struct ServeCommand: AsyncParsableCommand {
         LoggingSystem.bootstrap { label in
             switch settings.logFormat {
             case .text:
-                var handler = StreamLogHandler.standardError(label: label)
-                handler.logLevel = .trace
-                return LiveLevelLogHandler(wrapping: handler, level: level)
+                return LiveLevelLogHandler(wrapping: TextLogHandler(label: label, logLevel: .trace), level: level)
             case .json:
                 return LiveLevelLogHandler(wrapping: JSONLogHandler(label: label, logLevel: .trace), level: level)
             }

@@ -4,7 +4,8 @@ import Synchronization
 
 /// How `serve` writes its log to standard error.
 public enum LogFormat: String, Sendable, CaseIterable {
-    /// swift-log's `StreamLogHandler`: one human-readable line per event.
+    /// One human-readable line per event, in the layout of swift-log's `StreamLogHandler`, with
+    /// control characters in logged values escaped (``TextLogHandler``).
     case text
     /// One JSON object per line (JSON Lines), for log shippers: `timestamp` (ISO 8601, UTC,
     /// milliseconds), `level`, `label`, `message`, `metadata` (an object of strings), `source`.
@@ -55,7 +56,7 @@ public struct JSONLogHandler: LogHandler {
     }
 
     /// One event as a JSON object on one line.
-    static func line(timestamp: Date, level: Logger.Level, label: String, message: String, metadata: Logger.Metadata, source: String) -> String {
+    public static func line(timestamp: Date, level: Logger.Level, label: String, message: String, metadata: Logger.Metadata, source: String) -> String {
         var object: [String: Any] = [
             "timestamp": Self.timestamp(timestamp),
             "level": level.rawValue,
@@ -66,11 +67,27 @@ public struct JSONLogHandler: LogHandler {
         if !metadata.isEmpty {
             object["metadata"] = metadata.mapValues { "\($0)" }
         }
-        // JSONSerialization escapes every control character, so a value can never break the line.
+        // JSONSerialization escapes the C0 control characters, so a value can never break the
+        // line; DEL, the C1 controls and the Unicode line separators, which JSON allows as they
+        // are but some log viewers take for line breaks, are escaped here.
         guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {
             return #"{"level":"error","message":"a log line could not be encoded"}"#
         }
-        return String(decoding: data, as: UTF8.self)
+        let line = String(decoding: data, as: UTF8.self)
+        guard line.unicodeScalars.contains(where: Self.mayPassForLineBreak) else { return line }
+        var escaped = ""
+        for scalar in line.unicodeScalars {
+            if Self.mayPassForLineBreak(scalar) {
+                escaped += String(format: "\\u%04X", scalar.value)
+            } else {
+                escaped.unicodeScalars.append(scalar)
+            }
+        }
+        return escaped
+    }
+
+    private static func mayPassForLineBreak(_ scalar: Unicode.Scalar) -> Bool {
+        (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029
     }
 
     private static func timestamp(_ date: Date) -> String {

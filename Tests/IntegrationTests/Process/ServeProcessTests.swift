@@ -293,6 +293,23 @@ struct ServeProcessTests {
     }
 }
 
+extension ServeProcessTests {
+    @Test("A certificate subject with a newline cannot write a forged line into the text log")
+    func logLinesCannotBeForged() async throws {
+        let environment = try await BridgeProcess.Environment.make()
+        defer { Task { await environment.close() } }
+        let bridge = try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")
+        let forged = "critical apns-bridge: [BridgeApp] forged entry"
+        let identity = try environment.pki.providerIdentity(bundleID: "com.example.app\n2026-11-25T00:00:00+0000 \(forged)")
+        let client = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: identity, trusting: environment.pki.caCertificate)
+        _ = try? await client.bytesUntilClose(timeout: .seconds(10))
+        await bridge.terminate()
+        let lines = bridge.log.split(separator: "\n")
+        #expect(lines.contains { $0.contains("refusing a client certificate") && $0.contains(forged) }, "the subject was logged, on the refusal's own line")
+        #expect(!lines.contains { $0.hasPrefix("2026-11-25T00:00:00+0000") }, "no line starts where the subject's newline was")
+    }
+}
+
 /// The Prometheus text exposition format, read strictly enough to fail on malformed lines.
 struct PrometheusText {
     var samples: [String: Double] = [:]
