@@ -78,6 +78,13 @@ public final class BridgeRuntime: Sendable {
         } catch {
             throw ConfigurationError(key: "credentials", "cannot open the upstream credentials: \(error)")
         }
+        // Every listen address can be bound: checked before the store is opened or anything is
+        // up, so a port in use leaves nothing half-started.
+        try ListenAddressProbe.check("gateway.listen", host: settings.gateway.host, port: settings.gateway.port)
+        try ListenAddressProbe.check("feedback.listen", host: settings.feedback.host, port: settings.feedback.port)
+        if let admin = settings.admin {
+            try ListenAddressProbe.check("admin.listen", host: admin.host, port: admin.port)
+        }
         let store: any BridgeStore
         do {
             store = try await BridgeStoreLocation.open(settings.storeLocation, configuration: settings.store, logger: logger)

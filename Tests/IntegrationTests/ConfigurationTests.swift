@@ -265,6 +265,12 @@ struct ConfigurationFailsEarlyTests {
         flags["store.url"] = "postgres://"
         #expect(try await Self.loadError(flags).key == "store.url")
 
+        // A special file system where nothing can be created, even by root; a device.
+        flags["store.url"] = "sqlite:/proc/apns-bridge.sqlite"
+        #expect(try await Self.loadError(flags).description.contains("cannot create files"))
+        flags["store.url"] = "sqlite:/dev/null"
+        #expect(try await Self.loadError(flags).description.contains("not a regular file"))
+
         // An empty file (as `touch` leaves it) and a new path are fine.
         let empty = files.directory + "/empty.sqlite"
         _ = FileManager.default.createFile(atPath: empty, contents: nil)
@@ -306,6 +312,29 @@ struct UnknownKeyTests {
         let error = try #require(throws: ConfigurationError.self) { try BridgeSettings.load(from: reader) }
         #expect(error.key == key)
         #expect(error.description.contains("did you mean \(nearest)?"))
+    }
+
+    @Test("A value of the wrong shape in the file is refused naming its key: a list for a single value, a mapping for a list")
+    func wrongShapes() async throws {
+        let files = try Files()
+        defer { files.remove() }
+        let cases: [(String, String)] = [
+            ("tenants: [a]\ntenant:\n  a:\n    uid: com.a\n    topic: [com.a, com.b]\n", "tenant.a.topic"),
+            ("tenants: [a]\ntenant:\n  a:\n    uid: [com.a, com.b]\n", "tenant.a.uid"),
+            ("log:\n  level: [info, debug]\n", "log.level"),
+            ("tenants:\n  a: 1\n", "tenants"),
+        ]
+        for (yaml, key) in cases {
+            let path = files.directory + "/shape.yaml"
+            try yaml.write(toFile: path, atomically: true, encoding: .utf8)
+            let reader = try await SettingsReader(flags: files.basics, environment: [:], file: path)
+            let error = try #require(throws: ConfigurationError.self) { try BridgeSettings.load(from: reader) }
+            #expect(error.key == key, "\(yaml)")
+            #expect(error.message.contains("where"), "\(error)")
+        }
+        // A single value where a list belongs is a list of one.
+        try "tenants: a\ntenant:\n  a:\n    uid: com.a\n".write(toFile: files.directory + "/one.yaml", atomically: true, encoding: .utf8)
+        _ = try BridgeSettings.load(from: try await SettingsReader(flags: files.basics, environment: [:], file: files.directory + "/one.yaml"))
     }
 
     @Test("A misspelt --set key, and a tenant not listed in tenants, are refused")

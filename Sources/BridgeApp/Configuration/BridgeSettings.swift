@@ -67,6 +67,18 @@ public struct BridgeSettings: Sendable {
     /// Reads, checks and resolves the settings; a ``ConfigurationError`` names the first key
     /// that cannot be used.
     public static func load(from settings: SettingsReader) throws -> BridgeSettings {
+        do {
+            let loaded = try Self.read(settings)
+            // A value of the wrong shape read as unset: refused rather than defaulted.
+            if let wrongShape = settings.wrongShape { throw wrongShape }
+            return loaded
+        } catch let error as ConfigurationError {
+            // It may be what caused this error (a tenant's uid given as a list, say): name it.
+            throw settings.wrongShape ?? error
+        }
+    }
+
+    private static func read(_ settings: SettingsReader) throws -> BridgeSettings {
         try Self.rejectUnknownKeys(settings)
         let logLevel = try settings.choice(
             "log.level",
@@ -487,11 +499,23 @@ public struct BridgeSettings: Sendable {
             guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
                 throw ConfigurationError(key: "store.url", "the folder \(directory) of \(path) does not exist")
             }
-            guard FileManager.default.isWritableFile(atPath: directory) else {
-                throw ConfigurationError(key: "store.url", "the folder \(directory) of \(path) is not writable (SQLite writes its journal beside the file)")
+            // SQLite writes its journal beside the file: a file must be creatable there. Asking
+            // for write permission is not enough (root may write to /proc, where nothing can be
+            // created), so a probe file is created and removed at once.
+            let probe = (directory as NSString).appendingPathComponent(".apns-bridge-check-\(UUID().uuidString)")
+            guard FileManager.default.createFile(atPath: probe, contents: nil) else {
+                throw ConfigurationError(
+                    key: "store.url",
+                    "cannot create files in the folder \(directory) of \(path) (not writable, or a read-only or special file system); SQLite writes its journal beside the file"
+                )
             }
+            try? FileManager.default.removeItem(atPath: probe)
             if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
                 guard !isDirectory.boolValue else { throw ConfigurationError(key: "store.url", "\(path) is a folder, not a database file") }
+                let type = (try? FileManager.default.attributesOfItem(atPath: (path as NSString).resolvingSymlinksInPath))?[.type] as? FileAttributeType
+                guard type == .typeRegular else {
+                    throw ConfigurationError(key: "store.url", "\(path) is not a regular file (a device, a pipe or a socket cannot hold the database)")
+                }
                 guard let handle = FileHandle(forReadingAtPath: path) else {
                     throw ConfigurationError(key: "store.url", "cannot read \(path)")
                 }

@@ -36,6 +36,11 @@ public struct SettingsReader: Sendable {
     private let setKeys: [String]
     /// Every key the settings asked for so far.
     private let requested = RequestedKeys()
+    /// What each key of the file holds (a single value, a list, or a mapping of further keys),
+    /// to refuse a value of the wrong shape instead of reading it as unset.
+    private let fileShapes: [String: YAMLShape]
+    /// Keys read so far whose file value had the wrong shape.
+    private let wrongShapes = WrongShapes()
 
     /// - Parameters:
     ///   - flags: values given on the command line, by key.
@@ -50,19 +55,67 @@ public struct SettingsReader: Sendable {
             EnvironmentVariablesProvider(environmentVariables: environment).prefixKeys(with: ConfigKey(["apnsBridge"])),
         ]
         var setKeys = Array(flags.keys)
+        var fileShapes: [String: YAMLShape] = [:]
         if let file {
             guard FileManager.default.isReadableFile(atPath: file) else {
                 throw ConfigurationError(key: "--config", "cannot read \(file)")
             }
             do {
                 providers.append(try await FileProvider<YAMLSnapshot>(filePath: .init(file)))
-                setKeys += try Self.keys(ofYAML: try String(contentsOfFile: file, encoding: .utf8))
+                let text = try String(contentsOfFile: file, encoding: .utf8)
+                setKeys += try Self.keys(ofYAML: text)
+                fileShapes = try Self.shapes(ofYAML: text)
             } catch {
                 throw ConfigurationError(key: "--config", "\(file) is not a valid configuration file: \(error)")
             }
         }
         self.reader = ConfigReader(providers: providers)
         self.setKeys = setKeys
+        self.fileShapes = fileShapes
+    }
+
+    /// What a YAML node holds.
+    enum YAMLShape: String {
+        case scalar = "a single value"
+        case sequence = "a list"
+        case mapping = "a mapping of keys"
+    }
+
+    /// The shape of every node of a YAML document by its dotted key.
+    static func shapes(ofYAML text: String) throws -> [String: YAMLShape] {
+        func walk(_ node: Node, _ path: [String], into shapes: inout [String: YAMLShape]) {
+            let key = path.joined(separator: ".")
+            switch node {
+            case .mapping(let mapping):
+                if !path.isEmpty { shapes[key] = .mapping }
+                for (child, value) in mapping {
+                    walk(value, path + [child.string ?? "\(child)"], into: &shapes)
+                }
+            case .sequence:
+                shapes[key] = .sequence
+            default:
+                shapes[key] = .scalar
+            }
+        }
+        var shapes: [String: YAMLShape] = [:]
+        if let root = try Yams.compose(yaml: text) {
+            walk(root, [], into: &shapes)
+        }
+        return shapes
+    }
+
+    /// The first key read so far whose value in the file has a shape its reading cannot take (a
+    /// list where one value belongs, a mapping where a list does): such a value would otherwise
+    /// read as unset and the default would apply without a word.
+    public var wrongShape: ConfigurationError? {
+        self.wrongShapes.first
+    }
+
+    /// Records `key` as wrongly shaped if the file holds something other than `expected` there.
+    private func checkShape(_ key: String, allowed: Set<YAMLShape>) {
+        guard let found = self.fileShapes[key], !allowed.contains(found) else { return }
+        let expected = allowed.contains(.sequence) ? "a list (or one value)" : "a single value"
+        self.wrongShapes.append(ConfigurationError(key: key, "the file gives \(found.rawValue) where \(expected) belongs"))
     }
 
     /// The dotted keys a YAML document sets: the paths to its leaves through nested mappings
@@ -165,6 +218,7 @@ public struct SettingsReader: Sendable {
     public func string(_ key: String, secret: Bool = false) -> String? {
         guard let value = self.reader.string(forKey: Self.configKey(key), isSecret: secret) else {
             self.requested.insert(key, value: nil)
+            self.checkShape(key, allowed: [.scalar])
             return nil
         }
         let trimmed = value.trimmingCharacters(in: .whitespaces)
@@ -185,8 +239,14 @@ public struct SettingsReader: Sendable {
             self.requested.insert(key, value: values.joined(separator: ","))
             return values
         }
-        guard let text = self.string(key) else { return [] }
-        return text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard let text = self.reader.string(forKey: components) else {
+            self.requested.insert(key, value: nil)
+            self.checkShape(key, allowed: [.scalar, .sequence])
+            return []
+        }
+        let values = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        self.requested.insert(key, value: values.isEmpty ? nil : values.joined(separator: ","))
+        return values
     }
 
     public func int(_ key: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
@@ -271,6 +331,19 @@ public struct SettingsReader: Sendable {
 
     private static func configKey(_ key: String) -> ConfigKey {
         ConfigKey(key.split(separator: ".").map(String.init))
+    }
+}
+
+/// Keys whose value had the wrong shape, in the order they were read.
+private final class WrongShapes: Sendable {
+    private let storage = Mutex([ConfigurationError]())
+
+    func append(_ error: ConfigurationError) {
+        self.storage.withLock { $0.append(error) }
+    }
+
+    var first: ConfigurationError? {
+        self.storage.withLock { $0.first }
     }
 }
 

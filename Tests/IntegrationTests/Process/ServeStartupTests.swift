@@ -50,7 +50,7 @@ struct ServeStartupTests {
         )
     }
 
-    @Test("A port in use: exit 78 naming the key and the address")
+    @Test("A port in use: exit 78 naming the key and the address, before the store is created or any listener is up")
     func portInUse() async throws {
         let environment = try await BridgeProcess.Environment.make()
         defer { Task { await environment.close() } }
@@ -65,6 +65,8 @@ struct ServeStartupTests {
         #expect(status == 78)
         #expect(stderr.contains("feedback.listen"))
         #expect(stderr.contains("127.0.0.1:\(port)"))
+        #expect(!FileManager.default.fileExists(atPath: "\(environment.directory)/store.sqlite"), "the store was never opened")
+        #expect(!stderr.contains("store opened") && !stderr.contains("gateway listening"), "nothing was started: \(stderr)")
     }
 
     @Test("A key that is not the certificate's, a store that is not a database: exit 78, the key named, no database created")
