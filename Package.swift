@@ -170,11 +170,15 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // glibc's allocator statistics and malloc_trim, which the Glibc module does not export
+        // (no library beyond the C library itself).
+        .target(name: "CMallocStatistics"),
         // The assembled product: configuration (file, environment, flags), tenants and
         // credentials, the services under one ServiceGroup, the admin port with metrics.
         .target(
             name: "BridgeApp",
             dependencies: [
+                "CMallocStatistics",
                 "LegacyProtocol",
                 "BridgeCore",
                 "BridgeServer",

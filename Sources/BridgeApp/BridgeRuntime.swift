@@ -230,6 +230,8 @@ public final class BridgeRuntime: Sendable {
                 }
             },
         ]
+        let reclaimer = MemoryReclaimer(logger: self.logger)
+        services.append(PeriodicJob(name: "memory reclaimer", every: MemoryReclaimer.interval, runsAtStart: true, logger: self.logger) { reclaimer.reclaimIfWorthwhile() })
         if let statusPage = self.statusPage {
             services.append(PeriodicJob(name: "status page sample", every: .seconds(5), runsAtStart: true, logger: self.logger) { statusPage.sample() })
         }

@@ -19,8 +19,12 @@ struct IdleRun: AsyncParsableCommand {
     @Option(help: "A label copied into the result.")
     var label = ""
 
+    @Option(help: "Seconds to wait after the connections closed before the bridge's memory is read again.")
+    var settleSeconds = 40
+
     func run() async throws {
         guard self.connections > 0, self.connections <= 30_000 else { throw ValidationError("--connections 1…30,000") }
+        guard (0...600).contains(self.settleSeconds) else { throw ValidationError("--settle-seconds 0…600") }
         let limit = raiseOpenFileLimit()
         guard limit > self.connections + 200 else {
             throw LoadToolError("the open-file limit is \(limit): raise it (ulimit -n) above \(self.connections + 200)")
@@ -46,12 +50,30 @@ struct IdleRun: AsyncParsableCommand {
         let after = bridge.stats.residentKilobytes
         let perConnection = Double(after - before) / Double(self.connections)
         progress("bridge RSS \(after) KB with \(open) connections open")
+        // After the burst: the connections close (the warm one stays), and what the bridge gives
+        // back is read once it has had time to (its memory trim runs every 30 s at most).
         await load.closeAll()
+        let closeDeadline = ContinuousClock.now + .seconds(60)
+        while try await bridge.metric("apns_bridge_legacy_connections", labels: "listener=\"gateway\"") > 1, ContinuousClock.now < closeDeadline {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        progress("connections closed; waiting \(self.settleSeconds) s…")
+        try await Task.sleep(for: .seconds(self.settleSeconds))
+        let afterClose = bridge.stats.residentKilobytes
+        // Where what is still resident lies (read by the bridge every 30 s; 0 in a bridge that
+        // does not export them).
+        let allocatorFree = (try? await bridge.metric("apns_bridge_allocator_free_bytes")) ?? 0
+        let allocatorInUse = (try? await bridge.metric("apns_bridge_allocator_in_use_bytes")) ?? 0
+        let trims = (try? await bridge.metric("apns_bridge_memory_trims_total")) ?? 0
+        progress("bridge RSS \(afterClose) KB after the connections closed")
         await warm.closeAll()
         await upstream.stop()
         emit([
             "run": "idle", "label": self.label, "connections": self.connections,
             "open_at_bridge": open, "bridge_rss_before_kb": before, "bridge_rss_after_kb": after,
+            "bridge_rss_after_close_kb": afterClose, "retained_after_close_kb": afterClose - before,
+            "allocator_free_after_close_kb": Int(allocatorFree) / 1024, "allocator_in_use_after_close_kb": Int(allocatorInUse) / 1024,
+            "memory_trims": Int(trims),
             "kb_per_connection": perConnection, "connect_seconds": connectSeconds,
         ])
     }

@@ -10,11 +10,24 @@ final class BridgeGauges: Sendable {
     private let feedbackPending = CoreMetrics.Gauge(label: "apns_bridge_feedback_pending")
     private let production = CoreMetrics.Gauge(label: "apns_bridge_upstream_connections", dimensions: [("environment", "production")])
     private let sandbox = CoreMetrics.Gauge(label: "apns_bridge_upstream_connections", dimensions: [("environment", "sandbox")])
+    private let allocatorFree = CoreMetrics.Gauge(label: "apns_bridge_allocator_free_bytes")
+    private let allocatorInUse = CoreMetrics.Gauge(label: "apns_bridge_allocator_in_use_bytes")
+    private let memoryTrims = CoreMetrics.Counter(label: "apns_bridge_memory_trims_total")
 
     private init() {}
 
     func feedbackPending(_ count: Int) {
         self.feedbackPending.record(count)
+    }
+
+    /// What the C allocator holds (every arena): free (a trim can give it back) and in use.
+    func allocator(freeBytes: Int, inUseBytes: Int) {
+        self.allocatorFree.record(freeBytes)
+        self.allocatorInUse.record(inUseBytes)
+    }
+
+    func memoryTrimmed() {
+        self.memoryTrims.increment()
     }
 
     func upstreamConnections(_ environment: APNsEnvironment, _ count: Int) {
