@@ -28,6 +28,12 @@ let package = Package(
         .executable(name: "apns-bridge", targets: ["apns-bridge"]),
         .executable(name: "LegacyProtocolFuzzer", targets: ["LegacyProtocolFuzzer"]),
     ],
+    traits: [
+        // Upstream HTTP/2 on libnghttp2 (Debian libnghttp2-dev; issue 27): `swift build --traits
+        // NGHTTP2Engine`. Off by default, so the README's commands need nothing beyond Swift.
+        .trait(name: "NGHTTP2Engine", description: "Upstream HTTP/2 connections on libnghttp2 (needs libnghttp2-dev)"),
+        .default(enabledTraits: []),
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
@@ -88,6 +94,7 @@ let package = Package(
         .target(
             name: "UpstreamAPNs",
             dependencies: [
+                .target(name: "CNghttp2", condition: .when(traits: ["NGHTTP2Engine"])),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
@@ -170,6 +177,9 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // libnghttp2 from the system, for the NGHTTP2Engine trait only (pkg-config is not asked
+        // without it).
+        .systemLibrary(name: "CNghttp2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         // glibc's allocator statistics and malloc_trim, which the Glibc module does not export
         // (no library beyond the C library itself).
         .target(name: "CMallocStatistics"),

@@ -24,6 +24,8 @@ public final class APNsClient: Sendable {
     public struct Configuration: Sendable {
         /// Connections to the endpoint, spread over the event loops (at most one pool per loop).
         public var connectionsPerPool: Int = 2
+        /// The HTTP/2 implementation of the connections; libnghttp2 when the build has it.
+        public var engine: APNsHTTP2Engine = .preferred
         /// Our own bound on open streams per connection, whatever the server allows.
         public var maximumStreamsPerConnection: Int = 1000
         public var pingInterval: TimeAmount = .seconds(60)
@@ -103,7 +105,8 @@ public final class APNsClient: Sendable {
             authority: endpoint.authority,
             stateMachine: connectionState,
             pingInterval: configuration.pingInterval,
-            metrics: self.metrics
+            metrics: self.metrics,
+            engine: configuration.engine.isAvailable ? configuration.engine : .nio
         )
         let sslContext = try NIOSSLContext(configuration: tls)
         // One pool per loop, as many loops as there are connections; the connections are spread

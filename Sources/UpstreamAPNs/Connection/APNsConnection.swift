@@ -5,13 +5,14 @@ import NIOPosix
 import NIOSSL
 
 /// One long-lived HTTP/2 connection to APNs: TLS (ALPN h2) → `NIOHTTP2Handler` →
-/// ``APNsConnectionHandler``. Sendable; requests are handed to the handler on its event loop.
+/// ``APNsConnectionHandler``, or TLS → ``NGHTTP2ConnectionHandler`` (the libnghttp2 engine).
+/// Sendable; requests are handed to the handler on its event loop.
 final class APNsConnection: Sendable {
     let id: Int
     let channel: any Channel
-    private let handler: NIOLoopBound<APNsConnectionHandler>
+    private let handler: NIOLoopBound<any APNsConnectionDriver>
 
-    private init(id: Int, channel: any Channel, handler: NIOLoopBound<APNsConnectionHandler>) {
+    private init(id: Int, channel: any Channel, handler: NIOLoopBound<any APNsConnectionDriver>) {
         self.id = id
         self.channel = channel
         self.handler = handler
@@ -46,6 +47,14 @@ final class APNsConnection: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: sniHostname))
+                    #if NGHTTP2Engine
+                    if configuration.engine == .nghttp2 {
+                        try sync.addHandler(
+                            NGHTTP2ConnectionHandler(configuration: configuration, readyPromise: readyPromise, logger: finalLogger)
+                        )
+                        return
+                    }
+                    #endif
                     var http2 = NIOHTTP2Handler.ConnectionConfiguration()
                     http2.initialSettings = [
                         HTTP2Setting(parameter: .enablePush, value: 0),
@@ -75,7 +84,16 @@ final class APNsConnection: Sendable {
                     channel.close(promise: nil)
                     throw error
                 }.flatMapThrowing {
-                    let handler = try channel.pipeline.syncOperations.handler(type: APNsConnectionHandler.self)
+                    let handler: any APNsConnectionDriver
+                    #if NGHTTP2Engine
+                    if configuration.engine == .nghttp2 {
+                        handler = try channel.pipeline.syncOperations.handler(type: NGHTTP2ConnectionHandler.self)
+                    } else {
+                        handler = try channel.pipeline.syncOperations.handler(type: APNsConnectionHandler.self)
+                    }
+                    #else
+                    handler = try channel.pipeline.syncOperations.handler(type: APNsConnectionHandler.self)
+                    #endif
                     return APNsConnection(id: id, channel: channel, handler: NIOLoopBound(handler, eventLoop: channel.eventLoop))
                 }
             }

@@ -28,6 +28,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         /// How often open streams are checked against their deadlines.
         var deadlineSweepInterval: TimeAmount = .milliseconds(100)
         var metrics: APNsClientMetrics
+        /// Which handler drives the connection: this one, or ``NGHTTP2ConnectionHandler``.
+        var engine: APNsHTTP2Engine = .nio
     }
 
     /// Told to the pool, on the event loop.

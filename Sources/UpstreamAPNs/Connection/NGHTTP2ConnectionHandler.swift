@@ -1,0 +1,562 @@
+#if NGHTTP2Engine
+import CNghttp2
+import Logging
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+import NIOTLS
+
+/// Drives one HTTP/2 connection to APNs with libnghttp2 (the `NGHTTP2Engine` trait): it sits
+/// right after NIOSSL, feeds the bytes it reads to an nghttp2 client session in memory mode
+/// (`nghttp2_session_mem_recv`) and writes what the session has to send
+/// (`nghttp2_session_mem_send`) in one buffer per batch.
+///
+/// The connection's state is the same ``APNsConnectionStateMachine`` the NIOHTTP2 engine
+/// (``APNsConnectionHandler``) drives, so both behave alike: stream credits, GOAWAY, PING
+/// health, refused streams, deadlines. The header block comes from the same
+/// ``APNsRequestHeaderEncoder`` (HPACK indexing as Apple asks: `.indexable` becomes an
+/// nghttp2 field without flags, the other two `NGHTTP2_NV_FLAG_NO_INDEX`).
+///
+/// Rules at the C boundary (docs/upstream.md, "The libnghttp2 engine"):
+/// - nghttp2's callbacks only feed the state machine and collect completions; the completions
+///   run after `mem_recv` returned, because a completion may send the next request on this
+///   connection or close it, and nghttp2 must never be re-entered (`inNghttp2` asserts it).
+/// - What nghttp2 hands to a callback lives only during the callback: it is copied.
+/// - A request's body stays in ``payloads`` until nghttp2 has read it all or closed the stream.
+/// - The session points at this handler unretained, so it is deleted in `handlerRemoved`.
+final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnectionDriver {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private typealias StateMachine = APNsConnectionStateMachine<APNsResponseHandler>
+
+    /// The answer headers of one stream, collected field by field until its block ends.
+    private struct Answer {
+        var status: Int?
+        var apnsID: String?
+        var uniqueID: String?
+        var channelID: String?
+    }
+
+    private let configuration: APNsConnectionHandler.Configuration
+    private var events: APNsConnectionHandler.Events?
+    private let logger: Logger
+    private let readyPromise: EventLoopPromise<Void>
+    private var context: ChannelHandlerContext?
+    private var state: StateMachine
+    private var headerEncoder: APNsRequestHeaderEncoder
+    private var reportedLimit = 0
+    private var flushScheduled = false
+    private var pingTask: Scheduled<Void>?
+    private var deadlineSweep: Scheduled<Void>?
+    private var session: OpaquePointer?
+    /// Bodies nghttp2 has not read in full yet, by stream.
+    private var payloads: [Int32: ByteBuffer] = [:]
+    /// Answer headers of the header blocks being received, by stream.
+    private var answers: [Int32: Answer] = [:]
+    /// What nghttp2's callbacks decided, done once it has returned.
+    private var completions: [StateMachine.Completion] = []
+    private var becameReady = false
+    private var limitMayHaveChanged = false
+    /// Set while nghttp2 runs (`mem_recv`, `mem_send`): it must not be called again then.
+    private var inNghttp2 = false
+
+    init(configuration: APNsConnectionHandler.Configuration, readyPromise: EventLoopPromise<Void>, logger: Logger) {
+        self.configuration = configuration
+        self.readyPromise = readyPromise
+        self.logger = logger
+        self.state = StateMachine(configuration: configuration.stateMachine)
+        self.headerEncoder = APNsRequestHeaderEncoder(authority: configuration.authority)
+    }
+
+    func setEvents(_ events: APNsConnectionHandler.Events) {
+        self.events = events
+        self.reportedLimit = self.state.streamLimit
+        events.limitChanged(self.reportedLimit)
+    }
+
+    // MARK: Requests
+
+    /// Submits the request on a new stream; the stream is reset, and the completion handler
+    /// told interrupted, if no answer has come by `deadline`.
+    func send(_ request: APNsRequest, authorization: String?, deadline: NIODeadline, completion: @escaping APNsResponseHandler) {
+        guard let context, let session else {
+            completion(.failure(.unprocessed("the connection is closing")))
+            return
+        }
+        let streamID: HTTP2StreamID
+        switch self.state.start(completion, deadline: deadline) {
+        case .fail(let completion, let failure):
+            completion(.failure(failure))
+            return
+        case .write(let id):
+            streamID = id
+        }
+        if self.deadlineSweep == nil {
+            self.scheduleDeadlineSweep(context: context)
+        }
+        let headers = self.headerEncoder.headers(for: request, authorization: authorization)
+        let hasBody = request.payload.readableBytes > 0
+        let submitted = Self.submit(headers, hasBody: hasBody, to: session)
+        guard submitted == Int32(streamID) else {
+            // nghttp2 numbers streams 1, 3, 5, … as the state machine does; anything else is a
+            // failure to submit (or a bug): the request was not written.
+            self.logger.error("nghttp2 did not take the request", metadata: ["stream": "\(streamID)", "result": "\(submitted)"])
+            if let failed = self.state.streamClosed(streamID, reason: .refusedStream, now: .now()) {
+                self.complete(failed)
+            }
+            self.afterEvent(context: context)
+            return
+        }
+        if hasBody {
+            self.payloads[submitted] = request.payload
+        }
+        self.scheduleFlush(context: context)
+        self.logger.trace("request sent", metadata: ["stream": "\(streamID)", "apns-id": "\(request.apnsID)"])
+        self.afterEvent(context: context)  // the last stream id may have started a drain
+    }
+
+    /// `nghttp2_submit_request` with the header block as name/value pairs (nghttp2 copies them)
+    /// and, for a body, a data provider that reads ``payloads``. Returns the stream id, or a
+    /// negative nghttp2 error.
+    private static func submit(_ headers: HPACKHeaders, hasBody: Bool, to session: OpaquePointer) -> Int32 {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(512)
+        var fields: [(name: Int, nameLength: Int, value: Int, valueLength: Int, flags: UInt8)] = []
+        fields.reserveCapacity(headers.count)
+        let noIndex = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
+        for (name, value, indexing) in headers {
+            let nameStart = bytes.count
+            bytes.append(contentsOf: name.utf8)
+            let valueStart = bytes.count
+            bytes.append(contentsOf: value.utf8)
+            // nghttp2 sends `:path` and `content-length` as literals without indexing by itself
+            // (what `.nonIndexable` asks); NO_INDEX would make them never-indexed. Other names
+            // it would add to the table: there NO_INDEX (never indexed, the same size as
+            // "without indexing") keeps each request's apns-id out of it, as Apple asks.
+            let flags =
+                indexing == .indexable || (indexing == .nonIndexable && (name == ":path" || name == "content-length"))
+                ? UInt8(NGHTTP2_NV_FLAG_NONE.rawValue) : noIndex
+            fields.append((nameStart, valueStart - nameStart, valueStart, bytes.count - valueStart, flags))
+        }
+        return bytes.withUnsafeMutableBufferPointer { storage in
+            let base = storage.baseAddress!
+            var nva = fields.map { field in
+                nghttp2_nv(
+                    name: base + field.name,
+                    value: base + field.value,
+                    namelen: field.nameLength,
+                    valuelen: field.valueLength,
+                    flags: field.flags
+                )
+            }
+            return nva.withUnsafeMutableBufferPointer { nva in
+                guard hasBody else {
+                    return nghttp2_submit_request(session, nil, nva.baseAddress, nva.count, nil, nil)
+                }
+                var provider = nghttp2_data_provider()
+                provider.read_callback = { _, streamID, buffer, length, flags, _, userData in
+                    NGHTTP2ConnectionHandler.from(userData).readBody(of: streamID, into: buffer!, length: length, flags: flags!)
+                }
+                return nghttp2_submit_request(session, nil, nva.baseAddress, nva.count, &provider, nil)
+            }
+        }
+    }
+
+    /// nghttp2 asks for (more of) a body: copied from ``payloads``, the end marked once empty.
+    private func readBody(of streamID: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>) -> Int {
+        guard var payload = self.payloads[streamID] else {
+            flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+            return 0
+        }
+        let count = min(length, payload.readableBytes)
+        payload.readWithUnsafeReadableBytes { bytes in
+            UnsafeMutableRawPointer(buffer).copyMemory(from: bytes.baseAddress!, byteCount: count)
+            return count
+        }
+        if payload.readableBytes == 0 {
+            flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+            self.payloads.removeValue(forKey: streamID)
+        } else {
+            self.payloads[streamID] = payload
+        }
+        return count
+    }
+
+    /// Requests submitted in one event-loop tick share one write and flush.
+    private func scheduleFlush(context: ChannelHandlerContext) {
+        guard !self.flushScheduled else { return }
+        self.flushScheduled = true
+        context.eventLoop.assumeIsolated().execute {
+            self.flushScheduled = false
+            self.flushOutput()
+        }
+    }
+
+    /// Everything nghttp2 has to send, in one buffer, one write and one flush.
+    private func flushOutput() {
+        guard let context, let session else { return }
+        precondition(!self.inNghttp2, "nghttp2 re-entered")
+        var output: ByteBuffer?
+        self.inNghttp2 = true
+        while true {
+            var chunk: UnsafePointer<UInt8>?
+            let count = nghttp2_session_mem_send(session, &chunk)
+            if count <= 0 {
+                if count < 0 {
+                    self.logger.error("nghttp2 could not send", metadata: ["error": "\(Self.errorText(Int32(count)))"])
+                    self.inNghttp2 = false
+                    context.close(promise: nil)
+                    return
+                }
+                break
+            }
+            if output == nil {
+                output = context.channel.allocator.buffer(capacity: max(Int(count), 1024))
+            }
+            output!.writeBytes(UnsafeRawBufferPointer(start: chunk, count: Int(count)))
+        }
+        self.inNghttp2 = false
+        if let output {
+            context.writeAndFlush(self.wrapOutboundOut(output), promise: nil)
+        }
+    }
+
+    // MARK: Channel events
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        self.session = self.makeSession()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        if let session {
+            nghttp2_session_del(session)
+            self.session = nil
+        }
+        self.payloads.removeAll()
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        self.schedulePing(context: context)
+        self.flushOutput()  // the connection preface and our SETTINGS (NIOSSL holds them until the handshake)
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        let wasSetUp = self.state.isSetUp
+        self.pingTask?.cancel()
+        self.pingTask = nil
+        self.deadlineSweep?.cancel()
+        self.deadlineSweep = nil
+        if !wasSetUp {
+            self.readyPromise.fail(APNsStreamFailure.unprocessed("the connection closed before HTTP/2 was set up"))
+        }
+        self.payloads.removeAll()
+        self.complete(self.state.closed())
+        self.reportLimit()
+        self.events?.closed()
+        self.events = nil
+        context.fireChannelInactive()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted(let negotiated) = tlsEvent {
+            if negotiated != "h2" {
+                self.logger.error("the upstream did not agree to HTTP/2 (ALPN h2)", metadata: ["alpn": "\(negotiated ?? "none")"])
+                context.close(promise: nil)
+            }
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        self.logger.debug("upstream connection error", metadata: ["error": "\(error)"])
+        context.close(promise: nil)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let bytes = self.unwrapInboundIn(data)
+        guard let session else { return }
+        precondition(!self.inNghttp2, "nghttp2 re-entered")
+        self.inNghttp2 = true
+        let consumed = bytes.withUnsafeReadableBytes { raw in
+            nghttp2_session_mem_recv(session, raw.bindMemory(to: UInt8.self).baseAddress, raw.count)
+        }
+        self.inNghttp2 = false
+        if consumed < 0 {
+            self.logger.warning("the upstream broke the HTTP/2 protocol; closing the connection", metadata: ["error": "\(Self.errorText(Int32(consumed)))"])
+            self.runCompletions()
+            context.close(promise: nil)
+            return
+        }
+        self.afterRead(context: context)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        self.flushOutput()  // SETTINGS and PING acknowledgements, WINDOW_UPDATEs
+        context.fireChannelReadComplete()
+    }
+
+    /// After nghttp2 returned: what its callbacks decided is done now.
+    private func afterRead(context: ChannelHandlerContext) {
+        if self.becameReady {
+            self.becameReady = false
+            self.readyPromise.succeed()
+        }
+        self.completions.append(contentsOf: self.state.readComplete())
+        self.runCompletions()
+        if self.limitMayHaveChanged || self.state.shouldClose {
+            self.limitMayHaveChanged = false
+            self.afterEvent(context: context)
+        }
+        if let session, nghttp2_session_want_read(session) == 0, nghttp2_session_want_write(session) == 0 {
+            self.flushOutput()
+            context.close(promise: nil)
+        }
+    }
+
+    private func runCompletions() {
+        guard !self.completions.isEmpty else { return }
+        let ready = self.completions
+        self.completions.removeAll(keepingCapacity: true)
+        self.complete(ready)
+        self.limitMayHaveChanged = true
+    }
+
+    // MARK: nghttp2's callbacks (state machine and bookkeeping only)
+
+    private static func from(_ userData: UnsafeMutableRawPointer?) -> NGHTTP2ConnectionHandler {
+        Unmanaged<NGHTTP2ConnectionHandler>.fromOpaque(userData!).takeUnretainedValue()
+    }
+
+    private func makeSession() -> OpaquePointer? {
+        var callbacks: OpaquePointer?
+        guard nghttp2_session_callbacks_new(&callbacks) == 0 else { return nil }
+        defer { nghttp2_session_callbacks_del(callbacks) }
+        nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, userData in
+            NGHTTP2ConnectionHandler.from(userData).headerReceived(frame!, name: name!, nameLength: nameLength, value: value!, valueLength: valueLength)
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, userData in
+            NGHTTP2ConnectionHandler.from(userData).frameReceived(frame!)
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, userData in
+            NGHTTP2ConnectionHandler.from(userData).dataReceived(on: streamID, UnsafeRawBufferPointer(start: data, count: length))
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
+            NGHTTP2ConnectionHandler.from(userData).streamClosed(streamID, errorCode: errorCode)
+            return 0
+        }
+        var session: OpaquePointer?
+        let userData = Unmanaged.passUnretained(self).toOpaque()
+        guard nghttp2_session_client_new(&session, callbacks, userData) == 0, let session else { return nil }
+        // What the NIOHTTP2 engine sends too (APNsConnection): no push, 100 streams from the
+        // server (which never opens one), a 64 KiB stream window, a bound on answer headers.
+        var settings = [
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: 100),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 65_535),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue), value: 16_384),
+        ]
+        _ = nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
+        return session
+    }
+
+    private func headerReceived(
+        _ frame: UnsafePointer<nghttp2_frame>,
+        name: UnsafePointer<UInt8>,
+        nameLength: Int,
+        value: UnsafePointer<UInt8>,
+        valueLength: Int
+    ) {
+        guard frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return }
+        let streamID = frame.pointee.hd.stream_id
+        let name = UnsafeBufferPointer(start: name, count: nameLength)
+        func text() -> String { String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self) }
+        switch nameLength {
+        case 7 where name.elementsEqual(":status".utf8):
+            self.answers[streamID, default: Answer()].status = Int(text())
+        case 7 where name.elementsEqual("apns-id".utf8), 15 where name.elementsEqual("apns-request-id".utf8):
+            self.answers[streamID, default: Answer()].apnsID = text()
+        case 14 where name.elementsEqual("apns-unique-id".utf8):
+            self.answers[streamID, default: Answer()].uniqueID = text()
+        case 15 where name.elementsEqual("apns-channel-id".utf8):
+            self.answers[streamID, default: Answer()].channelID = text()
+        default:
+            break
+        }
+    }
+
+    private func frameReceived(_ frame: UnsafePointer<nghttp2_frame>) {
+        let header = frame.pointee.hd
+        let endStream = header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
+        switch UInt32(header.type) {
+        case NGHTTP2_HEADERS.rawValue:
+            let answer = self.answers.removeValue(forKey: header.stream_id) ?? Answer()
+            if let completion = self.state.headersReceived(
+                on: HTTP2StreamID(header.stream_id),
+                status: answer.status,
+                apnsID: answer.status == nil ? nil : answer.apnsID,
+                uniqueID: answer.status == nil ? nil : answer.uniqueID,
+                channelID: answer.status == nil ? nil : answer.channelID,
+                endStream: endStream
+            ) {
+                self.completions.append(completion)
+            }
+        case NGHTTP2_DATA.rawValue:
+            // The end of a body is told by the DATA frame, not by its last chunk.
+            if endStream, let completion = self.state.dataReceived(on: HTTP2StreamID(header.stream_id), ByteBuffer(), endStream: true) {
+                self.completions.append(completion)
+            }
+        case NGHTTP2_SETTINGS.rawValue where header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0:
+            let settings = frame.pointee.settings
+            var maximum: Int?
+            for index in 0..<settings.niv where settings.iv[index].settings_id == Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue) {
+                maximum = Int(settings.iv[index].value)
+            }
+            if let maximum {
+                self.logger.debug("upstream stream limit", metadata: ["max_concurrent_streams": "\(maximum)"])
+            }
+            if self.state.settingsReceived(maximumConcurrentStreams: maximum) {
+                self.becameReady = true
+            }
+            self.limitMayHaveChanged = true
+        case NGHTTP2_PING.rawValue where header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0:
+            self.state.pingAcknowledged()
+        case NGHTTP2_GOAWAY.rawValue:
+            let goAway = frame.pointee.goaway
+            var reason: APNsReason?
+            if let opaque = goAway.opaque_data, goAway.opaque_data_len > 0 {
+                reason = APNsErrorBody.parse(ByteBuffer(bytes: UnsafeBufferPointer(start: opaque, count: goAway.opaque_data_len)))?.reason
+            }
+            let lastStreamID = HTTP2StreamID(goAway.last_stream_id)
+            self.configuration.metrics.goAwayReceived()
+            self.logger.warning(
+                "upstream sent GOAWAY",
+                metadata: [
+                    "reason": "\(reason?.rawValue ?? "none")", "error_code": "\(HTTP2ErrorCode(networkCode: Int(goAway.error_code)))",
+                    "last_stream_id": "\(lastStreamID)", "open_streams": "\(self.state.openStreams)",
+                ]
+            )
+            self.completions.append(contentsOf: self.state.goAwayReceived(lastStreamID: lastStreamID))
+            self.limitMayHaveChanged = true
+        default:
+            break
+        }
+    }
+
+    private func dataReceived(on streamID: Int32, _ bytes: UnsafeRawBufferPointer) {
+        // Copied: the bytes are nghttp2's only during the callback. The end comes with the frame.
+        _ = self.state.dataReceived(on: HTTP2StreamID(streamID), ByteBuffer(bytes: bytes), endStream: false)
+    }
+
+    private func streamClosed(_ streamID: Int32, errorCode: UInt32) {
+        self.payloads.removeValue(forKey: streamID)
+        self.answers.removeValue(forKey: streamID)
+        let reason = errorCode == NGHTTP2_NO_ERROR.rawValue ? nil : HTTP2ErrorCode(networkCode: Int(errorCode))
+        if let completion = self.state.streamClosed(HTTP2StreamID(streamID), reason: reason, now: .now()) {
+            self.completions.append(completion)
+        }
+    }
+
+    // MARK: Executing the state machine's actions
+
+    private func complete(_ completion: StateMachine.Completion) {
+        completion.request(completion.result)
+    }
+
+    private func complete(_ completions: [StateMachine.Completion]) {
+        for completion in completions {
+            self.complete(completion)
+        }
+    }
+
+    /// After an event that may change the stream limit or finish a drain.
+    private func afterEvent(context: ChannelHandlerContext) {
+        self.reportLimit()
+        if self.state.shouldClose {
+            if let reason = self.state.drainReason, reason != "GOAWAY" {
+                self.logger.warning("replacing the upstream connection", metadata: ["why": "\(reason)"])
+            }
+            if !self.inNghttp2 { self.flushOutput() }
+            context.close(promise: nil)
+        }
+    }
+
+    private func reportLimit() {
+        let limit = self.state.streamLimit
+        guard limit != self.reportedLimit else { return }
+        self.reportedLimit = limit
+        self.events?.limitChanged(limit)
+    }
+
+    private static func errorText(_ code: Int32) -> String {
+        String(cString: nghttp2_strerror(code))
+    }
+
+    // MARK: Timers
+
+    /// One timer per connection while streams are open, rather than one per request.
+    private func scheduleDeadlineSweep(context: ChannelHandlerContext) {
+        self.deadlineSweep = context.eventLoop.assumeIsolated().scheduleTask(in: self.configuration.deadlineSweepInterval) {
+            self.sweepExpiredStreams()
+        }
+    }
+
+    /// Resets the streams whose deadline has passed (RST_STREAM CANCEL) and fails them as
+    /// interrupted, as the NIOHTTP2 engine does.
+    private func sweepExpiredStreams() {
+        self.deadlineSweep = nil
+        guard let context, let session, self.state.phase != .closed else { return }
+        let expired = self.state.deadlinesPassed(now: .now())
+        if !expired.isEmpty {
+            self.logger.warning(
+                "upstream did not answer in time; resetting the streams",
+                metadata: ["streams": "\(expired.count)", "open_streams": "\(self.state.openStreams + expired.count)"]
+            )
+            self.configuration.metrics.streamsTimedOut(expired.count)
+            for (streamID, completion) in expired {
+                self.payloads.removeValue(forKey: Int32(streamID))
+                _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), Int32(streamID), NGHTTP2_CANCEL.rawValue)
+                self.complete(completion)
+            }
+            self.flushOutput()
+            self.afterEvent(context: context)
+        }
+        if self.state.openStreams > 0, self.state.phase != .closed {
+            self.scheduleDeadlineSweep(context: context)
+        }
+    }
+
+    private func schedulePing(context: ChannelHandlerContext) {
+        self.pingTask = context.eventLoop.assumeIsolated().scheduleTask(in: self.configuration.pingInterval) {
+            self.pingDue()
+        }
+    }
+
+    private func pingDue() {
+        guard let context, let session else { return }
+        switch self.state.pingDue() {
+        case .none:
+            return
+        case .close:
+            self.logger.warning(
+                "upstream did not answer a PING; replacing the connection",
+                metadata: ["interval": "\(self.configuration.pingInterval)", "open_streams": "\(self.state.openStreams)"]
+            )
+            context.close(promise: nil)
+        case .send(let data):
+            self.schedulePing(context: context)
+            var opaque = data.bytes
+            _ = withUnsafeBytes(of: &opaque) { bytes in
+                nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), bytes.bindMemory(to: UInt8.self).baseAddress)
+            }
+            self.flushOutput()
+        }
+    }
+}
+#endif
