@@ -102,6 +102,8 @@ public final class BridgeRuntime: Sendable {
                 clients[name] = try makeClient(name, credentials)
             }
             CertificateExpiry.shared.update(CertificateExpiry.dates(settings, credentials: credentialSet))
+            BridgeGauges.shared.buildInfo(version: BridgeVersion.version, engine: settings.upstream.client.engine.rawValue)
+            logger.info("upstream HTTP/2 engine", metadata: ["engine": "\(settings.upstream.client.engine)", "available": "\(BridgeVersion.engines)"])
             let upstream = ReloadableUpstream(clients: clients, defaultCredentials: settings.defaultCredentials)
             let tenants = ReloadableTenantResolver(settings.tenants)
             // Read now, before the listeners: a change from here on is a change.

@@ -34,6 +34,7 @@ struct CheckConfigCommand: AsyncParsableCommand {
             "tls       \(settings.tlsFiles.certificate); client CAs: \(tls.clientCertificateAuthorities.count) certificate(s); pinned: \(tls.pinnedFingerprints.count); TLS \(tls.allowLegacyTLS ? "1.0" : "1.2")–\(tls.allowTLS13 ? "1.3" : "1.2")"
         )
         lines.append("store     \(BridgeStoreLocation.redacted(settings.storeLocation))")
+        lines.append("http/2    \(settings.upstream.client.engine) engine (this build has: \(BridgeVersion.engines))")
         for environment in APNsEnvironment.allCases {
             if let endpoint = settings.upstream.endpoints[environment] {
                 lines.append("upstream  \(environment.rawValue): \(endpoint.host):\(endpoint.port)")

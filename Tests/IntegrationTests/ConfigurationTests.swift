@@ -337,6 +337,34 @@ struct UnknownKeyTests {
         _ = try BridgeSettings.load(from: try await SettingsReader(flags: files.basics, environment: [:], file: files.directory + "/one.yaml"))
     }
 
+    @Test("upstream.http2Engine: auto takes the best engine of the build; nghttp2 in a build without it is refused naming the build flag")
+    func http2Engine() async throws {
+        let files = try Files()
+        defer { files.remove() }
+        func load(_ engine: String?) async throws -> BridgeSettings {
+            var flags = files.basics
+            flags["upstream.http2Engine"] = engine
+            return try BridgeSettings.load(from: try await SettingsReader(flags: flags, environment: [:], file: nil))
+        }
+        #expect(try await load(nil).upstream.client.engine == APNsHTTP2Engine.preferred)
+        #expect(try await load("auto").upstream.client.engine == APNsHTTP2Engine.preferred)
+        #expect(try await load("nio").upstream.client.engine == .nio)
+        if APNsHTTP2Engine.nghttp2.isAvailable {
+            #expect(APNsHTTP2Engine.preferred == .nghttp2)
+            #expect(try await load("nghttp2").upstream.client.engine == .nghttp2)
+        } else {
+            #expect(APNsHTTP2Engine.preferred == .nio)
+            var flags = files.basics
+            flags["upstream.http2Engine"] = "nghttp2"
+            let error = try await ConfigurationFailsEarlyTests.loadError(flags)
+            #expect(error.key == "upstream.http2Engine")
+            #expect(error.message.contains("--traits NGHTTP2Engine"))
+        }
+        var flags = files.basics
+        flags["upstream.http2Engine"] = "quic"
+        #expect(try await ConfigurationFailsEarlyTests.loadError(flags).key == "upstream.http2Engine")
+    }
+
     @Test("A misspelt --set key, and a tenant not listed in tenants, are refused")
     func flagsAndNames() async throws {
         let files = try Files()

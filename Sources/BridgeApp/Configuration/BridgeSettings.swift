@@ -233,6 +233,7 @@ public struct BridgeSettings: Sendable {
         upstream.client.retryBudget = .init(try settings.seconds("upstream.retryBudgetSeconds", default: 30, range: 0...3600))
         upstream.client.requestTimeout = .init(try settings.seconds("upstream.requestTimeoutSeconds", default: 10, range: 0.1...600))
         upstream.client.maximumQueuedRequests = try settings.int("upstream.maximumQueuedRequests", default: 100_000, range: 1...10_000_000)
+        upstream.client.engine = try Self.engine(settings)
 
         // Store.
         let storeLocation = settings.string("store.url", default: "sqlite:apns-bridge.sqlite")
@@ -331,7 +332,7 @@ public struct BridgeSettings: Sendable {
         "upstream.production", "upstream.sandbox", "upstream.broadcast.production", "upstream.broadcast.sandbox",
         "upstream.channels.production", "upstream.channels.sandbox", "upstream.ca", "upstream.serverName", "upstream.connectionsPerPool",
         "upstream.maximumStreamsPerConnection", "upstream.connectTimeoutSeconds", "upstream.pingIntervalSeconds",
-        "upstream.retryBudgetSeconds", "upstream.requestTimeoutSeconds", "upstream.maximumQueuedRequests",
+        "upstream.retryBudgetSeconds", "upstream.requestTimeoutSeconds", "upstream.maximumQueuedRequests", "upstream.http2Engine",
         "store.url", "store.resendWindowSeconds", "store.sqliteSynchronous",
         "admin.listen",
     ]
@@ -486,6 +487,24 @@ public struct BridgeSettings: Sendable {
         tls.certificateChain = chain.map { .certificate($0) }
         tls.privateKey = .privateKey(key)
         return (try? NIOSSLContext(configuration: tls)) != nil
+    }
+
+    /// `upstream.http2Engine`: `auto` (libnghttp2 when the build has it), `nio` or `nghttp2`; the
+    /// latter only in a build with the `NGHTTP2Engine` trait.
+    static func engine(_ settings: SettingsReader) throws -> APNsHTTP2Engine {
+        let chosen: APNsHTTP2Engine? = try settings.choice(
+            "upstream.http2Engine",
+            default: nil,
+            ["auto": nil, "nio": .nio, "nghttp2": .nghttp2]
+        )
+        guard let chosen else { return .preferred }
+        guard chosen.isAvailable else {
+            throw ConfigurationError(
+                key: "upstream.http2Engine",
+                "this build has no libnghttp2 engine: build with `swift build -c release --traits NGHTTP2Engine` (Debian package libnghttp2-dev), or choose nio or auto"
+            )
+        }
+        return chosen
     }
 
     /// `sqlite:PATH` must name a file that can be created or opened as a database; a

@@ -30,6 +30,11 @@ final class BridgeGauges: Sendable {
         self.memoryTrims.increment()
     }
 
+    /// `apns_bridge_build_info{version, engine} 1`: which build runs, on which HTTP/2 engine.
+    func buildInfo(version: String, engine: String) {
+        CoreMetrics.Gauge(label: "apns_bridge_build_info", dimensions: [("version", version), ("engine", engine)]).record(1)
+    }
+
     func upstreamConnections(_ environment: APNsEnvironment, _ count: Int) {
         switch environment {
         case .production: self.production.record(count)

@@ -11,7 +11,13 @@ import UpstreamAPNs
 public enum BridgeVersion {
     public static let version = "0.5.0"
 
-    /// The version with how it was built: `0.5.0 (release build, Linux x86_64)`.
+    /// The HTTP/2 engines this build has: `nio`, or `nio, nghttp2` with the `NGHTTP2Engine`
+    /// trait.
+    public static var engines: String {
+        APNsHTTP2Engine.available.map(\.rawValue).joined(separator: ", ")
+    }
+
+    /// The version with how it was built: `0.5.0 (release build, Linux x86_64, HTTP/2 engines nio, nghttp2)`.
     public static var description: String {
         #if DEBUG
         let configuration = "debug"
@@ -32,7 +38,7 @@ public enum BridgeVersion {
         #else
         let architecture = "unknown architecture"
         #endif
-        return "\(Self.version) (\(configuration) build, \(system) \(architecture))"
+        return "\(Self.version) (\(configuration) build, \(system) \(architecture), HTTP/2 engines \(Self.engines))"
     }
 }
 
@@ -137,7 +143,7 @@ final class StatusPage: Sendable {
             .bad{color:#b00020;font-weight:bold}.ok{color:#1b5e20}
             </style></head><body>
             <h1>apns-bridge</h1>
-            <p>Version \(Self.escape(BridgeVersion.description)) · up \(Self.duration(now.timeIntervalSince(self.startedAt))) · \
+            <p>Version \(Self.escape(BridgeVersion.description)) · upstream HTTP/2 engine \(settings.upstream.client.engine) · up \(Self.duration(now.timeIntervalSince(self.startedAt))) · \
             page rendered \(Self.time(now)), refreshed every 10 s · <a href="/metrics">/metrics</a> · <a href="/readyz">/readyz</a></p>
 
             """
