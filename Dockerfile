@@ -5,15 +5,18 @@
 # The admin port listens on 127.0.0.1 inside the container by default; set
 # APNS_BRIDGE_ADMIN_LISTEN=0.0.0.0:9180 and publish 9180 to scrape it from outside.
 FROM swift:6.3-noble AS build
+# The upstream's HTTP/2 runs on libnghttp2 (the NGHTTP2Engine trait, docs/upstream.md).
+RUN apt-get update && apt-get install -y --no-install-recommends libnghttp2-dev pkg-config \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Package.swift ./
 COPY Sources ./Sources
 COPY Tests ./Tests
-RUN swift build -c release --product apns-bridge --static-swift-stdlib \
+RUN swift build -c release --product apns-bridge --static-swift-stdlib --traits NGHTTP2Engine \
     && install -D .build/release/apns-bridge /out/apns-bridge
 
 FROM ubuntu:24.04
-RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates tzdata libcurl4 libxml2 \
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates tzdata libcurl4 libxml2 libnghttp2-14 \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --home /var/lib/apns-bridge apns-bridge \
     && install -d -o apns-bridge /var/lib/apns-bridge

@@ -27,6 +27,7 @@ let package = Package(
         .library(name: "BridgeTestSupport", targets: ["BridgeTestSupport"]),
         .executable(name: "apns-bridge", targets: ["apns-bridge"]),
         .executable(name: "LegacyProtocolFuzzer", targets: ["LegacyProtocolFuzzer"]),
+        .executable(name: "UpstreamEngineFuzzer", targets: ["UpstreamEngineFuzzer"]),
     ],
     traits: [
         // Upstream HTTP/2 on libnghttp2 (Debian libnghttp2-dev; issue 27): `swift build --traits
@@ -252,6 +253,25 @@ let package = Package(
             dependencies: ["LegacyStreamFuzzing"],
             swiftSettings: swiftSettings
         ),
+        // The libnghttp2 engine's handler on an EmbeddedChannel with the server played as bytes:
+        // for its tests and its fuzzer (empty without the NGHTTP2Engine trait).
+        .target(
+            name: "UpstreamEngineFuzzing",
+            dependencies: [
+                "UpstreamAPNs",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // libFuzzer entry point over the libnghttp2 engine (see docs/fuzzing.md).
+        .executableTarget(
+            name: "UpstreamEngineFuzzer",
+            dependencies: ["UpstreamEngineFuzzing"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "LegacyProtocolTests",
             dependencies: [
@@ -277,6 +297,7 @@ let package = Package(
             name: "UpstreamAPNsTests",
             dependencies: [
                 "UpstreamAPNs",
+                "UpstreamEngineFuzzing",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
@@ -285,6 +306,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            exclude: ["FuzzCorpus"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -15,27 +15,46 @@ import NIOTLS
 /// flow-control window, and the limit it last told its pool.
 /// How a request's answer (or why it got none) is handed back, on the connection's event loop:
 /// one call per request, no future.
-typealias APNsResponseHandler = @Sendable (Result<APNsResponse, APNsStreamFailure>) -> Void
+package typealias APNsResponseHandler = @Sendable (Result<APNsResponse, APNsStreamFailure>) -> Void
 
-final class APNsConnectionHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-    typealias OutboundOut = HTTP2Frame
+package final class APNsConnectionHandler: ChannelInboundHandler {
+    package typealias InboundIn = HTTP2Frame
+    package typealias OutboundOut = HTTP2Frame
 
-    struct Configuration: Sendable {
-        var authority: String
-        var stateMachine = APNsConnectionStateMachine<APNsResponseHandler>.Configuration()
-        var pingInterval: TimeAmount = .seconds(60)
+    package struct Configuration: Sendable {
+        package var authority: String
+        package var stateMachine = APNsConnectionStateMachine<APNsResponseHandler>.Configuration()
+        package var pingInterval: TimeAmount = .seconds(60)
         /// How often open streams are checked against their deadlines.
-        var deadlineSweepInterval: TimeAmount = .milliseconds(100)
-        var metrics: APNsClientMetrics
+        package var deadlineSweepInterval: TimeAmount = .milliseconds(100)
+        package var metrics: APNsClientMetrics
         /// Which handler drives the connection: this one, or ``NGHTTP2ConnectionHandler``.
-        var engine: APNsHTTP2Engine = .nio
+        package var engine: APNsHTTP2Engine = .nio
+
+        package init(
+            authority: String,
+            stateMachine: APNsConnectionStateMachine<APNsResponseHandler>.Configuration = .init(),
+            pingInterval: TimeAmount = .seconds(60),
+            metrics: APNsClientMetrics,
+            engine: APNsHTTP2Engine = .nio
+        ) {
+            self.authority = authority
+            self.stateMachine = stateMachine
+            self.pingInterval = pingInterval
+            self.metrics = metrics
+            self.engine = engine
+        }
     }
 
     /// Told to the pool, on the event loop.
-    struct Events {
-        var limitChanged: (Int) -> Void
-        var closed: () -> Void
+    package struct Events {
+        package var limitChanged: (Int) -> Void
+        package var closed: () -> Void
+
+        package init(limitChanged: @escaping (Int) -> Void, closed: @escaping () -> Void) {
+            self.limitChanged = limitChanged
+            self.closed = closed
+        }
     }
 
     private typealias StateMachine = APNsConnectionStateMachine<APNsResponseHandler>
@@ -53,7 +72,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var deadlineSweep: Scheduled<Void>?
     private var inboundWindow = InboundConnectionWindow()
 
-    init(configuration: Configuration, readyPromise: EventLoopPromise<Void>, logger: Logger) {
+    package init(configuration: Configuration, readyPromise: EventLoopPromise<Void>, logger: Logger) {
         self.configuration = configuration
         self.readyPromise = readyPromise
         self.logger = logger
@@ -61,7 +80,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         self.headerEncoder = APNsRequestHeaderEncoder(authority: configuration.authority)
     }
 
-    func setEvents(_ events: Events) {
+    package func setEvents(_ events: Events) {
         self.events = events
         self.reportedLimit = self.state.streamLimit
         events.limitChanged(self.reportedLimit)
@@ -71,7 +90,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     /// Writes the request on a new stream; the stream is reset, and the completion handler told
     /// interrupted, if no answer has come by `deadline`.
-    func send(_ request: APNsRequest, authorization: String?, deadline: NIODeadline, completion: @escaping APNsResponseHandler) {
+    package func send(_ request: APNsRequest, authorization: String?, deadline: NIODeadline, completion: @escaping APNsResponseHandler) {
         guard let context else {
             completion(.failure(.unprocessed("the connection is closing")))
             return
@@ -116,20 +135,20 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     // MARK: Channel events
 
-    func handlerAdded(context: ChannelHandlerContext) {
+    package func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
+    package func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
     }
 
-    func channelActive(context: ChannelHandlerContext) {
+    package func channelActive(context: ChannelHandlerContext) {
         self.schedulePing(context: context)
         context.fireChannelActive()
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         let wasSetUp = self.state.isSetUp
         self.pingTask?.cancel()
         self.pingTask = nil
@@ -145,7 +164,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         context.fireChannelInactive()
     }
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+    package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted(let negotiated) = tlsEvent {
             if negotiated != "h2" {
                 self.logger.error("the upstream did not agree to HTTP/2 (ALPN h2)", metadata: ["alpn": "\(negotiated ?? "none")"])
@@ -160,7 +179,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         context.fireUserInboundEventTriggered(event)
     }
 
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+    package func errorCaught(context: ChannelHandlerContext, error: any Error) {
         self.logger.debug("upstream connection error", metadata: ["error": "\(error)"])
         if error is NIOHTTP2Errors.StreamClosed || error is NIOHTTP2Errors.NoSuchStream {
             return  // a late frame for a finished stream: harmless
@@ -168,7 +187,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         context.close(promise: nil)
     }
 
-    func channelReadComplete(context: ChannelHandlerContext) {
+    package func channelReadComplete(context: ChannelHandlerContext) {
         let completions = self.state.readComplete()
         if !completions.isEmpty {
             self.complete(completions)
@@ -177,7 +196,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         context.fireChannelReadComplete()
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = self.unwrapInboundIn(data)
         switch frame.payload {
         case .headers(let headers):

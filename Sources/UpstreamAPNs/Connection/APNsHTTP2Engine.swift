@@ -33,7 +33,7 @@ public enum APNsHTTP2Engine: String, Sendable, Hashable, CaseIterable, CustomStr
 }
 
 /// What ``APNsConnection`` needs of either engine's handler, on the connection's event loop.
-protocol APNsConnectionDriver: AnyObject {
+package protocol APNsConnectionDriver: AnyObject {
     func setEvents(_ events: APNsConnectionHandler.Events)
     func send(_ request: APNsRequest, authorization: String?, deadline: NIODeadline, completion: @escaping APNsResponseHandler)
 }

@@ -24,9 +24,9 @@ import NIOTLS
 /// - What nghttp2 hands to a callback lives only during the callback: it is copied.
 /// - A request's body stays in ``payloads`` until nghttp2 has read it all or closed the stream.
 /// - The session points at this handler unretained, so it is deleted in `handlerRemoved`.
-final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnectionDriver {
-    typealias InboundIn = ByteBuffer
-    typealias OutboundOut = ByteBuffer
+package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnectionDriver {
+    package typealias InboundIn = ByteBuffer
+    package typealias OutboundOut = ByteBuffer
 
     private typealias StateMachine = APNsConnectionStateMachine<APNsResponseHandler>
 
@@ -61,7 +61,7 @@ final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnectionDrive
     /// Set while nghttp2 runs (`mem_recv`, `mem_send`): it must not be called again then.
     private var inNghttp2 = false
 
-    init(configuration: APNsConnectionHandler.Configuration, readyPromise: EventLoopPromise<Void>, logger: Logger) {
+    package init(configuration: APNsConnectionHandler.Configuration, readyPromise: EventLoopPromise<Void>, logger: Logger) {
         self.configuration = configuration
         self.readyPromise = readyPromise
         self.logger = logger
@@ -69,7 +69,7 @@ final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnectionDrive
         self.headerEncoder = APNsRequestHeaderEncoder(authority: configuration.authority)
     }
 
-    func setEvents(_ events: APNsConnectionHandler.Events) {
+    package func setEvents(_ events: APNsConnectionHandler.Events) {
         self.events = events
         self.reportedLimit = self.state.streamLimit
         events.limitChanged(self.reportedLimit)
@@ -79,7 +79,7 @@ final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnectionDrive
 
     /// Submits the request on a new stream; the stream is reset, and the completion handler
     /// told interrupted, if no answer has come by `deadline`.
-    func send(_ request: APNsRequest, authorization: String?, deadline: NIODeadline, completion: @escaping APNsResponseHandler) {
+    package func send(_ request: APNsRequest, authorization: String?, deadline: NIODeadline, completion: @escaping APNsResponseHandler) {
         guard let context, let session else {
             completion(.failure(.unprocessed("the connection is closing")))
             return
@@ -220,16 +220,28 @@ final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnectionDrive
         if let output {
             context.writeAndFlush(self.wrapOutboundOut(output), promise: nil)
         }
+        // Sending can close streams too (a RST_STREAM nghttp2 decided on while reading is sent
+        // now, and only then is its stream closed): their completions run here.
+        if !self.completions.isEmpty {
+            self.runCompletions()
+            self.limitMayHaveChanged = false
+            self.afterEvent(context: context)
+        }
+        // nghttp2 is done with the connection (it sent GOAWAY for a protocol error, or both
+        // sides said goodbye): close once what it had to say is written.
+        if nghttp2_session_want_read(session) == 0, nghttp2_session_want_write(session) == 0, context.channel.isActive {
+            context.close(promise: nil)
+        }
     }
 
     // MARK: Channel events
 
-    func handlerAdded(context: ChannelHandlerContext) {
+    package func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         self.session = self.makeSession()
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
+    package func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
         if let session {
             nghttp2_session_del(session)
@@ -238,13 +250,13 @@ final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnectionDrive
         self.payloads.removeAll()
     }
 
-    func channelActive(context: ChannelHandlerContext) {
+    package func channelActive(context: ChannelHandlerContext) {
         self.schedulePing(context: context)
         self.flushOutput()  // the connection preface and our SETTINGS (NIOSSL holds them until the handshake)
         context.fireChannelActive()
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         let wasSetUp = self.state.isSetUp
         self.pingTask?.cancel()
         self.pingTask = nil
@@ -254,6 +266,7 @@ final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnectionDrive
             self.readyPromise.fail(APNsStreamFailure.unprocessed("the connection closed before HTTP/2 was set up"))
         }
         self.payloads.removeAll()
+        self.runCompletions()  // decided before the close, not yet run
         self.complete(self.state.closed())
         self.reportLimit()
         self.events?.closed()
@@ -261,7 +274,7 @@ final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnectionDrive
         context.fireChannelInactive()
     }
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+    package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted(let negotiated) = tlsEvent {
             if negotiated != "h2" {
                 self.logger.error("the upstream did not agree to HTTP/2 (ALPN h2)", metadata: ["alpn": "\(negotiated ?? "none")"])
@@ -271,12 +284,12 @@ final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnectionDrive
         context.fireUserInboundEventTriggered(event)
     }
 
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+    package func errorCaught(context: ChannelHandlerContext, error: any Error) {
         self.logger.debug("upstream connection error", metadata: ["error": "\(error)"])
         context.close(promise: nil)
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let bytes = self.unwrapInboundIn(data)
         guard let session else { return }
         precondition(!self.inNghttp2, "nghttp2 re-entered")
@@ -294,7 +307,7 @@ final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnectionDrive
         self.afterRead(context: context)
     }
 
-    func channelReadComplete(context: ChannelHandlerContext) {
+    package func channelReadComplete(context: ChannelHandlerContext) {
         self.flushOutput()  // SETTINGS and PING acknowledgements, WINDOW_UPDATEs
         context.fireChannelReadComplete()
     }
@@ -311,9 +324,8 @@ final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnectionDrive
             self.limitMayHaveChanged = false
             self.afterEvent(context: context)
         }
-        if let session, nghttp2_session_want_read(session) == 0, nghttp2_session_want_write(session) == 0 {
-            self.flushOutput()
-            context.close(promise: nil)
+        if let session, nghttp2_session_want_read(session) == 0 {
+            self.flushOutput()  // its GOAWAY, then the close
         }
     }
 

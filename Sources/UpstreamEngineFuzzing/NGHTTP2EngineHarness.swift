@@ -1,0 +1,138 @@
+#if NGHTTP2Engine
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOEmbedded
+import UpstreamAPNs
+
+/// The libnghttp2 engine's handler on an `EmbeddedChannel`, with the server side played by the
+/// caller as raw bytes (``ServerFrames``): for its unit tests and its fuzzer. No TLS, no
+/// socket, time moved by hand.
+public final class NGHTTP2EngineHarness {
+    public let loop = EmbeddedEventLoop()
+    public let channel: EmbeddedChannel
+    private let handler: NGHTTP2ConnectionHandler
+    /// Completions per request number, and the ones that came after the harness was sealed.
+    private let record = NIOLockedValueBox(Record())
+    private var nextRequest = 0
+
+    private struct Record {
+        var completions: [Int: [Result<APNsResponse, APNsStreamFailure>]] = [:]
+        var sealed = false
+        var afterSeal = 0
+        var closedEvents = 0
+        var limits: [Int] = []
+    }
+
+    /// - Parameter oneStreamUntilFirstSuccess: Apple's rule for token connections; off lets a
+    ///   test or the fuzzer have many streams open from the start.
+    public init(oneStreamUntilFirstSuccess: Bool = false, maximumResponseBodyLength: Int = 2048) throws {
+        self.channel = EmbeddedChannel(loop: self.loop)
+        var stateMachine = APNsConnectionStateMachine<APNsResponseHandler>.Configuration()
+        stateMachine.oneStreamUntilFirstSuccess = oneStreamUntilFirstSuccess
+        stateMachine.maximumResponseBodyLength = maximumResponseBodyLength
+        let configuration = APNsConnectionHandler.Configuration(
+            authority: "api.sandbox.push.apple.com",
+            stateMachine: stateMachine,
+            metrics: APNsClientMetrics(),
+            engine: .nghttp2
+        )
+        var logger = Logger(label: "apns-bridge.nghttp2-harness")
+        logger.logLevel = .critical
+        self.handler = NGHTTP2ConnectionHandler(configuration: configuration, readyPromise: self.loop.makePromise(), logger: logger)
+        try self.channel.pipeline.syncOperations.addHandler(self.handler)
+        let record = self.record
+        self.handler.setEvents(
+            .init(
+                limitChanged: { limit in record.withLockedValue { $0.limits.append(limit) } },
+                closed: { record.withLockedValue { $0.closedEvents += 1 } }
+            )
+        )
+        try self.channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+    }
+
+    /// The stream limits the handler told its pool, in order.
+    public var limits: [Int] { self.record.withLockedValue { $0.limits } }
+
+    /// Whether the handler told its pool the connection closed.
+    public var closedEvents: Int { self.record.withLockedValue { $0.closedEvents } }
+
+    /// Sends a request; returns its number. `then` runs after the completion was recorded, on
+    /// the loop, inside the handler's call (to re-enter it).
+    @discardableResult
+    public func send(
+        payload: String = #"{"aps":{"alert":"hi"}}"#,
+        deadline: NIODeadline = .uptimeNanoseconds(UInt64.max / 2),
+        then: (@Sendable (Result<APNsResponse, APNsStreamFailure>) -> Void)? = nil
+    ) -> Int {
+        let number = self.nextRequest
+        self.nextRequest += 1
+        var token = ByteBuffer()
+        token.writeInteger(UInt64(number))
+        token.writeRepeatingByte(0xAB, count: 24)
+        let request = APNsRequest(
+            deviceToken: token,
+            topic: "com.example.app",
+            pushType: .alert,
+            priority: 10,
+            expiration: 0,
+            apnsID: "00000000-0000-4000-8000-\(String(repeating: "0", count: 12 - String(number).count))\(number)",
+            payload: ByteBuffer(string: payload)
+        )
+        let record = self.record
+        self.handler.send(request, authorization: "bearer test", deadline: deadline) { result in
+            record.withLockedValue { record in
+                record.completions[number, default: []].append(result)
+                if record.sealed { record.afterSeal += 1 }
+            }
+            then?(result)
+        }
+        return number
+    }
+
+    /// Bytes from the server, as one read; then what the loop has scheduled runs.
+    public func serverWrites(_ bytes: [UInt8]) {
+        guard self.channel.isActive else { return }
+        _ = try? self.channel.writeInbound(ByteBuffer(bytes: bytes))
+        self.channel.pipeline.fireChannelReadComplete()
+        self.loop.run()
+    }
+
+    /// Everything the client has written since the last call.
+    public func clientOutput() -> [UInt8] {
+        self.loop.run()
+        var bytes: [UInt8] = []
+        while let buffer = try? self.channel.readOutbound(as: ByteBuffer.self) {
+            bytes += buffer.readableBytesView
+        }
+        return bytes
+    }
+
+    public func advanceTime(by amount: TimeAmount) {
+        self.loop.advanceTime(by: amount)
+    }
+
+    /// The completions of request `number` so far.
+    public func results(of number: Int) -> [Result<APNsResponse, APNsStreamFailure>] {
+        self.record.withLockedValue { $0.completions[number] ?? [] }
+    }
+
+    /// Requests sent so far.
+    public var requestCount: Int { self.nextRequest }
+
+    /// Closes the connection (as the socket closing would) and seals the record: from now on
+    /// any completion is a bug, counted in ``completionsAfterSeal``.
+    public func close() {
+        if self.channel.isActive {
+            self.channel.pipeline.fireChannelInactive()
+        }
+        _ = try? self.channel.finish(acceptAlreadyClosed: true)
+        self.loop.run()
+        self.record.withLockedValue { $0.sealed = true }
+        self.loop.advanceTime(by: .hours(2))
+        self.loop.run()
+    }
+
+    public var completionsAfterSeal: Int { self.record.withLockedValue { $0.afterSeal } }
+}
+#endif

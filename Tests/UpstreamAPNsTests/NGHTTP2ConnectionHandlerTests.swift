@@ -1,0 +1,218 @@
+#if NGHTTP2Engine
+import NIOCore
+import NIOEmbedded
+import Synchronization
+import Testing
+import UpstreamAPNs
+import UpstreamEngineFuzzing
+
+/// The libnghttp2 engine's handler on an EmbeddedChannel, the server played as raw frames
+/// (issue 27, part 4): answers, GOAWAY, resets, SETTINGS, deadlines and PINGs reach the same
+/// state machine as on the NIOHTTP2 engine, and completions that re-enter the handler or close
+/// the connection are safe.
+@Suite("libnghttp2 engine: the connection handler")
+struct NGHTTP2ConnectionHandlerTests {
+    /// The frames in the client's output: (type, flags, stream).
+    static func frames(_ bytes: [UInt8]) -> [(type: UInt8, flags: UInt8, stream: UInt32)] {
+        var frames: [(UInt8, UInt8, UInt32)] = []
+        var index = 0
+        // The connection preface comes first once.
+        let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+        if bytes.starts(with: preface) { index = preface.count }
+        while index + 9 <= bytes.count {
+            let length = Int(bytes[index]) << 16 | Int(bytes[index + 1]) << 8 | Int(bytes[index + 2])
+            let stream = UInt32(bytes[index + 5]) << 24 | UInt32(bytes[index + 6]) << 16 | UInt32(bytes[index + 7]) << 8 | UInt32(bytes[index + 8])
+            frames.append((bytes[index + 3], bytes[index + 4], stream & 0x7FFF_FFFF))
+            index += 9 + length
+        }
+        return frames
+    }
+
+    static func status(_ results: [Result<APNsResponse, APNsStreamFailure>]) -> Int? {
+        guard results.count == 1, case .success(let response) = results[0] else { return nil }
+        return response.status
+    }
+
+    static func failure(_ results: [Result<APNsResponse, APNsStreamFailure>]) -> APNsStreamFailure.Kind? {
+        guard results.count == 1, case .failure(let failure) = results[0] else { return nil }
+        return failure.kind
+    }
+
+    @Test("SETTINGS set the stream limit; answers complete their requests, a JSON reason read from the body")
+    func settingsAndAnswers() throws {
+        let harness = try NGHTTP2EngineHarness()
+        let opening = Self.frames(harness.clientOutput())
+        #expect(opening.first?.type == ServerFrames.settings, "the preface and our SETTINGS go out when the channel is active")
+        harness.serverWrites(ServerFrames.settings([(3, 2)]))
+        #expect(harness.limits.last == 2)
+        let ok = harness.send()
+        let bad = harness.send()
+        let sent = Self.frames(harness.clientOutput())
+        #expect(sent.filter { $0.type == ServerFrames.headers }.map(\.stream) == [1, 3])
+        #expect(sent.filter { $0.type == ServerFrames.data }.map(\.stream) == [1, 3], "each body in a DATA frame")
+        #expect(sent.contains { $0.type == ServerFrames.settings && $0.flags == ServerFrames.ack }, "the server's SETTINGS acknowledged")
+        harness.serverWrites(ServerFrames.answer(stream: 1, status: 200) + ServerFrames.answer(stream: 3, status: 400, reason: "BadDeviceToken"))
+        #expect(Self.status(harness.results(of: ok)) == 200)
+        guard case .success(let refused)? = harness.results(of: bad).first else {
+            Issue.record("no answer for the second request")
+            return
+        }
+        #expect(refused.status == 400 && refused.reason == .badDeviceToken)
+        harness.serverWrites(ServerFrames.settings([(3, 1)]))
+        #expect(harness.limits.last == 1, "a later SETTINGS lowers the limit")
+        harness.close()
+        #expect(harness.completionsAfterSeal == 0)
+    }
+
+    @Test("GOAWAY with a JSON reason: streams above its last stream id fail unprocessed, the one below is still answered, then the connection closes")
+    func goAway() throws {
+        let harness = try NGHTTP2EngineHarness()
+        harness.serverWrites(ServerFrames.settings())
+        let below = harness.send()
+        let above = harness.send()
+        _ = harness.clientOutput()
+        harness.serverWrites(ServerFrames.goAway(lastStream: 1, code: 0, debug: #"{"reason":"Shutdown"}"#))
+        #expect(Self.failure(harness.results(of: above)) == .unprocessed)
+        #expect(harness.results(of: below).isEmpty)
+        #expect(harness.limits.last == 0, "no new streams after GOAWAY")
+        harness.serverWrites(ServerFrames.answer(stream: 1, status: 200))
+        #expect(Self.status(harness.results(of: below)) == 200)
+        #expect(!harness.channel.isActive, "drained: closed")
+        #expect(harness.closedEvents == 1)
+        harness.close()
+        #expect(harness.completionsAfterSeal == 0)
+    }
+
+    @Test("RST_STREAM: REFUSED_STREAM is unprocessed, PROTOCOL_ERROR refuses the request, others interrupt it", arguments: [
+        (UInt32(7), APNsStreamFailure.Kind.unprocessed), (1, .refused), (2, .interrupted), (8, .interrupted),
+    ])
+    func resets(code: UInt32, expected: APNsStreamFailure.Kind) throws {
+        let harness = try NGHTTP2EngineHarness()
+        harness.serverWrites(ServerFrames.settings())
+        let reset = harness.send()
+        let other = harness.send()
+        _ = harness.clientOutput()
+        harness.serverWrites(ServerFrames.resetStream(1, code: code))
+        #expect(Self.failure(harness.results(of: reset)) == expected)
+        #expect(harness.results(of: other).isEmpty, "one stream's reset leaves the others")
+        #expect(harness.channel.isActive)
+        harness.serverWrites(ServerFrames.answer(stream: 3, status: 200))
+        #expect(Self.status(harness.results(of: other)) == 200)
+        harness.close()
+    }
+
+    @Test("A completion that sends the next request on the same connection: submitted after nghttp2 returned, and answered")
+    func completionReentersSend() throws {
+        let harness = try NGHTTP2EngineHarness()
+        harness.serverWrites(ServerFrames.settings())
+        let followUp = Mutex<Int?>(nil)
+        let box = UncheckedBox(harness)
+        let first = harness.send { _ in
+            followUp.withLock { $0 = box.value.send() }
+        }
+        _ = harness.clientOutput()
+        harness.serverWrites(ServerFrames.answer(stream: 1, status: 200))
+        #expect(Self.status(harness.results(of: first)) == 200)
+        let next = try #require(followUp.withLock { $0 })
+        #expect(Self.frames(harness.clientOutput()).contains { $0.type == ServerFrames.headers && $0.stream == 3 })
+        harness.serverWrites(ServerFrames.answer(stream: 3, status: 200))
+        #expect(Self.status(harness.results(of: next)) == 200)
+        harness.close()
+        #expect(harness.completionsAfterSeal == 0)
+    }
+
+    @Test("A completion that closes the connection: every other request fails once, none after the close")
+    func completionClosesTheConnection() throws {
+        let harness = try NGHTTP2EngineHarness()
+        harness.serverWrites(ServerFrames.settings())
+        let channel = UncheckedBox(harness.channel)
+        let closer = harness.send { _ in channel.value.close(promise: nil) }
+        let others = (0..<3).map { _ in harness.send() }
+        _ = harness.clientOutput()
+        harness.serverWrites(ServerFrames.answer(stream: 1, status: 200) + ServerFrames.answer(stream: 3, status: 200))
+        #expect(Self.status(harness.results(of: closer)) == 200)
+        #expect(Self.status(harness.results(of: others[0])) == 200, "answered in the same read, before the close")
+        #expect(others.dropFirst().allSatisfy { harness.results(of: $0).count == 1 })
+        #expect(!harness.channel.isActive)
+        harness.close()
+        #expect(harness.completionsAfterSeal == 0)
+    }
+
+    @Test("Deadlines and PINGs: an unanswered stream is reset (CANCEL) and interrupted; a PING unanswered by the next one closes")
+    func deadlinesAndPings() throws {
+        let harness = try NGHTTP2EngineHarness()
+        harness.serverWrites(ServerFrames.settings())
+        let late = harness.send(deadline: harness.loop.now + .seconds(5))
+        _ = harness.clientOutput()
+        harness.advanceTime(by: .seconds(6))
+        #expect(Self.failure(harness.results(of: late)) == .interrupted)
+        #expect(Self.frames(harness.clientOutput()).contains { $0.type == ServerFrames.rstStream && $0.stream == 1 })
+        harness.advanceTime(by: .seconds(60))
+        #expect(Self.frames(harness.clientOutput()).contains { $0.type == ServerFrames.ping && $0.flags == 0 })
+        harness.serverWrites(ServerFrames.pingAcknowledged())
+        harness.advanceTime(by: .seconds(60))
+        #expect(harness.channel.isActive, "the first PING was answered")
+        harness.advanceTime(by: .seconds(60))
+        #expect(!harness.channel.isActive, "the second was not: the connection is replaced")
+        harness.close()
+    }
+
+    @Test("Bytes that are not HTTP/2 close the connection; the requests in flight fail once")
+    func garbage() throws {
+        let harness = try NGHTTP2EngineHarness()
+        harness.serverWrites(ServerFrames.settings())
+        let requests = (0..<4).map { _ in harness.send() }
+        _ = harness.clientOutput()
+        harness.serverWrites(Array("HTTP/1.1 400 Bad Request\r\n\r\n".utf8))
+        #expect(!harness.channel.isActive)
+        #expect(requests.allSatisfy { harness.results(of: $0).count == 1 })
+        harness.close()
+        #expect(harness.completionsAfterSeal == 0)
+    }
+}
+
+/// A value handed to a completion closure, which must be Sendable; the tests run on one thread
+/// (the EmbeddedEventLoop's).
+final class UncheckedBox<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
+#endif
+
+#if NGHTTP2Engine
+import Foundation
+
+/// The fuzzer's seeds (recorded from MockAPNs and nghttpd with FuzzCorpus/record-seeds.py) and
+/// every crasher it found, replayed on each test run.
+@Suite("libnghttp2 engine: fuzz corpus replay")
+struct NGHTTP2FuzzReplayTests {
+    static let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("FuzzCorpus")
+
+    static var inputs: [String] {
+        ["seeds", "crashers"].flatMap { folder in
+            ((try? FileManager.default.contentsOfDirectory(atPath: Self.corpus.appendingPathComponent(folder).path)) ?? [])
+                .filter { !$0.hasPrefix(".") }.sorted().map { "\(folder)/\($0)" }
+        }
+    }
+
+    @Test("Each seed and crasher: every request completed exactly once, nothing after the close", arguments: Self.inputs)
+    func replay(input: String) throws {
+        let bytes = Array(try Data(contentsOf: Self.corpus.appendingPathComponent(input)))
+        let problem = bytes.withUnsafeBufferPointer { NGHTTP2EngineFuzzRun(input: $0).run() }
+        #expect(problem == nil)
+    }
+
+    @Test("The seeds recorded from real servers are answers: MockAPNs' and nghttpd's requests complete with their statuses")
+    func seedsAreAnswers() throws {
+        #expect(Self.inputs.filter { $0.hasPrefix("seeds/") }.count >= 6)
+        let seed = Array(try Data(contentsOf: Self.corpus.appendingPathComponent("seeds/nghttpd-echo")))
+        let harness = try NGHTTP2EngineHarness()
+        harness.serverWrites(ServerFrames.settings())
+        let requests = (0..<4).map { _ in harness.send() }
+        _ = harness.clientOutput()
+        harness.serverWrites(Array(seed.dropFirst(2)))
+        #expect(requests.allSatisfy { NGHTTP2ConnectionHandlerTests.status(harness.results(of: $0)) == 200 })
+        harness.close()
+    }
+}
+#endif
