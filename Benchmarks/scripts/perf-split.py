@@ -7,15 +7,39 @@ names one of the modules below (retain/release, malloc and the runtime count for
   Benchmarks/scripts/perf-split.py perf.txt MICROSECONDS_PER_NOTIFICATION
 """
 import sys, re, collections
-cats = [
-    ("HTTP/2 engine: libnghttp2", lambda s, d: "libnghttp2" in d),
-    ("HTTP/2 engine: NIOHPACK (the header block built as HPACKHeaders)", lambda s, d: "8NIOHPACK" in s or "NIOHPACK" in s),
-    ("TLS (NIOSSL, BoringSSL)", lambda s, d: "NIOSSL" in s or "BoringSSL" in s or "CNIOBoringSSL" in s or "libssl" in d or "libcrypto" in d),
-    ("UpstreamAPNs (our client, the nghttp2 handler)", lambda s, d: "12UpstreamAPNs" in s),
-    ("legacy decoder", lambda s, d: "14LegacyProtocol" in s),
-    ("the bridge (gateway, sessions, mapping, stores, metrics)", lambda s, d: any(m in s for m in ("10BridgeCore", "12BridgeServer", "14BridgeUpstream", "9BridgeApp", "12BridgeStores", "CoreMetrics", "Prometheus"))),
-    ("NIOCore/NIOPosix (pipeline, event loop, ByteBuffer, system calls)", lambda s, d: any(m in s for m in ("7NIOCore", "8NIOPosix", "NIOConcurrencyHelpers", "NIOCore", "NIOPosix"))),
-]
+def module_of(symbol):
+    """The module a Swift symbol belongs to: the first `$s<length><Name>` in its mangled name
+    (a specialization of a standard-library generic made inside a module names that module
+    there); `None` for a C symbol."""
+    match = re.search(r"\$s(\d+)", symbol)
+    if not match:
+        return None
+    length = int(match.group(1))
+    return symbol[match.end():match.end() + length]
+
+BRIDGE = ("BridgeCore", "BridgeServer", "BridgeUpstream", "BridgeApp", "BridgeStores", "CoreMetrics", "Prometheus")
+NIO = ("NIOCore", "NIOPosix", "NIOConcurrencyHelpers", "_NIODataStructures", "NIOEmbedded")
+
+def category(symbol, dso):
+    if "libnghttp2" in dso:
+        return "HTTP/2 engine: libnghttp2"
+    if "BoringSSL" in symbol or "libssl" in dso or "libcrypto" in dso:
+        return "TLS (NIOSSL, BoringSSL)"
+    module = module_of(symbol)
+    if module in ("NIOHTTP2", "NIOHPACK"):
+        return "HTTP/2 engine: NIOHTTP2, NIOHPACK"
+    if module == "NIOSSL":
+        return "TLS (NIOSSL, BoringSSL)"
+    if module == "UpstreamAPNs":
+        return "UpstreamAPNs (our client, the connection handler)"
+    if module == "LegacyProtocol":
+        return "legacy decoder"
+    if module in BRIDGE:
+        return "the bridge (gateway, sessions, mapping, stores, metrics)"
+    if module in NIO:
+        return "NIOCore/NIOPosix (pipeline, event loop, ByteBuffer, system calls)"
+    return None
+
 counts = collections.Counter()
 total = 0
 stack = []
@@ -24,10 +48,10 @@ def flush():
     if not stack: return
     total += 1
     for sym, dso in stack:
-        for name, test in cats:
-            if test(sym, dso):
-                counts[name] += 1
-                return
+        name = category(sym, dso)
+        if name:
+            counts[name] += 1
+            return
     leaf = stack[0]
     if "libc" in leaf[1]: counts["malloc, free, memmove with no module above them"] += 1
     elif "kernel" in leaf[1]: counts["kernel with no module above it"] += 1

@@ -60,6 +60,9 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
     private var limitMayHaveChanged = false
     /// Set while nghttp2 runs (`mem_recv`, `mem_send`): it must not be called again then.
     private var inNghttp2 = false
+    /// Scratch space for one request's header fields, kept between requests (``submit``).
+    private var fieldBytes: [UInt8] = []
+    private var fieldSpans: [FieldSpan] = []
 
     package init(configuration: APNsConnectionHandler.Configuration, readyPromise: EventLoopPromise<Void>, logger: Logger) {
         self.configuration = configuration
@@ -95,9 +98,8 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
         if self.deadlineSweep == nil {
             self.scheduleDeadlineSweep(context: context)
         }
-        let headers = self.headerEncoder.headers(for: request, authorization: authorization)
         let hasBody = request.payload.readableBytes > 0
-        let submitted = Self.submit(headers, hasBody: hasBody, to: session)
+        let submitted = self.submit(request, authorization: authorization, hasBody: hasBody, to: session)
         guard submitted == Int32(streamID) else {
             // nghttp2 numbers streams 1, 3, 5, … as the state machine does; anything else is a
             // failure to submit (or a bug): the request was not written.
@@ -117,50 +119,59 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
     }
 
     /// `nghttp2_submit_request` with the header block as name/value pairs (nghttp2 copies them)
-    /// and, for a body, a data provider that reads ``payloads``. Returns the stream id, or a
-    /// negative nghttp2 error.
-    private static func submit(_ headers: HPACKHeaders, hasBody: Bool, to session: OpaquePointer) -> Int32 {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(512)
-        var fields: [(name: Int, nameLength: Int, value: Int, valueLength: Int, flags: UInt8)] = []
-        fields.reserveCapacity(headers.count)
+    /// and, for a body, a data provider that reads ``payloads``. The fields come from the
+    /// shared ``APNsRequestHeaderEncoder`` straight into two scratch arrays the handler keeps,
+    /// so no `HPACKHeaders` is built and nothing is allocated per request once they have grown.
+    /// Returns the stream id, or a negative nghttp2 error.
+    private func submit(_ request: APNsRequest, authorization: String?, hasBody: Bool, to session: OpaquePointer) -> Int32 {
+        self.fieldBytes.removeAll(keepingCapacity: true)
+        self.fieldSpans.removeAll(keepingCapacity: true)
         let noIndex = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
-        for (name, value, indexing) in headers {
-            let nameStart = bytes.count
-            bytes.append(contentsOf: name.utf8)
-            let valueStart = bytes.count
-            bytes.append(contentsOf: value.utf8)
+        let none = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+        self.headerEncoder.forEachField(of: request, authorization: authorization) { name, value, indexing in
+            let nameStart = self.fieldBytes.count
+            self.fieldBytes.append(contentsOf: name.utf8)
+            let valueStart = self.fieldBytes.count
+            self.fieldBytes.append(contentsOf: value.utf8)
             // nghttp2 sends `:path` and `content-length` as literals without indexing by itself
             // (what `.nonIndexable` asks); NO_INDEX would make them never-indexed. Other names
             // it would add to the table: there NO_INDEX (never indexed, the same size as
             // "without indexing") keeps each request's apns-id out of it, as Apple asks.
-            let flags =
-                indexing == .indexable || (indexing == .nonIndexable && (name == ":path" || name == "content-length"))
-                ? UInt8(NGHTTP2_NV_FLAG_NONE.rawValue) : noIndex
-            fields.append((nameStart, valueStart - nameStart, valueStart, bytes.count - valueStart, flags))
+            let flags = indexing == .indexable || (indexing == .nonIndexable && (name == ":path" || name == "content-length")) ? none : noIndex
+            self.fieldSpans.append(FieldSpan(name: nameStart, nameLength: valueStart - nameStart, value: valueStart, valueLength: self.fieldBytes.count - valueStart, flags: flags))
         }
-        return bytes.withUnsafeMutableBufferPointer { storage in
+        let spans = self.fieldSpans
+        return self.fieldBytes.withUnsafeMutableBufferPointer { storage in
             let base = storage.baseAddress!
-            var nva = fields.map { field in
-                nghttp2_nv(
-                    name: base + field.name,
-                    value: base + field.value,
-                    namelen: field.nameLength,
-                    valuelen: field.valueLength,
-                    flags: field.flags
-                )
-            }
-            return nva.withUnsafeMutableBufferPointer { nva in
+            return withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: spans.count) { nva in
+                for (index, span) in spans.enumerated() {
+                    nva[index] = nghttp2_nv(
+                        name: base + span.name,
+                        value: base + span.value,
+                        namelen: span.nameLength,
+                        valuelen: span.valueLength,
+                        flags: span.flags
+                    )
+                }
                 guard hasBody else {
-                    return nghttp2_submit_request(session, nil, nva.baseAddress, nva.count, nil, nil)
+                    return nghttp2_submit_request(session, nil, nva.baseAddress, spans.count, nil, nil)
                 }
                 var provider = nghttp2_data_provider()
                 provider.read_callback = { _, streamID, buffer, length, flags, _, userData in
                     NGHTTP2ConnectionHandler.from(userData).readBody(of: streamID, into: buffer!, length: length, flags: flags!)
                 }
-                return nghttp2_submit_request(session, nil, nva.baseAddress, nva.count, &provider, nil)
+                return nghttp2_submit_request(session, nil, nva.baseAddress, spans.count, &provider, nil)
             }
         }
+    }
+
+    /// Where one field's name and value lie in ``fieldBytes``.
+    private struct FieldSpan {
+        var name: Int
+        var nameLength: Int
+        var value: Int
+        var valueLength: Int
+        var flags: UInt8
     }
 
     /// nghttp2 asks for (more of) a body: copied from ``payloads``, the end marked once empty.

@@ -194,10 +194,23 @@ public struct APNsRequestHeaderEncoder: Sendable {
     }
 
     public mutating func headers(for request: APNsRequest, authorization: String?) -> HPACKHeaders {
-        let changing: HPACKIndexing = self.hasIndexedChangingNames ? .nonIndexable : .indexable
-        self.hasIndexedChangingNames = true
         var headers = HPACKHeaders()
         headers.reserveCapacity(10)
+        self.forEachField(of: request, authorization: authorization) { name, value, indexing in
+            headers.add(name: name, value: value, indexing: indexing)
+        }
+        return headers
+    }
+
+    /// The same fields in the same order, handed one by one to `field` without building
+    /// `HPACKHeaders` (the libnghttp2 engine copies them straight into its name/value array).
+    public mutating func forEachField(
+        of request: APNsRequest,
+        authorization: String?,
+        _ field: (_ name: String, _ value: String, _ indexing: HPACKIndexing) -> Void
+    ) {
+        let changing: HPACKIndexing = self.hasIndexedChangingNames ? .nonIndexable : .indexable
+        self.hasIndexedChangingNames = true
         // A device's path names one device, used once: never indexed. A broadcast's or a
         // channel request's path names the app, the same every time: indexed.
         let (method, pathIndexing): (String, HPACKIndexing) =
@@ -206,39 +219,38 @@ public struct APNsRequestHeaderEncoder: Sendable {
             case .broadcast: ("POST", .indexable)
             case .channelManagement(let method, _): (method, .indexable)
             }
-        headers.add(name: ":method", value: method)
-        headers.add(name: ":scheme", value: "https")
-        headers.add(name: ":path", value: request.path, indexing: pathIndexing)
-        headers.add(name: ":authority", value: self.authority)
+        field(":method", method, .indexable)
+        field(":scheme", "https", .indexable)
+        field(":path", request.path, pathIndexing)
+        field(":authority", self.authority, .indexable)
         if let authorization {
-            headers.add(name: "authorization", value: authorization, indexing: .neverIndexed)
+            field("authorization", authorization, .neverIndexed)
         }
         switch request.kind {
         case .device:
-            headers.add(name: "apns-id", value: request.apnsID, indexing: changing)
-            headers.add(name: "apns-expiration", value: String(request.expiration), indexing: changing)
-            headers.add(name: "apns-priority", value: Self.priorityValue(request.priority))
+            field("apns-id", request.apnsID, changing)
+            field("apns-expiration", String(request.expiration), changing)
+            field("apns-priority", Self.priorityValue(request.priority), .indexable)
             if let topic = request.topic {
-                headers.add(name: "apns-topic", value: topic)
+                field("apns-topic", topic, .indexable)
             }
-            headers.add(name: "apns-push-type", value: request.pushType.rawValue)
+            field("apns-push-type", request.pushType.rawValue, .indexable)
         case .broadcast(let channelID):
-            headers.add(name: "apns-request-id", value: request.apnsID, indexing: changing)
-            headers.add(name: "apns-channel-id", value: channelID)
-            headers.add(name: "apns-expiration", value: String(request.expiration), indexing: changing)
-            headers.add(name: "apns-priority", value: Self.priorityValue(request.priority))
-            headers.add(name: "apns-push-type", value: request.pushType.rawValue)
+            field("apns-request-id", request.apnsID, changing)
+            field("apns-channel-id", channelID, .indexable)
+            field("apns-expiration", String(request.expiration), changing)
+            field("apns-priority", Self.priorityValue(request.priority), .indexable)
+            field("apns-push-type", request.pushType.rawValue, .indexable)
         case .channelManagement(_, let channelID):
-            headers.add(name: "apns-request-id", value: request.apnsID, indexing: changing)
+            field("apns-request-id", request.apnsID, changing)
             if let channelID {
-                headers.add(name: "apns-channel-id", value: channelID)
+                field("apns-channel-id", channelID, .indexable)
             }
             if request.payload.readableBytes > 0 {
-                headers.add(name: "content-type", value: "application/json")
+                field("content-type", "application/json", .indexable)
             }
         }
-        headers.add(name: "content-length", value: String(request.payload.readableBytes))
-        return headers
+        field("content-length", String(request.payload.readableBytes), .indexable)
     }
 
     private static func priorityValue(_ priority: UInt8) -> String {
