@@ -22,9 +22,6 @@ public struct JSONLogHandler: LogHandler {
     public var metadataProvider: Logger.MetadataProvider?
     private let label: String
 
-    /// Lines from all handlers go out whole, one at a time.
-    private static let output = Mutex(FileHandle.standardError)
-
     public init(label: String, logLevel: Logger.Level, metadataProvider: Logger.MetadataProvider? = nil) {
         self.label = label
         self.logLevel = logLevel
@@ -37,22 +34,15 @@ public struct JSONLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        var merged = self.metadata
-        if let provided = self.metadataProvider?.get() {
-            merged.merge(provided) { $1 }
-        }
-        if let metadata = event.metadata {
-            merged.merge(metadata) { $1 }
-        }
         let line = Self.line(
             timestamp: Date(),
             level: event.level,
             label: self.label,
             message: "\(event.message)",
-            metadata: merged,
+            metadata: LogLineOutput.metadata(self.metadata, self.metadataProvider, event),
             source: event.source
         )
-        Self.output.withLock { $0.write(Data((line + "\n").utf8)) }
+        LogLineOutput.write(line)
     }
 
     /// One event as a JSON object on one line.
@@ -92,5 +82,26 @@ public struct JSONLogHandler: LogHandler {
 
     private static func timestamp(_ date: Date) -> String {
         date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))  // 2026-11-24T12:34:56.789Z
+    }
+}
+
+/// What the bridge's two log handlers share: the merge of their metadata with the provider's and
+/// the event's, and standard error, where whole lines go out one at a time.
+enum LogLineOutput {
+    private static let output = Mutex(FileHandle.standardError)
+
+    static func metadata(_ handler: Logger.Metadata, _ provider: Logger.MetadataProvider?, _ event: LogEvent) -> Logger.Metadata {
+        var merged = handler
+        if let provided = provider?.get() {
+            merged.merge(provided) { $1 }
+        }
+        if let metadata = event.metadata {
+            merged.merge(metadata) { $1 }
+        }
+        return merged
+    }
+
+    static func write(_ line: String) {
+        Self.output.withLock { $0.write(Data((line + "\n").utf8)) }
     }
 }

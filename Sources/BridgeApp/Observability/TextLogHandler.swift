@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -21,9 +20,6 @@ public struct TextLogHandler: LogHandler {
     public var metadataProvider: Logger.MetadataProvider?
     private let label: String
 
-    /// Lines from all handlers go out whole, one at a time.
-    private static let output = Mutex(FileHandle.standardError)
-
     public init(label: String, logLevel: Logger.Level, metadataProvider: Logger.MetadataProvider? = nil) {
         self.label = label
         self.logLevel = logLevel
@@ -36,22 +32,15 @@ public struct TextLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        var merged = self.metadata
-        if let provided = self.metadataProvider?.get() {
-            merged.merge(provided) { $1 }
-        }
-        if let metadata = event.metadata {
-            merged.merge(metadata) { $1 }
-        }
         let line = Self.line(
             timestamp: Self.timestamp(),
             level: event.level,
             label: self.label,
             message: "\(event.message)",
-            metadata: merged,
+            metadata: LogLineOutput.metadata(self.metadata, self.metadataProvider, event),
             source: event.source
         )
-        Self.output.withLock { $0.write(Data((line + "\n").utf8)) }
+        LogLineOutput.write(line)
     }
 
     /// One event as one line (without its newline).
