@@ -34,7 +34,7 @@ struct DemoCommand: AsyncParsableCommand {
 
     func run() async throws {
         let metrics = BridgeMetrics.bootstrapPrometheus()
-        LoggingSystem.bootstrap { TextLogHandler(label: $0, logLevel: .info) }
+        LoggingSystem.bootstrap { BridgeLogHandler(label: $0, format: .text, logLevel: .info) }
         var logger = Logger(label: "apns-bridge.demo")
         logger.logLevel = .error
         let pki = try TestPKI(name: "apns-bridge demo CA")

@@ -56,7 +56,7 @@ struct MockAPNsCommand: AsyncParsableCommand {
 
     func run() async throws {
         // Its log carries what clients send (topics, reasons): escaped, one line per event.
-        LoggingSystem.bootstrap { TextLogHandler(label: $0, logLevel: .info) }
+        LoggingSystem.bootstrap { BridgeLogHandler(label: $0, format: .text, logLevel: .info) }
         var logger = Logger(label: "apns-bridge.mock-apns")
         guard let level = Logger.Level(rawValue: self.logLevel) else { throw ValidationError("--log-level: unknown level \(self.logLevel)") }
         logger.logLevel = level

@@ -30,12 +30,7 @@ struct ServeCommand: AsyncParsableCommand {
         // The level is the handlers' floor; LiveLogLevel decides, and a reload changes it.
         let level = LiveLogLevel(settings.logLevel)
         LoggingSystem.bootstrap { label in
-            switch settings.logFormat {
-            case .text:
-                return LiveLevelLogHandler(wrapping: TextLogHandler(label: label, logLevel: .trace), level: level)
-            case .json:
-                return LiveLevelLogHandler(wrapping: JSONLogHandler(label: label, logLevel: .trace), level: level)
-            }
+            LiveLevelLogHandler(wrapping: BridgeLogHandler(label: label, format: settings.logFormat, logLevel: .trace), level: level)
         }
         let metrics = BridgeMetrics.bootstrapPrometheus()
         let logger = Logger(label: "apns-bridge")

@@ -12,39 +12,11 @@ public enum LogFormat: String, Sendable, CaseIterable {
     case json
 }
 
-/// A swift-log handler that writes one JSON object per event, one per line, to standard error.
+/// The JSON format: one JSON object per event, one per line.
 ///
 /// What goes into a line is what the call site logs: the bridge's own lines already shorten
 /// tokens and never carry keys, tokens or payloads at info and above, in either format.
-public struct JSONLogHandler: LogHandler {
-    public var logLevel: Logger.Level
-    public var metadata: Logger.Metadata = [:]
-    public var metadataProvider: Logger.MetadataProvider?
-    private let label: String
-
-    public init(label: String, logLevel: Logger.Level, metadataProvider: Logger.MetadataProvider? = nil) {
-        self.label = label
-        self.logLevel = logLevel
-        self.metadataProvider = metadataProvider
-    }
-
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { self.metadata[key] }
-        set { self.metadata[key] = newValue }
-    }
-
-    public func log(event: LogEvent) {
-        let line = Self.line(
-            timestamp: Date(),
-            level: event.level,
-            label: self.label,
-            message: "\(event.message)",
-            metadata: LogLineOutput.metadata(self.metadata, self.metadataProvider, event),
-            source: event.source
-        )
-        LogLineOutput.write(line)
-    }
-
+public enum JSONLogHandler {
     /// One event as a JSON object on one line.
     public static func line(timestamp: Date, level: Logger.Level, label: String, message: String, metadata: Logger.Metadata, source: String) -> String {
         var object: [String: Any] = [
@@ -85,23 +57,53 @@ public struct JSONLogHandler: LogHandler {
     }
 }
 
-/// What the bridge's two log handlers share: the merge of their metadata with the provider's and
-/// the event's, and standard error, where whole lines go out one at a time.
-enum LogLineOutput {
+/// The bridge's swift-log handler: one line per event on standard error, in the text format
+/// (``TextLogHandler``) or the JSON format (``JSONLogHandler``); whole lines go out one at a
+/// time.
+public struct BridgeLogHandler: LogHandler {
+    public var logLevel: Logger.Level
+    public var metadata: Logger.Metadata = [:]
+    public var metadataProvider: Logger.MetadataProvider?
+    private let label: String
+    private let format: LogFormat
+
     private static let output = Mutex(FileHandle.standardError)
 
-    static func metadata(_ handler: Logger.Metadata, _ provider: Logger.MetadataProvider?, _ event: LogEvent) -> Logger.Metadata {
-        var merged = handler
-        if let provided = provider?.get() {
+    public init(label: String, format: LogFormat, logLevel: Logger.Level, metadataProvider: Logger.MetadataProvider? = nil) {
+        self.label = label
+        self.format = format
+        self.logLevel = logLevel
+        self.metadataProvider = metadataProvider
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { self.metadata[key] }
+        set { self.metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        var merged = self.metadata
+        if let provided = self.metadataProvider?.get() {
             merged.merge(provided) { $1 }
         }
         if let metadata = event.metadata {
             merged.merge(metadata) { $1 }
         }
-        return merged
-    }
-
-    static func write(_ line: String) {
+        let message = "\(event.message)"
+        let line =
+            switch self.format {
+            case .text:
+                TextLogHandler.line(
+                    timestamp: TextLogHandler.timestamp(),
+                    level: event.level,
+                    label: self.label,
+                    message: message,
+                    metadata: merged,
+                    source: event.source
+                )
+            case .json:
+                JSONLogHandler.line(timestamp: Date(), level: event.level, label: self.label, message: message, metadata: merged, source: event.source)
+            }
         Self.output.withLock { $0.write(Data((line + "\n").utf8)) }
     }
 }

@@ -5,44 +5,16 @@ import Logging
 import Glibc
 #endif
 
-/// A swift-log handler that writes one human-readable line per event to standard error, in the
-/// layout of swift-log's `StreamLogHandler` (`TIME LEVEL LABEL: key=value … [SOURCE] MESSAGE`),
-/// with every logged value escaped so that it cannot break its line.
+/// The text format (the default): one human-readable line per event, in the layout of
+/// swift-log's `StreamLogHandler` (`TIME LEVEL LABEL: key=value … [SOURCE] MESSAGE`), with every
+/// logged value escaped so that it cannot break its line (``BridgeLogHandler`` writes it).
 ///
 /// Much of what the bridge logs comes from outside: certificate subjects, topics, file names
 /// from the configuration, reasons and GOAWAY data from the upstream. A newline in one of them
 /// would otherwise start a line of the attacker's choosing (a forged `critical` entry, say).
 /// ``LogLineEscaping`` writes control characters as escapes; the JSON format escapes them by
 /// itself.
-public struct TextLogHandler: LogHandler {
-    public var logLevel: Logger.Level
-    public var metadata: Logger.Metadata = [:]
-    public var metadataProvider: Logger.MetadataProvider?
-    private let label: String
-
-    public init(label: String, logLevel: Logger.Level, metadataProvider: Logger.MetadataProvider? = nil) {
-        self.label = label
-        self.logLevel = logLevel
-        self.metadataProvider = metadataProvider
-    }
-
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { self.metadata[key] }
-        set { self.metadata[key] = newValue }
-    }
-
-    public func log(event: LogEvent) {
-        let line = Self.line(
-            timestamp: Self.timestamp(),
-            level: event.level,
-            label: self.label,
-            message: "\(event.message)",
-            metadata: LogLineOutput.metadata(self.metadata, self.metadataProvider, event),
-            source: event.source
-        )
-        LogLineOutput.write(line)
-    }
-
+public enum TextLogHandler {
     /// One event as one line (without its newline).
     public static func line(timestamp: String, level: Logger.Level, label: String, message: String, metadata: Logger.Metadata, source: String) -> String {
         var line = "\(timestamp) \(level)"
@@ -58,7 +30,7 @@ public struct TextLogHandler: LogHandler {
     }
 
     /// Local time, as `StreamLogHandler` writes it: `2026-11-25T14:53:43+0000`.
-    private static func timestamp() -> String {
+    static func timestamp() -> String {
         var now = time(nil)
         var parts = tm()
         guard localtime_r(&now, &parts) != nil else { return "<unknown>" }
