@@ -28,7 +28,7 @@ struct LogEscapingTests {
 
     @Test("Text format: every control character in a message, a label, a metadata key or value is escaped")
     func text() {
-        let line = TextLogHandler.line(
+        let line = TextLogLine.line(
             timestamp: "2026-11-25T00:00:00+0000",
             level: .warning,
             label: "apns-bridge" + Self.hostile,
@@ -41,13 +41,13 @@ struct LogEscapingTests {
         #expect(line.contains(#"\n2026-11-25T00:00:00+0000 critical"#), "the forged line is there, escaped, inside the real one")
         #expect(line.contains(#"\u{0}\u{1}"#) && line.contains(#"\t\n\u{B}"#) && line.contains(#"\u{7F}\u{85}\u{2028}"#))
         #expect(line.contains("\u{FFFD}"), "invalid UTF-8 arrives as replacement characters")
-        #expect(TextLogHandler.line(timestamp: "t", level: .info, label: "l", message: #"a\nb"#, metadata: [:], source: "s") == #"t info l: [s] a\\nb"#, "a backslash is doubled, so an escape is never ambiguous")
-        #expect(TextLogHandler.line(timestamp: "t", level: .info, label: "l", message: "plain", metadata: ["k": "v"], source: "s") == "t info l: k=v [s] plain")
+        #expect(TextLogLine.line(timestamp: "t", level: .info, label: "l", message: #"a\nb"#, metadata: [:], source: "s") == #"t info l: [s] a\\nb"#, "a backslash is doubled, so an escape is never ambiguous")
+        #expect(TextLogLine.line(timestamp: "t", level: .info, label: "l", message: "plain", metadata: ["k": "v"], source: "s") == "t info l: k=v [s] plain")
     }
 
     @Test("JSON format: the same values stay inside one JSON object on one line")
     func json() throws {
-        let line = JSONLogHandler.line(
+        let line = JSONLogLine.line(
             timestamp: Date(timeIntervalSince1970: 1_800_000_000),
             level: .warning,
             label: "apns-bridge",

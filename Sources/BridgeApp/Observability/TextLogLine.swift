@@ -14,7 +14,7 @@ import Glibc
 /// would otherwise start a line of the attacker's choosing (a forged `critical` entry, say).
 /// ``LogLineEscaping`` writes control characters as escapes; the JSON format escapes them by
 /// itself.
-public enum TextLogHandler {
+public enum TextLogLine {
     /// One event as one line (without its newline).
     public static func line(timestamp: String, level: Logger.Level, label: String, message: String, metadata: Logger.Metadata, source: String) -> String {
         var line = "\(timestamp) \(level)"

@@ -5,7 +5,7 @@ import Synchronization
 /// How `serve` writes its log to standard error.
 public enum LogFormat: String, Sendable, CaseIterable {
     /// One human-readable line per event, in the layout of swift-log's `StreamLogHandler`, with
-    /// control characters in logged values escaped (``TextLogHandler``).
+    /// control characters in logged values escaped (``TextLogLine``).
     case text
     /// One JSON object per line (JSON Lines), for log shippers: `timestamp` (ISO 8601, UTC,
     /// milliseconds), `level`, `label`, `message`, `metadata` (an object of strings), `source`.
@@ -16,7 +16,7 @@ public enum LogFormat: String, Sendable, CaseIterable {
 ///
 /// What goes into a line is what the call site logs: the bridge's own lines already shorten
 /// tokens and never carry keys, tokens or payloads at info and above, in either format.
-public enum JSONLogHandler {
+public enum JSONLogLine {
     /// One event as a JSON object on one line.
     public static func line(timestamp: Date, level: Logger.Level, label: String, message: String, metadata: Logger.Metadata, source: String) -> String {
         var object: [String: Any] = [
@@ -58,7 +58,7 @@ public enum JSONLogHandler {
 }
 
 /// The bridge's swift-log handler: one line per event on standard error, in the text format
-/// (``TextLogHandler``) or the JSON format (``JSONLogHandler``); whole lines go out one at a
+/// (``TextLogLine``) or the JSON format (``JSONLogLine``); whole lines go out one at a
 /// time.
 public struct BridgeLogHandler: LogHandler {
     public var logLevel: Logger.Level
@@ -93,8 +93,8 @@ public struct BridgeLogHandler: LogHandler {
         let line =
             switch self.format {
             case .text:
-                TextLogHandler.line(
-                    timestamp: TextLogHandler.timestamp(),
+                TextLogLine.line(
+                    timestamp: TextLogLine.timestamp(),
                     level: event.level,
                     label: self.label,
                     message: message,
@@ -102,7 +102,7 @@ public struct BridgeLogHandler: LogHandler {
                     source: event.source
                 )
             case .json:
-                JSONLogHandler.line(timestamp: Date(), level: event.level, label: self.label, message: message, metadata: merged, source: event.source)
+                JSONLogLine.line(timestamp: Date(), level: event.level, label: self.label, message: message, metadata: merged, source: event.source)
             }
         Self.output.withLock { $0.write(Data((line + "\n").utf8)) }
     }
