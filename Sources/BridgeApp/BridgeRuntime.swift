@@ -24,6 +24,8 @@ public final class BridgeRuntime: Sendable {
     public let upstream: ReloadableUpstream
     public let store: any BridgeStore
     public let reloader: ConfigurationReloader
+    /// The migration view: usage per tenant, written to the store; the per-tenant gauges.
+    let migration: MigrationView
     private let configFileWatch: ReloadingFileProvider<YAMLSnapshot>?
     private let reloadSignals: UnixSignalsSequence
     private let statusPage: StatusPage?
@@ -40,8 +42,10 @@ public final class BridgeRuntime: Sendable {
         upstream: ReloadableUpstream,
         store: any BridgeStore,
         reloader: ConfigurationReloader,
+        migration: MigrationView,
         logger: Logger
     ) {
+        self.migration = migration
         self.settings = settings
         self.configFileWatch = configFileWatch
         self.reloadSignals = reloadSignals
@@ -106,6 +110,12 @@ public final class BridgeRuntime: Sendable {
             logger.info("upstream HTTP/2 engine", metadata: ["engine": "\(settings.upstream.client.engine)", "available": "\(BridgeVersion.engines)"])
             let upstream = ReloadableUpstream(clients: clients, defaultCredentials: settings.defaultCredentials)
             let tenants = ReloadableTenantResolver(settings.tenants)
+            // Every series the dashboard and the alert rules name exists from the first scrape.
+            let knownTenants = settings.tenants.rules.map(\.name)
+            GatewayMetrics.shared.prepareSeries(tenants: knownTenants)
+            ConfigurationReloader.prepareSeries()
+            let migration = MigrationView(recorder: UsageRecorder(), store: store, logger: logger)
+            await migration.updateGauges(knownTenants: knownTenants)
             // Read now, before the listeners: a change from here on is a change.
             let configFileWatch: ReloadingFileProvider<YAMLSnapshot>?
             do {
@@ -124,6 +134,7 @@ public final class BridgeRuntime: Sendable {
                     feedback: store,
                     tenantResolver: tenants,
                     tlsContext: tls,
+                    usage: migration.recorder,
                     logger: logger
                 )
             }
@@ -135,6 +146,7 @@ public final class BridgeRuntime: Sendable {
                         store: store,
                         tenantResolver: tenants,
                         tlsContext: tls,
+                        usage: migration.recorder,
                         logger: logger
                     )
                 }
@@ -154,7 +166,7 @@ public final class BridgeRuntime: Sendable {
                 logger: logger
             )
             let statusPage = metrics.map {
-                StatusPage(registry: $0, reloader: reloader, upstream: upstream, gateway: gateway, store: store)
+                StatusPage(registry: $0, reloader: reloader, upstream: upstream, gateway: gateway, store: store, migration: migration)
             }
             let readiness = Readiness(upstream: upstream, tenants: tenants)
             readiness.warmUp()
@@ -188,6 +200,7 @@ public final class BridgeRuntime: Sendable {
                 upstream: upstream,
                 store: store,
                 reloader: reloader,
+                migration: migration,
                 logger: logger
             )
         } catch {
@@ -215,6 +228,7 @@ public final class BridgeRuntime: Sendable {
         await self.gateway.shutdownGracefully()
         await self.admin?.close()
         self.upstream.shutdown()
+        await self.migration.write()
         await self.store.close()
     }
 
@@ -226,10 +240,15 @@ public final class BridgeRuntime: Sendable {
             PeriodicJob(name: "store maintenance", every: .seconds(600), logger: self.logger) { [store, logger] in
                 await BridgeStoreMaintenance.sweepOnce(store, logger: logger)
             },
-            PeriodicJob(name: "feedback pending gauge", every: .seconds(15), runsAtStart: true, logger: self.logger) { [store] in
+            PeriodicJob(name: "feedback and tenant gauges", every: MigrationView.gaugeInterval, runsAtStart: true, logger: self.logger) {
+                [store, migration, reloader] in
                 if let pending = try? await store.pendingCount() {
                     BridgeGauges.shared.feedbackPending(pending)
                 }
+                await migration.updateGauges(knownTenants: await reloader.settings.tenants.rules.map(\.name))
+            },
+            PeriodicJob(name: "usage writer", every: MigrationView.writeInterval, logger: self.logger) { [migration] in
+                await migration.write()
             },
         ]
         let reclaimer = MemoryReclaimer(logger: self.logger)
@@ -265,6 +284,8 @@ public final class BridgeRuntime: Sendable {
             self.logger.error("a service failed", metadata: ["error": "\(error)"])
         }
         self.upstream.shutdown()
+        // What the listeners counted until they closed.
+        await self.migration.write()
         await self.store.close()
         self.logger.info("stopped")
     }

@@ -10,15 +10,15 @@ import NIOCore
 ///   load balancer.
 ///
 /// Both pass the same behavioural tests (`Tests/StoreTests`).
-public protocol BridgeStore: FeedbackStore, ResendRecordStore {
+public protocol BridgeStore: FeedbackStore, ResendRecordStore, UsageStore {
     var configuration: BridgeStoreConfiguration { get }
 
     /// The tokens that may be on a feedback list; a 200 for any other token does not reach the
     /// database (issue 15, part 3).
     var feedbackListFilter: FeedbackListFilter { get }
 
-    /// Removes feedback entries older than the retention, expired resend records, and claims
-    /// left behind by a drain that never finished. Runs periodically (see
+    /// Removes feedback entries older than the retention, expired resend records, claims left
+    /// behind by a drain that never finished, and usage older than its retention. Runs periodically (see
     /// ``BridgeStoreMaintenance``); returns the rows removed.
     func removeExpired() async throws -> StoreSweep
 
@@ -53,6 +53,9 @@ public struct BridgeStoreConfiguration: Sendable {
     /// stops cleanly says so at once.
     public var instanceHeartbeatInterval: Duration = .seconds(5)
     public var instanceLease: Duration = .seconds(20)
+    /// Usage (per tenant and day: the migration view) older than this is removed. Default 400
+    /// days: a year, compared with the same weeks of the year before.
+    public var usageRetention: Duration = .seconds(400 * 24 * 3600)
     /// SQLite only: `FULL` (the default) fsyncs every commit, so a commit survives a power cut;
     /// `NORMAL` survives a crash or `kill -9` of the process as soon as the commit returns, and
     /// commits several times faster, so a 410 is durable sooner (docs/feedback.md measures it).
@@ -68,11 +71,14 @@ public struct StoreSweep: Hashable, Sendable {
     public var feedbackEntries: Int
     public var resendRecords: Int
     public var releasedClaims: Int
+    /// Usage rows (per tenant and day) older than the usage retention.
+    public var usageRows: Int
 
-    public init(feedbackEntries: Int, resendRecords: Int, releasedClaims: Int) {
+    public init(feedbackEntries: Int, resendRecords: Int, releasedClaims: Int, usageRows: Int = 0) {
         self.feedbackEntries = feedbackEntries
         self.resendRecords = resendRecords
         self.releasedClaims = releasedClaims
+        self.usageRows = usageRows
     }
 }
 
@@ -117,6 +123,7 @@ public enum BridgeStoreMaintenance {
                         "feedback_entries_expired": "\(sweep.feedbackEntries)",
                         "resend_records_removed": "\(sweep.resendRecords)",
                         "stale_claims_released": "\(sweep.releasedClaims)",
+                        "usage_rows_expired": "\(sweep.usageRows)",
                     ]
                 )
             }
@@ -155,9 +162,13 @@ public enum BridgeStoreLocation {
 public enum StoreError: Error, CustomStringConvertible {
     case schemaTooNew(found: Int, known: Int)
     case invalidURL(String)
+    /// A store whose schema predates usage (`apns-bridge report` on it).
+    case noUsage(found: Int)
 
     public var description: String {
         switch self {
+        case .noUsage(let found):
+            "the store has no usage yet (schema version \(found)): a bridge of this version records it once it has opened the store"
         case .schemaTooNew(let found, let known):
             "the database's schema version \(found) is newer than this apns-bridge knows (\(known)); upgrade apns-bridge"
         case .invalidURL(let reason):

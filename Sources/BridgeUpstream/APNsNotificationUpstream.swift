@@ -319,7 +319,8 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         let status: String
         switch outcome {
         case .accepted: return nil
-        case .unregistered: status = "\(ErrorResponseStatus.invalidToken.rawValue)"
+        // A 410 tells the provider nothing: the token goes to the feedback list.
+        case .unregistered: status = "none"
         case .rejected(let legacy), .gaveUp(let legacy): status = "\(legacy.rawValue)"
         case .dropped: status = "none"
         }

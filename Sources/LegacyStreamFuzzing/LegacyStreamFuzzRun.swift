@@ -42,7 +42,7 @@ public struct LegacyStreamFuzzRun {
         func decode() {
             while let frameStep = machine.nextFrameStep() {
                 switch frameStep {
-                case .frame(let action), .malformed(_, let action):
+                case .frame(let action, _), .malformed(_, let action):
                     switch action {
                     case .forward(let sequence, let notification):
                         precondition(notification.frame.deviceToken.readableBytes <= LegacyProtocolLimits.maximumTokenLength)

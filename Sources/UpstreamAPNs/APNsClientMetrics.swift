@@ -32,8 +32,17 @@ public final class APNsClientMetrics: Sendable {
         self.goAways = Counter(label: Self.goAwaysLabel, factory: factory)
         self.timeouts = Counter(label: Self.timeoutsLabel, factory: factory)
         self.okResponses = Counter(label: Self.responsesLabel, dimensions: [("status", "200")], factory: factory)
-        self.otherResponses = Mutex([:])
+        // The statuses APNs documents exist from the start (at zero), so that an alert on one
+        // of them has a value to evaluate before the first such answer.
+        var documented: [Int: Counter] = [:]
+        for status in Self.documentedStatuses {
+            documented[status] = Counter(label: Self.responsesLabel, dimensions: [("status", "\(status)")], factory: factory)
+        }
+        self.otherResponses = Mutex(documented)
     }
+
+    /// The HTTP statuses of Apple's provider API besides 200.
+    static let documentedStatuses = [400, 403, 404, 405, 410, 413, 429, 500, 503]
 
     func attemptAnswered(status: Int, after nanoseconds: Int64) {
         self.requestDuration.recordNanoseconds(nanoseconds)

@@ -40,7 +40,7 @@ struct ProviderConnectionStateMachineTests {
 
     static func forwardedSequences(_ steps: [ProviderConnectionStateMachine.FrameStep]) -> [ProviderSessionStateMachine.Sequence] {
         steps.compactMap {
-            if case .frame(.forward(let sequence, _)) = $0 { return sequence }
+            if case .frame(.forward(let sequence, _), _) = $0 { return sequence }
             return nil
         }
     }
@@ -176,7 +176,7 @@ struct ProviderConnectionStateMachineTests {
         #expect(steps2.isEmpty, "the window is full")
         _ = machine.upstreamCompleted(0, outcome: .accepted)
         let steps3 = Self.drain(&machine)
-        #expect(steps3 == [.frame(.forward(2, UpstreamNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(3))))])
+        #expect(steps3 == [.frame(.forward(2, UpstreamNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(3))), command: .itemized)])
         _ = machine.upstreamCompleted(1, outcome: .accepted)
         let steps4 = Self.drain(&machine)
         #expect(steps4 == [.partialFrameDropped(bytes: 20)], "no complete frame left: the cut one is dropped")

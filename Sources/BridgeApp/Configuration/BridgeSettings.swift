@@ -245,6 +245,7 @@ public struct BridgeSettings: Sendable {
         store.feedbackRetention = try settings.seconds("feedback.retentionDays", default: 30, range: 0.001...3650, unit: "days", secondsPerUnit: 86_400)
         store.resendRecordWindow = try settings.seconds("store.resendWindowSeconds", default: 120, range: 1...86_400)
         store.sqliteSynchronous = try settings.choice("store.sqliteSynchronous", default: .full, ["full": .full, "normal": .normal])
+        store.usageRetention = try settings.seconds("usage.retentionDays", default: 400, range: 1...3650, unit: "days", secondsPerUnit: 86_400)
 
         let admin = try settings.address("admin.listen", default: "127.0.0.1:9180", allowOff: true)
 
@@ -333,7 +334,7 @@ public struct BridgeSettings: Sendable {
         "upstream.channels.production", "upstream.channels.sandbox", "upstream.ca", "upstream.serverName", "upstream.connectionsPerPool",
         "upstream.maximumStreamsPerConnection", "upstream.connectTimeoutSeconds", "upstream.pingIntervalSeconds",
         "upstream.retryBudgetSeconds", "upstream.requestTimeoutSeconds", "upstream.maximumQueuedRequests", "upstream.http2Engine",
-        "store.url", "store.resendWindowSeconds", "store.sqliteSynchronous",
+        "store.url", "store.resendWindowSeconds", "store.sqliteSynchronous", "usage.retentionDays",
         "admin.listen",
     ]
 

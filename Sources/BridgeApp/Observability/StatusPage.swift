@@ -3,6 +3,7 @@ import BridgeServer
 import BridgeStores
 import BridgeUpstream
 import Foundation
+import LegacyProtocol
 import Prometheus
 import Synchronization
 import UpstreamAPNs
@@ -91,15 +92,24 @@ final class StatusPage: Sendable {
     private let upstream: ReloadableUpstream
     private let gateway: GatewayServer
     private let store: any BridgeStore
+    private let migration: MigrationView
     private let startedAt = Date()
     private let state = Mutex(State())
 
-    init(registry: PrometheusCollectorRegistry, reloader: ConfigurationReloader, upstream: ReloadableUpstream, gateway: GatewayServer, store: any BridgeStore) {
+    init(
+        registry: PrometheusCollectorRegistry,
+        reloader: ConfigurationReloader,
+        upstream: ReloadableUpstream,
+        gateway: GatewayServer,
+        store: any BridgeStore,
+        migration: MigrationView
+    ) {
         self.registry = registry
         self.reloader = reloader
         self.upstream = upstream
         self.gateway = gateway
         self.store = store
+        self.migration = migration
     }
 
     /// Takes a reading of the metrics (every 5 s): the rates of the last minute come from the
@@ -140,7 +150,7 @@ final class StatusPage: Sendable {
             <style>
             body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;margin-bottom:1.5em}
             th,td{border:1px solid #ccc;padding:.3em .7em;text-align:left}th{background:#f3f3f3}td.n{text-align:right}
-            .bad{color:#b00020;font-weight:bold}.ok{color:#1b5e20}
+            .bad{color:#b00020;font-weight:bold}.ok{color:#1b5e20}svg{display:block}
             </style></head><body>
             <h1>apns-bridge</h1>
             <p>Version \(Self.escape(BridgeVersion.description)) · upstream HTTP/2 engine \(settings.upstream.client.engine) · up \(Self.duration(now.timeIntervalSince(self.startedAt))) · \
@@ -202,6 +212,7 @@ final class StatusPage: Sendable {
         }
         html += "</table>\n"
         html += Self.channelsTable(tenants.rules)
+        html += await self.migrationSection(knownTenants: tenants.rules.map(\.name), now: now)
         html += "<table><tr><th>credentials</th><th>kind</th><th>connections to APNs (production / sandbox)</th><th>unanswered</th></tr>\n"
         for (name, source) in settings.credentials.sorted(by: { $0.key < $1.key }) {
             let kind: String
@@ -223,10 +234,11 @@ final class StatusPage: Sendable {
         if failures.isEmpty {
             html += "<p class=ok>None since start.</p>\n"
         } else {
-            html += "<table><tr><th>last seen</th><th>status</th><th>reason</th><th>in that interval</th></tr>\n"
+            html += "<table><tr><th>last seen</th><th>what the provider saw</th><th>reason</th><th>in that interval</th></tr>\n"
             for (series, seen) in failures.sorted(by: { $0.value.time > $1.value.time }).prefix(10) {
-                html += "<tr><td>\(Self.time(seen.time))</td><td>\(Self.escape(Self.label("status", of: series)))</td>"
-                html += "<td>\(Self.escape(Self.label("reason", of: series)))</td><td class=n>\(Int(seen.count))</td></tr>\n"
+                let reason = Self.label("reason", of: series)
+                html += "<tr><td>\(Self.time(seen.time))</td><td>\(Self.escape(Self.providerSaw(status: Self.label("status", of: series), reason: reason)))</td>"
+                html += "<td>\(Self.escape(reason))</td><td class=n>\(Int(seen.count))</td></tr>\n"
             }
             html += "</table>\n"
         }
@@ -239,6 +251,70 @@ final class StatusPage: Sendable {
         }
         html += "</table>\n</body></html>\n"
         return html
+    }
+
+    /// What the provider saw of a failure series (`status` and `reason` labels of
+    /// `apns_bridge_notifications_failed_total`): an error-response, or nothing at all: a 410's
+    /// token went to the feedback list, a notification given up after 429s was dropped.
+    static func providerSaw(status: String, reason: String) -> String {
+        if let code = UInt8(status) {
+            return "error-response, status \(ErrorResponseStatus(rawValue: code))"
+        }
+        if reason == "Unregistered" || reason == "ExpiredToken" {
+            return "no error-response: token on the feedback list"
+        }
+        return "no error-response: dropped"
+    }
+
+    /// The "Migration" section: per tenant over the last 30 days, from the store (every
+    /// instance's usage), with a chart of the days and of this process's last hour.
+    private func migrationSection(knownTenants: [String], now: Date) async -> String {
+        var html = "<h2>Migration</h2>\n"
+        let report: MigrationReport
+        do {
+            report = try await self.migration.report(days: 30, knownTenants: knownTenants)
+        } catch {
+            return html + "<p class=bad>The store is not answering: \(Self.escape("\(error)"))</p>\n"
+        }
+        guard !report.rows.isEmpty else {
+            return html + "<p>No tenant seen yet.</p>\n"
+        }
+        html += "<p>Per tenant, over the last 30 days (every instance sharing the store): the tenants blocking the end of the migration first. "
+        html += "<code>apns-bridge report</code> prints the same from the store.</p>\n"
+        html += "<table><tr><th>tenant</th><th>what stands in the way</th><th>notifications</th><th>per day, 30 days</th><th>per minute, last hour</th>"
+        html += "<th>last seen</th><th>feedback last polled</th><th>feedback waiting</th><th>provider certificate ends</th></tr>\n"
+        for row in report.rows {
+            let lastHour = self.migration.recorder.lastHour(tenant: row.tenant)
+            let dayLabels = (0..<row.daily.count).map { UsageDay(number: report.firstDay.number + $0).description }
+            let minuteLabels = (0..<lastHour.count).map { "\(lastHour.count - 1 - $0) min ago" }
+            html += "<tr><td>\(Self.escape(row.tenant))</td><td class=\"\(row.blocking ? "bad" : "ok")\">\(Self.escape(row.verdict))</td>"
+            html += "<td class=n>\(MigrationReport.grouped(row.notifications))</td>"
+            html += "<td>\(Self.barChart(row.daily, labels: dayLabels, kind: "daily", tenant: row.tenant))</td>"
+            html += "<td>\(Self.barChart(lastHour, labels: minuteLabels, kind: "minutes", tenant: row.tenant))</td>"
+            html += "<td>\(row.lastSeen.map(Self.time) ?? "never")</td><td>\(row.feedbackLastPoll.map(Self.time) ?? "never")</td>"
+            html += "<td class=n>\(MigrationReport.grouped(Int64(row.feedbackBacklog)))</td>"
+            let days = row.certificateExpiry.map { Int(($0.timeIntervalSince(now) / 86_400).rounded(.down)) }
+            html += "<td class=\"\((days ?? Int.max) < 14 ? "bad" : "")\">\(row.certificateExpiry.map { "\(Self.time($0)) (\(days!) days)" } ?? "not seen")</td></tr>\n"
+        }
+        return html + "</table>\n"
+    }
+
+    /// A small bar chart as inline SVG (no script, no external asset): one bar per value, each
+    /// with a tooltip (`label: value`).
+    static func barChart(_ values: [Int64], labels: [String], kind: String, tenant: String) -> String {
+        let barWidth = 4
+        let height = 28
+        let peak = max(1, values.max() ?? 0)
+        let title = "\(tenant): notifications \(kind == "daily" ? "per day" : "per minute"), peak \(MigrationReport.grouped(values.max() ?? 0))"
+        var svg = "<svg class=\"chart \(kind)\" xmlns=\"http://www.w3.org/2000/svg\" width=\"\(values.count * barWidth)\" height=\"\(height + 1)\" "
+        svg += "role=\"img\" aria-label=\"\(Self.escape(title))\"><title>\(Self.escape(title))</title>"
+        svg += "<line x1=\"0\" y1=\"\(height)\" x2=\"\(values.count * barWidth)\" y2=\"\(height)\" stroke=\"#bbb\"/>"
+        for (index, value) in values.enumerated() where value > 0 {
+            let barHeight = max(1, Int((Double(value) / Double(peak) * Double(height)).rounded()))
+            svg += "<rect x=\"\(index * barWidth)\" y=\"\(height - barHeight)\" width=\"\(barWidth - 1)\" height=\"\(barHeight)\" fill=\"#1565c0\">"
+            svg += "<title>\(Self.escape(index < labels.count ? labels[index] : "")): \(value)</title></rect>"
+        }
+        return svg + "</svg>"
     }
 
     /// The tenants' Live Activity channels: name, channel id and storage policy. Channel tokens

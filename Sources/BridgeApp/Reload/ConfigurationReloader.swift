@@ -63,6 +63,13 @@ public actor ConfigurationReloader {
     private static let refused = Counter(label: "apns_bridge_config_reloads_total", dimensions: [("result", "refused")])
     private static let lastSucceeded = CoreMetrics.Gauge(label: "apns_bridge_config_last_reload_successful")
 
+    /// Makes the reload series (at zero; the last reload "successful" until one is refused), so
+    /// that they exist before the first reload.
+    static func prepareSeries() {
+        _ = (Self.applied, Self.refused)
+        Self.lastSucceeded.record(1)
+    }
+
     init(
         source: SettingsSource?,
         settings: BridgeSettings,

@@ -26,13 +26,21 @@ public final class LabelledCounters: Sendable {
     }
 
     public func increment(_ labelValues: [String], by amount: Int = 1) {
+        self.counter(labelValues).increment(by: Int64(amount))
+    }
+
+    /// Makes the series of these label values (at zero), so that it exists before its first event.
+    public func prepare(_ labelValues: [String]) {
+        _ = self.counter(labelValues)
+    }
+
+    private func counter(_ labelValues: [String]) -> Counter {
         precondition(labelValues.count == self.labelNames.count, "\(self.label): label values do not match its label names")
-        let counter = self.counters.withLock { counters in
+        return self.counters.withLock { counters in
             if let counter = counters[labelValues] { return counter }
             let counter = Counter(label: self.label, dimensions: Array(zip(self.labelNames, labelValues)), factory: self.factory)
             counters[labelValues] = counter
             return counter
         }
-        counter.increment(by: Int64(amount))
     }
 }

@@ -66,8 +66,8 @@ public struct ProviderConnectionStateMachine {
 
     /// One step of decoding what is buffered.
     public enum FrameStep: Hashable, Sendable {
-        /// A frame was decoded and given to the session: do what it says.
-        case frame(ProviderSessionStateMachine.FrameReceivedAction)
+        /// A frame of this command was decoded and given to the session: do what it says.
+        case frame(ProviderSessionStateMachine.FrameReceivedAction, command: NotificationFrame.Command)
         /// The stream cannot be decoded: the buffer is dropped, and the session decided.
         case malformed(LegacyProtocolError, ProviderSessionStateMachine.FrameReceivedAction)
         /// The input ended in the middle of a frame: its bytes are dropped, not forwarded.
@@ -216,7 +216,7 @@ public struct ProviderConnectionStateMachine {
                 if let frame = try self.decoder.decode(buffer: &self.buffered) {
                     let action = self.session!.frameReceived(frame)
                     if case .close = action { self.enterDraining() }
-                    return .frame(action)
+                    return .frame(action, command: frame.command)
                 }
             } catch let error as LegacyProtocolError {
                 self.buffered = ByteBuffer()

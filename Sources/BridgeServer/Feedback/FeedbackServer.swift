@@ -45,6 +45,7 @@ public final class FeedbackServer: Sendable {
         store: any FeedbackStore,
         tenantResolver: any TenantResolver,
         tlsContext: LegacyTLSContext? = nil,
+        usage: UsageRecorder? = nil,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "apns-bridge.feedback")
     ) async throws -> FeedbackServer {
@@ -66,6 +67,7 @@ public final class FeedbackServer: Sendable {
                 store: store,
                 tenantResolver: tenantResolver,
                 drains: drains,
+                usage: usage,
                 logger: connectionLogger
             )
         }
@@ -135,6 +137,7 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
     private let store: any FeedbackStore
     private let tenantResolver: any TenantResolver
     private let drains: DrainCounter
+    private let usage: UsageRecorder?
     private var logger: Logger
     private var handshakeTimeout: Scheduled<Void>?
     private var handshakeDone = false
@@ -144,12 +147,14 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
         store: any FeedbackStore,
         tenantResolver: any TenantResolver,
         drains: DrainCounter,
+        usage: UsageRecorder?,
         logger: Logger
     ) {
         self.configuration = configuration
         self.store = store
         self.tenantResolver = tenantResolver
         self.drains = drains
+        self.usage = usage
         self.logger = logger
     }
 
@@ -195,6 +200,7 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
                 return
             }
             self.logger[metadataKey: "tenant"] = "\(tenant.name)"
+            self.usage?.connected(tenant: tenant.name, context: context, certificate: certificate, feedback: true)
             self.serve(tenant, channel: context.channel)
         }
         context.fireUserInboundEventTriggered(event)
@@ -205,6 +211,7 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
         let configuration = self.configuration
         let logger = self.logger
         let drains = self.drains
+        let usage = self.usage
         drains.begin()
         Task {
             defer { drains.end() }
@@ -232,6 +239,7 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
                 if !result.completed {
                     channel.close(promise: nil)
                 }
+                usage?.feedbackPolled(tenant: tenant.name, delivered: result.delivered)
                 logger.info(
                     result.completed ? "feedback list served" : "feedback poller went away before the end of the list",
                     metadata: ["environment": "\(tenant.environment.rawValue)", "tuples": "\(result.delivered)"]

@@ -38,6 +38,8 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         var tenantResolver: any TenantResolver
         /// The gateway's unfinished work, which graceful shutdown waits for.
         var inFlight: InFlightWork
+        /// The migration view's counts (`nil`: not kept).
+        var usage: UsageRecorder?
     }
 
     private let configuration: GatewayConfiguration
@@ -46,6 +48,8 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
     private var connection: ProviderConnectionStateMachine
     /// The tenant's outcome counters, known from the handshake.
     private var outcomes: TenantOutcomeCounters?
+    /// The tenant's usage counters (the migration view), known from the handshake.
+    private var usage: TenantUsageCounters?
     private var context: ChannelHandlerContext?
     /// Kept after the handler is removed: outcomes still arrive then, to resolve resend records.
     private var eventLoop: (any EventLoop)?
@@ -172,6 +176,10 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         self.logger[metadataKey: "tenant"] = "\(tenant.name)"
         self.logger.debug("provider connected")
         self.outcomes = GatewayMetrics.shared.outcomes(tenant: tenant.name)
+        if let usage = self.dependencies.usage {
+            self.usage = usage.counters(tenant: tenant.name)
+            usage.connected(tenant: tenant.name, context: context, certificate: certificate, feedback: false)
+        }
         // Immediate for a store only this process writes; one query for a shared one, so that
         // records another instance wrote before this connection are recognised (§1.6).
         self.dependencies.dispatcher.resendRecords.refreshLiveRecords(tenant: tenant.name, on: context.eventLoop)
@@ -199,12 +207,12 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
     private func decodeFrames() {
         while let step = self.connection.nextFrameStep() {
             switch step {
-            case .frame(let action):
+            case .frame(let action, let command):
                 GatewayMetrics.shared.notificationReceived()
-                self.handle(action, failureReason: "local")
+                self.handle(action, command: command, failureReason: "local")
             case .malformed(let error, let action):
                 self.logger.info("refusing a malformed frame", metadata: ["error": "\(error)"])
-                self.handle(action, failureReason: "malformed")
+                self.handle(action, command: nil, failureReason: "malformed")
             case .partialFrameDropped(let bytes):
                 self.logger.info(
                     "provider closed the connection in the middle of a frame; that frame is not forwarded",
@@ -217,8 +225,9 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// `failureReason` labels the failure metric when the frame is refused here.
-    private func handle(_ action: ProviderSessionStateMachine.FrameReceivedAction, failureReason: String) {
+    /// `failureReason` labels the failure metric when the frame is refused here; `command` is
+    /// the frame's (`nil` when it could not be decoded).
+    private func handle(_ action: ProviderSessionStateMachine.FrameReceivedAction, command: NotificationFrame.Command?, failureReason: String) {
         switch action {
         case .forward(let sequence, let notification):
             GatewayMetrics.shared.forwardStarted()
@@ -232,16 +241,23 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
                 .whenSuccess { outcome in
                     GatewayMetrics.shared.forwardFinished()
                     self.outcomes?.count(outcome)
+                    if let usage = self.usage {
+                        let channels = notification.tenant.channels
+                        let broadcast = !channels.isEmpty && channels.channel(forToken: notification.frame.deviceToken) != nil
+                        usage.count(command: command, outcome, broadcast: broadcast)
+                    }
                     self.upstreamCompleted(sequence, outcome: outcome)
                     self.dependencies.inFlight.finished()
                 }
         case .close(let farewell):
             GatewayMetrics.shared.refused(farewell.status, reason: failureReason)
             self.outcomes?.count(.rejected(farewell.status))
+            self.usage?.count(command: command, .rejected(farewell.status))
             self.sayFarewell(farewell)
         case .waitForPredecessors(let status):
             GatewayMetrics.shared.refused(status, reason: failureReason)
             self.outcomes?.count(.rejected(status))
+            self.usage?.count(command: command, .rejected(status))
             self.logger.debug("notification failed; waiting for earlier ones", metadata: ["status": "\(status)"])
         case .ignore:
             break

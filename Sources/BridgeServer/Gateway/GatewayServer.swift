@@ -55,6 +55,7 @@ public final class GatewayServer: Sendable {
         feedback: any FeedbackRecorder,
         tenantResolver: any TenantResolver,
         tlsContext: LegacyTLSContext? = nil,
+        usage: UsageRecorder? = nil,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "apns-bridge.gateway")
     ) async throws -> GatewayServer {
@@ -64,7 +65,8 @@ public final class GatewayServer: Sendable {
             dispatcher: NotificationDispatcher(upstream: upstream, resendRecords: resendRecords),
             feedback: feedback,
             tenantResolver: tenantResolver,
-            inFlight: inFlight
+            inFlight: inFlight,
+            usage: usage
         )
         let registry = ConnectionRegistry(gauge: GatewayMetrics.shared.gatewayConnections)
 

@@ -46,6 +46,26 @@ public final class GatewayMetrics: Sendable {
         }
     }
 
+    /// Makes the labelled series a dashboard or alert rule names, at zero, so that they exist
+    /// from the first scrape: the known tenants' outcomes, every error-response status, and
+    /// every reason a listener refuses a connection.
+    public func prepareSeries(tenants: [String]) {
+        for tenant in tenants {
+            _ = self.outcomes(tenant: tenant)
+        }
+        for status in ErrorResponseStatus.failures {
+            self.errorResponses.prepare(["\(status.rawValue)"])
+            for reason in ["local", "malformed"] {
+                NotificationMetrics.failed.prepare(["\(status.rawValue)", reason])
+            }
+        }
+        for listener in ["gateway", "feedback"] {
+            for reason in ["connections", "handshakes", "handshakes_per_address"] {
+                self.refusedConnections.prepare([listener, reason])
+            }
+        }
+    }
+
     func notificationReceived() { self.received.increment() }
     func forwardStarted() { self.inFlight.increment() }
     func forwardFinished() { self.inFlight.decrement() }

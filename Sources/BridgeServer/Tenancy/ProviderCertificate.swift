@@ -29,6 +29,9 @@ public struct ProviderCertificate: Hashable, Sendable {
     public var hasProductionMarker: Bool
     /// Topics from extension `1.2.840.113635.100.6.3.6`, in the certificate's order.
     public var topics: [String]
+    /// The subject as a distinguished name, for the migration view.
+    public var subject: String
+    public var notValidAfter: Date
 
     public init(derBytes: [UInt8]) throws {
         let certificate = try Certificate(derEncoded: derBytes)
@@ -52,6 +55,13 @@ public struct ProviderCertificate: Hashable, Sendable {
         self.hasSandboxMarker = certificate.extensions[oid: Self.sandboxMarker] != nil
         self.hasProductionMarker = certificate.extensions[oid: Self.productionMarker] != nil
         self.topics = certificate.extensions[oid: Self.topicsExtension].map { Self.topics(in: $0.value) } ?? []
+        self.subject = String(describing: certificate.subject)
+        self.notValidAfter = certificate.notValidAfter
+    }
+
+    /// What the migration view keeps of it.
+    public var seen: SeenCertificate {
+        SeenCertificate(fingerprint: self.fingerprint, subject: self.subject, notAfter: Int64(self.notValidAfter.timeIntervalSince1970))
     }
 
     public init(_ certificate: NIOSSLCertificate) throws {

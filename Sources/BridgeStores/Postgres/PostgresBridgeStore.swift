@@ -21,7 +21,8 @@ import PostgresNIO
 /// stopped renewing its heartbeat for ``BridgeStoreConfiguration/instanceLease`` (it crashed)
 /// can get no outcome any more: its resend is forwarded again (CONTRACT §1.6).
 public final class PostgresBridgeStore: BridgeStore {
-    static let schemaVersion = 2
+    /// 2: instances own their resend records; 3: the usage tables (``PostgresUsage``).
+    static let schemaVersion = 3
     /// Serialises schema migrations of instances starting at the same time.
     static let migrationLockID: Int64 = 0x6170_6E73_2195
 
@@ -29,7 +30,7 @@ public final class PostgresBridgeStore: BridgeStore {
     public let client: PostgresClient
     private let runTask: Task<Void, Never>
     private let batcher: FeedbackWriteBatcher
-    private let logger: Logger
+    let logger: Logger
     /// What this instance knows of each tenant's live resend records: its own, and what
     /// ``refreshLiveRecords(tenant:on:)`` read of the other instances'.
     private let horizons = ResendRecordHorizons()
@@ -291,6 +292,12 @@ public final class PostgresBridgeStore: BridgeStore {
                 }
                 logger.info("store schema updated", metadata: ["backend": "postgresql", "version": "2"])
             }
+            if version < 3 {
+                for statement in PostgresUsage.schema + ["INSERT INTO apns_bridge_schema (version) VALUES (3)"] {
+                    try await connection.query(statement, logger: logger)
+                }
+                logger.info("store schema updated", metadata: ["backend": "postgresql", "version": "3"])
+            }
         }
     }
 
@@ -336,7 +343,7 @@ public final class PostgresBridgeStore: BridgeStore {
 
     /// Two instances committing overlapping batches can deadlock; PostgreSQL then aborts one,
     /// which is retried.
-    private static func retryingConflicts<Result>(logger: Logger, _ body: () async throws -> Result) async throws -> Result {
+    static func retryingConflicts<Result>(logger: Logger, _ body: () async throws -> Result) async throws -> Result {
         var attempt = 1
         while true {
             do {
@@ -650,8 +657,13 @@ public final class PostgresBridgeStore: BridgeStore {
         // Instances that crashed: gone for longer than a record lives, so no record names them.
         let gone = Double((self.configuration.instanceLease + self.configuration.resendRecordWindow).milliseconds) / 1000
         _ = try await count("DELETE FROM bridge_instances WHERE heartbeat_at < now() - make_interval(secs => \(gone)) RETURNING id")
+        let usage = try await PostgresUsage.removeExpired(
+            before: UsageDay(unixSeconds: nowSeconds - self.configuration.usageRetention.milliseconds / 1000),
+            client: self.client,
+            logger: self.logger
+        )
         // Entries served, removed or expired since the last sweep leave the filter.
         try await Self.rebuild(self.feedbackListFilter, client: self.client, logger: self.logger)
-        return StoreSweep(feedbackEntries: entries, resendRecords: records, releasedClaims: claims)
+        return StoreSweep(feedbackEntries: entries, resendRecords: records, releasedClaims: claims, usageRows: usage)
     }
 }

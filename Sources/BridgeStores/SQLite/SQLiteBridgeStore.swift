@@ -25,13 +25,14 @@ public final class SQLiteBridgeStore: BridgeStore {
         case normal = "NORMAL"
     }
 
-    /// The schema this code writes; `PRAGMA user_version` holds the file's.
-    static let schemaVersion = 1
+    /// The schema this code writes; `PRAGMA user_version` holds the file's. 2 added the usage
+    /// tables (``SQLiteUsage``).
+    static let schemaVersion = 2
 
     public let configuration: BridgeStoreConfiguration
     public let path: String
-    private let connection: SQLiteConnection
-    private let lock: AsyncSerialLock
+    let connection: SQLiteConnection
+    let lock: AsyncSerialLock
     private let batcher: FeedbackWriteBatcher
     private let logger: Logger
     /// Per tenant, UNIX milliseconds after which no unclaimed resend record can be live: until
@@ -146,7 +147,20 @@ public final class SQLiteBridgeStore: BridgeStore {
         if version > Self.schemaVersion {
             throw StoreError.schemaTooNew(found: Int(version), known: Self.schemaVersion)
         }
-        guard version < 1 else { return }
+        if version < 1 {
+            try await Self.createSchema1(connection, logger: logger)
+        }
+        if version < 2 {
+            try await Self.transaction(connection) {
+                for statement in SQLiteUsage.schema + ["PRAGMA user_version = 2"] {
+                    _ = try await connection.query(statement)
+                }
+            }
+            logger.info("store schema updated", metadata: ["backend": "sqlite", "version": "2"])
+        }
+    }
+
+    private static func createSchema1(_ connection: SQLiteConnection, logger: Logger) async throws {
         try await Self.transaction(connection) {
             for statement in [
                 """
@@ -187,7 +201,7 @@ public final class SQLiteBridgeStore: BridgeStore {
         logger.info("store schema created", metadata: ["backend": "sqlite", "version": "1"])
     }
 
-    private static func transaction<Result>(_ connection: SQLiteConnection, _ body: () async throws -> Result) async throws -> Result {
+    static func transaction<Result>(_ connection: SQLiteConnection, _ body: () async throws -> Result) async throws -> Result {
         _ = try await connection.query("BEGIN IMMEDIATE")
         do {
             let result = try await body()
@@ -466,7 +480,11 @@ public final class SQLiteBridgeStore: BridgeStore {
                 "UPDATE feedback_entries SET claim = NULL, claim_batch = NULL, claimed_at = NULL WHERE claimed_at < ? RETURNING id",
                 [.integer(Int(leaseStart))]
             ).count
-            return StoreSweep(feedbackEntries: entries, resendRecords: records, releasedClaims: claims)
+            let usage = try await SQLiteUsage.removeExpired(
+                before: UsageDay(unixSeconds: nowSeconds - self.configuration.usageRetention.milliseconds / 1000),
+                connection: self.connection
+            )
+            return StoreSweep(feedbackEntries: entries, resendRecords: records, releasedClaims: claims, usageRows: usage)
         }
         // Entries served, removed or expired since the last sweep leave the filter.
         try await Self.rebuild(self.feedbackListFilter, connection: self.connection, lock: self.lock)

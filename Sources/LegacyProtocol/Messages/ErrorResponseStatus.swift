@@ -22,6 +22,12 @@ public struct ErrorResponseStatus: Hashable, Sendable, CustomStringConvertible {
     public static let protocolError = ErrorResponseStatus(rawValue: 128)
     public static let unknown = ErrorResponseStatus(rawValue: 255)
 
+    /// The failure statuses Apple documents (every one but 0).
+    public static let failures: [ErrorResponseStatus] = [
+        .processingError, .missingDeviceToken, .missingTopic, .missingPayload, .invalidTokenSize, .invalidTopicSize,
+        .invalidPayloadSize, .invalidToken, .shutdown, .protocolError, .unknown,
+    ]
+
     public var description: String {
         switch self {
         case .noErrors: "0 (no errors)"
