@@ -55,7 +55,8 @@ public struct ProviderCertificate: Hashable, Sendable {
         self.hasSandboxMarker = certificate.extensions[oid: Self.sandboxMarker] != nil
         self.hasProductionMarker = certificate.extensions[oid: Self.productionMarker] != nil
         self.topics = certificate.extensions[oid: Self.topicsExtension].map { Self.topics(in: $0.value) } ?? []
-        self.subject = String(describing: certificate.subject)
+        // swift-certificates prints RFC 4514 with the UID attribute as its OID.
+        self.subject = String(describing: certificate.subject).replacingOccurrences(of: "0.9.2342.19200300.100.1.1=", with: "UID=")
         self.notValidAfter = certificate.notValidAfter
     }
 
