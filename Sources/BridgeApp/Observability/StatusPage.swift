@@ -270,6 +270,8 @@ final class StatusPage: Sendable {
     /// instance's usage), with a chart of the days and of this process's last hour.
     private func migrationSection(knownTenants: [String], now: Date) async -> String {
         var html = "<h2>Migration</h2>\n"
+        // What was counted up to now is in the charts (a batch only when something changed).
+        await self.migration.write()
         let report: MigrationReport
         do {
             report = try await self.migration.report(days: 30, knownTenants: knownTenants)

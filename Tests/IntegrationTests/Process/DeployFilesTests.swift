@@ -1,3 +1,4 @@
+import BridgeCore
 import BridgeApp
 import BridgeTestSupport
 import Foundation
@@ -58,7 +59,7 @@ struct DeployFilesTests {
         let bridge = try await BridgeProcess.start(
             environment,
             store: "sqlite:\(environment.directory)/store.sqlite",
-            extraArguments: ["--set", "gateway.maximumConnections=1"]
+            extraArguments: ["--set", "gateway.maximumConnections=1", "--set", "tenants=shop", "--set", "tenant.shop.uid=\(UpstreamHarness.topic)"]
         )
         defer { Task { await bridge.terminate() } }
         let admin = try #require(bridge.adminPort)
@@ -90,12 +91,19 @@ struct DeployFilesTests {
         })
         #expect(exported.contains("apns_bridge_certificate_expiry_timestamp_seconds"))
         #expect(metrics.contains(#"apns_bridge_refused_connections_total{listener="gateway",reason="connections"} 1"#))
+        // Every metric of the dashboard and the rules, on a bridge that has served (the fresh
+        // bridge's test checks the series that exist before any traffic).
+        let served = try await ServeProcessTests.get(admin, "/metrics").body
+        let servedNames = Set(served.split(separator: "\n").compactMap { line -> String? in
+            guard line.hasPrefix("# TYPE ") else { return nil }
+            return line.split(separator: " ").dropFirst(2).first.map(String.init)
+        })
         for (file, expressions) in [("deploy/grafana/apns-bridge.json", dashboard), ("deploy/prometheus/alerts.yml", alerts)] {
             let names = expressions.reduce(into: Set<String>()) { $0.formUnion(Self.metricNames(in: $1)) }
             #expect(!names.isEmpty)
             for name in names.sorted() {
                 let base = ["_bucket", "_count", "_sum"].first(where: name.hasSuffix).map { String(name.dropLast($0.count)) }
-                #expect(exported.contains(name) || base.map(exported.contains) == true, "\(file) names \(name), which the bridge does not export")
+                #expect(servedNames.contains(name) || base.map(servedNames.contains) == true, "\(file) names \(name), which the bridge does not export")
             }
         }
 
@@ -118,6 +126,77 @@ struct DeployFilesTests {
         let keyFile = try String(contentsOfFile: environment.directory + "/AuthKey.p8", encoding: .utf8)
         #expect(!html.contains(keyFile.split(separator: "\n")[1]), "the signing key on the page")
         await holder.close()
+    }
+
+    /// The selectors of an expression: each `apns_bridge_*` name with the `label="value"`
+    /// matchers after it (regular-expression matchers, such as the dashboard's instance
+    /// variable, left out).
+    static func selectors(in expression: String) -> [(name: String, labels: [String])] {
+        let pattern = try! Regex(#"(apns_bridge_[a-z0-9_]+)(\{[^}]*\})?"#)
+        let matcher = try! Regex(#"([a-z_]+)="([^"]*)""#)
+        return expression.matches(of: pattern).map { match in
+            let name = String(expression[match.output[1].range!])
+            let braces = match.output[2].range.map { String(expression[$0]) } ?? ""
+            let labels = braces.matches(of: matcher).map { String(braces[$0.range]) }
+            return (name, labels)
+        }
+    }
+
+    @Test("A freshly started bridge exports, before any traffic, every series the dashboard and the alert rules select")
+    func everySelectedSeriesExistsFromStart() async throws {
+        let environment = try await BridgeProcess.Environment.make()
+        defer { Task { await environment.close() } }
+        let bridge = try await BridgeProcess.start(
+            environment,
+            store: "sqlite:\(environment.directory)/store.sqlite",
+            extraArguments: ["--set", "tenants=shop", "--set", "tenant.shop.uid=\(UpstreamHarness.topic)"]
+        )
+        defer { Task { await bridge.terminate() } }
+        let text = try await ServeProcessTests.get(try #require(bridge.adminPort), "/metrics").body
+        let series = try PrometheusText(text).samples.keys
+        let selected = try Self.dashboardExpressions() + Self.alertExpressions()
+        var checked = 0
+        for expression in selected {
+            for (name, labels) in Self.selectors(in: expression) {
+                let exists = series.contains { key in
+                    (key == name || key.hasPrefix(name + "{")) && labels.allSatisfy(key.contains)
+                }
+                #expect(exists, "\(name)\(labels.isEmpty ? "" : "{\(labels.joined(separator: ","))}") has no series on a fresh bridge")
+                checked += 1
+            }
+        }
+        #expect(checked >= 40)
+        // The known tenant's migration gauges, at zero: never seen, never polled, nothing waiting.
+        for gauge in [
+            "apns_bridge_tenant_last_seen_timestamp_seconds", "apns_bridge_feedback_last_poll_timestamp_seconds",
+            "apns_bridge_feedback_oldest_entry_timestamp_seconds", "apns_bridge_feedback_pending_by_tenant",
+            "apns_bridge_provider_certificate_expiry_timestamp_seconds",
+        ] {
+            #expect(text.contains(#"\#(gauge){tenant="shop"} 0"#) || text.contains(#"\#(gauge){tenant="shop"} 0.0"#), "\(gauge)")
+        }
+    }
+
+    @Test(
+        "promtool: the alert rules load, and each alert's unit tests pass (deploy/prometheus/alerts.test.yml)",
+        .enabled(if: interopRequired || executablePath("promtool") != nil, "promtool is not installed (Debian: prometheus)")
+    )
+    func alertRulesPassPromtool() async throws {
+        let promtool = try #require(executablePath("promtool"), "install promtool (Debian: prometheus)")
+        let folder = Self.packageRoot.appendingPathComponent("deploy/prometheus").path
+        let check = try await Self.run(promtool, ["check", "rules", folder + "/alerts.yml"])
+        #expect(check.status == 0, "\(check.output)")
+        #expect(check.output.contains("SUCCESS: 8 rules found"), "\(check.output)")
+        let test = try await Self.run(promtool, ["test", "rules", folder + "/alerts.test.yml"])
+        #expect(test.status == 0, "\(test.output)")
+        #expect(test.output.contains("SUCCESS"), "\(test.output)")
+        // Every alert of the rules has a test.
+        let rules = try String(contentsOfFile: folder + "/alerts.yml", encoding: .utf8)
+        let tests = try String(contentsOfFile: folder + "/alerts.test.yml", encoding: .utf8)
+        let names = rules.matches(of: try Regex(#"- alert: ([A-Za-z]+)"#)).map { String(rules[$0.range].dropFirst("- alert: ".count)) }
+        #expect(names.count == 8)
+        for name in names {
+            #expect(tests.contains("alertname: \(name)\n"), "\(name) has no unit test")
+        }
     }
 
     /// Runs a program with its output in a file (no pipe to fill up), for at most 60 s.
@@ -152,18 +231,54 @@ struct DeployFilesTests {
         defer { Task { await environment.close() } }
         let bridge = try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")
         defer { Task { await bridge.terminate() } }
+        let holder = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+        // Accepted, a 410, a bad token: the error-response comes once the two before it have
+        // their outcomes (and the 410's token is on the feedback list).
+        let unregistered = FrameBuilder.token(2)
+        let bad = FrameBuilder.token(3)
+        environment.mock.script.unregister(token: unregistered.hexDump(format: .compact), atMilliseconds: 1_767_225_600_000)
+        environment.mock.script.rejectAsBadToken(bad.hexDump(format: .compact))
+        var frames = FrameBuilder.frame(.itemized, identifier: 1, token: FrameBuilder.token(1), payload: FrameBuilder.payload())
+        frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 2, token: unregistered, payload: FrameBuilder.payload()))
+        frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 3, token: bad, payload: FrameBuilder.payload()))
         let provider = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
-        try await provider.send(FrameBuilder.frame(.itemized, identifier: 1, token: FrameBuilder.token(1), payload: FrameBuilder.payload()))
-        #expect(await environment.mock.ledger.waitForAccepted(1))
+        try await provider.send(frames)
+        var answer = try await provider.bytesUntilClose()
+        #expect(answer.readErrorResponse()?.status == .invalidToken)
 
         // --dump-dom prints the document as the browser built it (the page has no script).
         let url = "http://127.0.0.1:\(try #require(bridge.adminPort))/"
         let dom = try await Self.run(chromium, ["--no-sandbox", "--disable-gpu", "--dump-dom", url])
         #expect(dom.status == 0)
         #expect(dom.output.contains("<h1>apns-bridge</h1>"))
-        #expect(dom.output.contains("provider connections (gateway)</td><td class=\"n\">1</td>"))
-        #expect(dom.output.contains("notifications received since start</td><td class=\"n\">1</td>"))
+        #expect(dom.output.contains("provider connections (gateway)</td><td class=\"n\">1</td>"), "the holder's connection")
+        #expect(dom.output.contains("notifications received since start</td><td class=\"n\">3</td>"))
         #expect(dom.output.contains("<td>tls.certificate</td>"))
+        // What the provider saw of the failures: an error-response for the bad token, nothing
+        // for the 410 (its token went to the feedback list).
+        #expect(dom.output.contains("<td>error-response, status 8 (invalid token)</td><td>BadDeviceToken</td>"))
+        #expect(dom.output.contains("<td>no error-response: token on the feedback list</td><td>Unregistered</td>"))
+        #expect(!dom.output.contains("status 8 (invalid token)</td><td>Unregistered"))
+        // The migration section: the tenant's line and its two charts, as SVG elements the
+        // browser parsed (a bar per day with a value, a bar for this minute).
+        let tenant = UpstreamHarness.topic
+        #expect(dom.output.contains("<h2>Migration</h2>"))
+        #expect(dom.output.contains("still sending: 3 notifications in 30 days"))
+        let today = UsageDay(Date()).description
+        #expect(dom.output.contains(#"<svg class="chart daily""#))
+        #expect(dom.output.contains("<title>\(tenant): notifications per day, peak 3</title>"))
+        #expect(dom.output.contains("<title>\(today): 3</title></rect>"))
+        #expect(dom.output.contains(#"<svg class="chart minutes""#))
+        #expect(dom.output.contains("<title>0 min ago: 3</title></rect>") || dom.output.contains("<title>1 min ago: 3</title></rect>"))
+        #expect(!dom.output.contains("<script"))
+
+        // A screenshot: the page renders in the browser (the charts are part of the page).
+        let screenshot = environment.directory + "/status.png"
+        let shot = try await Self.run(chromium, ["--no-sandbox", "--disable-gpu", "--window-size=1400,2000", "--screenshot=\(screenshot)", url])
+        #expect(shot.status == 0)
+        let png = try Data(contentsOf: URL(fileURLWithPath: screenshot))
+        #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]))
+        await holder.close()
         await provider.close()
     }
 }
