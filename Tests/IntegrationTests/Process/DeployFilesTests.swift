@@ -75,6 +75,11 @@ struct DeployFilesTests {
         try await provider.send(frames)
         var answer = try await provider.bytesUntilClose()
         #expect(answer.readErrorResponse()?.status == .invalidToken)
+        // The bridge closes its side after the client's close_notify: until then the
+        // connection still counts against the cap of one.
+        try await waitUntilAsync {
+            try PrometheusText(try await ServeProcessTests.get(admin, "/metrics").body).value(#"apns_bridge_legacy_connections{listener="gateway"}"#) == 0
+        }
         let holder = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
         try await holder.send(FrameBuilder.frame(.itemized, identifier: 3, token: good, payload: FrameBuilder.payload()))
         #expect(await environment.mock.ledger.waitForAccepted(2))

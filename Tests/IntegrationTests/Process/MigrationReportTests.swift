@@ -60,7 +60,11 @@ struct MigrationReportTests {
             first.append(try await BridgeProcess.start(environment, store: store, name: "first-\(index)"))
         }
         for (index, bridge) in first.enumerated() {
-            try await Self.sendMixed(to: bridge, environment, identity: identity, seed: 1_000 * (index + 1))
+            let seed = 1_000 * (index + 1)
+            try await Self.sendMixed(to: bridge, environment, identity: identity, seed: seed)
+            // The 410's entry is committed (the bridge logs it at debug level), then one poll.
+            let tokenID = StoreProcessTests.tokenID(FrameBuilder.token(seed + 3))
+            try await waitUntil { StoreProcessTests.storedTokenIDs(in: bridge.log).contains(tokenID) }
             let poll = try await FeedbackTestClient.poll(bridge.feedbackAddress, identity: identity, trusting: environment.pki.caCertificate)
             #expect(poll.tupleCount == 1)
         }
