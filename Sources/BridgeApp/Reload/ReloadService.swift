@@ -33,6 +33,14 @@ struct ReloadService: Service {
     }
 
     func run() async throws {
+        do {
+            try await self.watch()
+        } catch is CancellationError {
+            // Graceful shutdown cancels the watches: how this service ends, not a failure.
+        }
+    }
+
+    private func watch() async throws {
         let signals = self.signals
         try await cancelWhenGracefulShutdown {
             try await withThrowingDiscardingTaskGroup { group in

@@ -232,6 +232,9 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         case .forward(let sequence, let notification):
             GatewayMetrics.shared.forwardStarted()
             let eventLoop = self.eventLoop!
+            // For the migration view; decided now, so the closure below holds no more than a flag.
+            let channels = notification.tenant.channels
+            let broadcast = !channels.isEmpty && channels.channel(forToken: notification.frame.deviceToken) != nil
             // Finished only after the outcome was handled: handling it may forward the next
             // frame, so the count never touches zero while a closed connection still drains.
             self.dependencies.inFlight.started()
@@ -241,11 +244,7 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
                 .whenSuccess { outcome in
                     GatewayMetrics.shared.forwardFinished()
                     self.outcomes?.count(outcome)
-                    if let usage = self.usage {
-                        let channels = notification.tenant.channels
-                        let broadcast = !channels.isEmpty && channels.channel(forToken: notification.frame.deviceToken) != nil
-                        usage.count(command: command, outcome, broadcast: broadcast)
-                    }
+                    self.usage?.count(command: command, outcome, broadcast: broadcast)
                     self.upstreamCompleted(sequence, outcome: outcome)
                     self.dependencies.inFlight.finished()
                 }

@@ -164,8 +164,21 @@ final class BridgeProcess: @unchecked Sendable {
 
     /// SIGTERM (the graceful shutdown), then waits up to 30 s.
     func terminate() async {
-        Glibc.kill(self.process.processIdentifier, SIGTERM)
+        await self.stop(with: SIGTERM)
+    }
+
+    /// Sends `signal` (SIGTERM or SIGINT: the graceful shutdown), then waits for the exit.
+    func stop(with signal: Int32) async {
+        Glibc.kill(self.process.processIdentifier, signal)
         await self.reap()
+    }
+
+    /// The log's lines at error or critical level (the level is the line's second field).
+    var errorLines: [Substring] {
+        self.log.split(separator: "\n").filter { line in
+            let level = line.split(separator: " ", maxSplits: 2).dropFirst().first
+            return level == "error" || level == "critical"
+        }
     }
 
     /// Waits until Foundation has seen the process exit. (Not `waitpid` here: Foundation reaps

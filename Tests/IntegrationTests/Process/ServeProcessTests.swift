@@ -294,6 +294,31 @@ struct ServeProcessTests {
 }
 
 extension ServeProcessTests {
+    @Test(
+        "A clean SIGTERM or SIGINT, after traffic and with a provider connected, logs nothing at error level (SQLite and PostgreSQL)",
+        arguments: [SIGTERM, SIGINT], StoreKind.available
+    )
+    func cleanStopLogsNoError(signal: Int32, kind: StoreKind) async throws {
+        let environment = try await BridgeProcess.Environment.make()
+        defer { Task { await environment.close() } }
+        let store = kind == .sqlite ? "sqlite:\(environment.directory)/store.sqlite" : try await kind.makeLocation()
+        let bridge = try await BridgeProcess.start(environment, store: store)
+        let identity = try environment.provider()
+        let provider = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: identity, trusting: environment.pki.caCertificate)
+        var frames = ByteBuffer()
+        for n in 0..<20 {
+            frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: UInt32(n + 1), token: FrameBuilder.token(n), payload: FrameBuilder.payload()))
+        }
+        try await provider.send(frames)
+        #expect(await environment.mock.ledger.waitForAccepted(20))
+        _ = try await FeedbackTestClient.poll(bridge.feedbackAddress, identity: identity, trusting: environment.pki.caCertificate)
+        await bridge.stop(with: signal)
+        #expect(bridge.process.terminationStatus == 0)
+        #expect(bridge.log.contains(" stopped"))
+        #expect(bridge.errorLines.isEmpty, "\(bridge.errorLines.joined(separator: "\n"))")
+        await provider.close()
+    }
+
     @Test("A certificate subject with a newline cannot write a forged line into the text log")
     func logLinesCannotBeForged() async throws {
         let environment = try await BridgeProcess.Environment.make()
