@@ -104,6 +104,26 @@ public final class LegacyTestClient: Sendable {
         }
     }
 
+    /// Closes as a provider that is done: close_notify first, then waits (at most `timeout`)
+    /// for the server to close its side, then closes. Returns what the server sent meanwhile,
+    /// or `nil` when it had not closed within `timeout`.
+    ///
+    /// Prompt where ``close()`` is not: with half-closure allowed, NIOSSL, once it started a
+    /// full close, does not finish it when the peer's close_notify arrives, but only when its
+    /// shutdown timeout (5 s) fires; after a close_notify of our own (output closed), the
+    /// peer's finishes the close at once.
+    public func finish(timeout: TimeAmount = .seconds(5)) async -> ByteBuffer? {
+        do {
+            try await self.closeOutput()
+        } catch {
+            await self.close()
+            return nil
+        }
+        let bytes = try? await self.bytesUntilClose(timeout: timeout)
+        await self.close()
+        return bytes
+    }
+
     /// Whether the connection is still open.
     public var isActive: Bool { self.channel.isActive }
 

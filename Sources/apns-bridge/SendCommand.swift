@@ -11,8 +11,10 @@ struct SendCommand: AsyncParsableCommand {
         discussion: """
             Sends one frame per --token over one TLS connection with a client certificate, \
             identifiers counting up from --identifier, then waits --wait-ms for an error-response. \
-            Exits 0 when none came (the bridge took the notifications), 1 when one came (it is \
-            printed: status and identifier), like the legacy interface's own contract.
+            Without one, it ends the connection as a provider that is done (close_notify) and \
+            returns when the bridge has closed its side. Exits 0 when no error-response came (the \
+            bridge took the notifications), 1 when one came (it is printed: status and \
+            identifier), like the legacy interface's own contract.
             """
     )
 
@@ -72,8 +74,17 @@ struct SendCommand: AsyncParsableCommand {
         do {
             answer = try await connection.bytesUntilClose(timeout: .milliseconds(self.waitMilliseconds))
         } catch is TimedOut {
-            print("no error-response within \(self.waitMilliseconds) ms: the bridge took them")
-            await connection.close()
+            // Done: close_notify, and the bridge closes its side once every notification has
+            // its outcome (an error-response decided meanwhile comes first).
+            guard var late = await connection.finish() else {
+                print("no error-response within \(self.waitMilliseconds) ms; the bridge had not closed the connection 5 s after close_notify")
+                return
+            }
+            if let packet = late.readErrorResponse() {
+                print("error-response after close_notify: status \(packet.status), identifier \(packet.identifier.rawValue); the connection was closed")
+                throw ExitCode(1)
+            }
+            print("no error-response within \(self.waitMilliseconds) ms: the bridge took them and closed the connection after close_notify")
             return
         }
         guard let packet = answer.readErrorResponse() else {

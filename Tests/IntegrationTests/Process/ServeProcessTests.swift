@@ -319,6 +319,34 @@ extension ServeProcessTests {
         await provider.close()
     }
 
+    @Test("apns-bridge send: an error-response is reported; without one it returns once the bridge closed after its close_notify")
+    func sendCommand() async throws {
+        let environment = try await BridgeProcess.Environment.make()
+        defer { Task { await environment.close() } }
+        let bridge = try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")
+        defer { Task { await bridge.terminate() } }
+        let files = try environment.provider().writePEMFiles(to: environment.directory, name: "provider")
+        let gateway = "127.0.0.1:\(try #require(bridge.gatewayAddress.port))"
+        func send(_ token: ByteBuffer) async throws -> (status: Int32, output: String) {
+            try await DeployFilesTests.run(BridgeProcess.executable, [
+                "send", "--gateway", gateway, "--certificate", files.certificate, "--private-key", files.privateKey,
+                "--ca", environment.directory + "/ca.pem", "--server-name", "localhost",
+                "--token", token.hexDump(format: .compact), "--wait-ms", "200",
+            ])
+        }
+        let accepted = try await send(FrameBuilder.token(0x5E4D))
+        #expect(accepted.status == 0)
+        // The bridge's close came after the client's close_notify, not NIOSSL's 5-second
+        // shutdown timer (what `--wait-ms 1000` used to take 6 s for).
+        #expect(accepted.output.contains("the bridge took them and closed the connection after close_notify"), "\(accepted.output)")
+        let bad = FrameBuilder.token(0xBAD)
+        environment.mock.script.rejectAsBadToken(bad.hexDump(format: .compact))
+        let rejected = try await send(bad)
+        #expect(rejected.status == 1)
+        #expect(rejected.output.contains("error-response: status 8 (invalid token), identifier 1"), "\(rejected.output)")
+        #expect(await environment.mock.ledger.waitForAccepted(1))
+    }
+
     @Test("A certificate subject with a newline cannot write a forged line into the text log")
     func logLinesCannotBeForged() async throws {
         let environment = try await BridgeProcess.Environment.make()
