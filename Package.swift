@@ -25,6 +25,10 @@ let package = Package(
         .library(name: "BridgeApp", targets: ["BridgeApp"]),
         // For the benchmarks package (Benchmarks/): generated certificates and legacy clients.
         .library(name: "BridgeTestSupport", targets: ["BridgeTestSupport"]),
+        // A legacy provider connection and feedback poller (`send`, `feedback`, the tests, the
+        // load generator), and the demo's throwaway certificate authority.
+        .library(name: "LegacyClient", targets: ["LegacyClient"]),
+        .library(name: "DevelopmentPKI", targets: ["DevelopmentPKI"]),
         .executable(name: "apns-bridge", targets: ["apns-bridge"]),
         .executable(name: "LegacyProtocolFuzzer", targets: ["LegacyProtocolFuzzer"]),
         .executable(name: "UpstreamEngineFuzzer", targets: ["UpstreamEngineFuzzer"]),
@@ -157,9 +161,33 @@ let package = Package(
         ),
         // Shared by tests, the fuzzer's replay and (later) the demo: generated certificates,
         // frame builders, a legacy TLS client and a scripted upstream.
+        // The legacy interface's client side: what `apns-bridge send` and `feedback` ship.
+        .target(
+            name: "LegacyClient",
+            dependencies: [
+                "LegacyProtocol",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // A throwaway CA made in-process: the demo's and `mock-apns`'s certificates, the tests'.
+        .target(
+            name: "DevelopmentPKI",
+            dependencies: [
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "BridgeTestSupport",
             dependencies: [
+                "LegacyClient",
+                "DevelopmentPKI",
                 "LegacyProtocol",
                 "BridgeCore",
                 "BridgeServer",
@@ -223,7 +251,8 @@ let package = Package(
                 "BridgeCore",
                 "BridgeServer",
                 "BridgeStores",
-                "BridgeTestSupport",
+                "LegacyClient",
+                "DevelopmentPKI",
                 "UpstreamAPNs",
                 "BridgeUpstream",
                 "MockAPNs",
@@ -341,6 +370,8 @@ let package = Package(
                 "BridgeCore",
                 "BridgeServer",
                 "BridgeTestSupport",
+                "LegacyClient",
+                "DevelopmentPKI",
                 "UpstreamAPNs",
                 "BridgeUpstream",
                 "MockAPNs",

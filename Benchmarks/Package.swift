@@ -72,6 +72,8 @@ let package = Package(
                 .product(name: "BridgeUpstream", package: "apns-bridge"),
                 .product(name: "MockAPNs", package: "apns-bridge"),
                 .product(name: "BridgeTestSupport", package: "apns-bridge"),
+                .product(name: "LegacyClient", package: "apns-bridge"),
+                .product(name: "DevelopmentPKI", package: "apns-bridge"),
                 .product(name: "BridgeStores", package: "apns-bridge"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

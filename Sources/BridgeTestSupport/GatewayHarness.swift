@@ -1,5 +1,7 @@
 import BridgeCore
 import BridgeServer
+import DevelopmentPKI
+import LegacyClient
 import Logging
 import NIOCore
 import NIOPosix
@@ -8,14 +10,14 @@ import NIOSSL
 /// A gateway on 127.0.0.1 (port 0) with a throwaway PKI, a scripted upstream and in-memory
 /// stores: what the integration tests and the fuzzer's replay drive over real TLS.
 public final class GatewayHarness: Sendable {
-    public let pki: TestPKI
+    public let pki: DevelopmentCA
     public let upstream: ScriptedUpstream
     public let resendRecords: InMemoryResendRecordStore
     public let feedback: InMemoryFeedbackRecorder
     public let server: GatewayServer
 
     private init(
-        pki: TestPKI,
+        pki: DevelopmentCA,
         upstream: ScriptedUpstream,
         resendRecords: InMemoryResendRecordStore,
         feedback: InMemoryFeedbackRecorder,
@@ -31,12 +33,12 @@ public final class GatewayHarness: Sendable {
     public static func start(
         script: @escaping ScriptedUpstream.Script = { _, _ in .init(.accepted) },
         environment: APNsEnvironment = .sandbox,
-        pki: TestPKI? = nil,
+        pki: DevelopmentCA? = nil,
         tenantResolver: (any TenantResolver)? = nil,
         tlsContext: LegacyTLSContext? = nil,
         configure: (inout GatewayConfiguration) -> Void = { _ in }
     ) async throws -> GatewayHarness {
-        let pki = try pki ?? TestPKI()
+        let pki = try pki ?? DevelopmentCA()
         var configuration = GatewayConfiguration.loopback(pki: pki)
         configure(&configuration)
         let upstream = ScriptedUpstream(script: script)
@@ -61,8 +63,8 @@ public final class GatewayHarness: Sendable {
         bundleID: String? = "com.example.app",
         minimumTLSVersion: TLSVersion = .tlsv1,
         maximumTLSVersion: TLSVersion? = .tlsv12
-    ) async throws -> LegacyTestClient {
-        try await LegacyTestClient.connect(
+    ) async throws -> LegacyConnection {
+        try await LegacyConnection.connect(
             to: self.server.localAddress,
             identity: try self.pki.providerIdentity(bundleID: bundleID),
             trusting: self.pki.caCertificate,
@@ -79,7 +81,7 @@ public final class GatewayHarness: Sendable {
 extension GatewayConfiguration {
     /// A gateway on 127.0.0.1 (any free port) with the PKI's server certificate, trusting its
     /// CA for client certificates, and a short drain time.
-    public static func loopback(pki: TestPKI) -> GatewayConfiguration {
+    public static func loopback(pki: DevelopmentCA) -> GatewayConfiguration {
         var configuration = GatewayConfiguration(
             tls: LegacyTLSConfiguration(
                 certificateChain: [pki.server.certificate],
@@ -96,7 +98,7 @@ extension GatewayConfiguration {
 
 extension FeedbackConfiguration {
     /// A feedback listener on 127.0.0.1 (any free port) with the PKI's certificates.
-    public static func loopback(pki: TestPKI) -> FeedbackConfiguration {
+    public static func loopback(pki: DevelopmentCA) -> FeedbackConfiguration {
         var configuration = FeedbackConfiguration(tls: GatewayConfiguration.loopback(pki: pki).tls)
         configuration.host = "127.0.0.1"
         configuration.port = 0

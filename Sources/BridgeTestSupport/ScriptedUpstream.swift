@@ -1,4 +1,5 @@
 import BridgeCore
+import LegacyClient
 import NIOCore
 import Synchronization
 
@@ -79,8 +80,3 @@ public final class ScriptedUpstream: NotificationUpstream {
     }
 }
 
-public struct TimedOut: Error, CustomStringConvertible {
-    public var what: String
-    public init(what: String) { self.what = what }
-    public var description: String { "timed out waiting for \(self.what)" }
-}

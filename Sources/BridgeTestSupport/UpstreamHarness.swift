@@ -1,7 +1,9 @@
 import BridgeCore
 import BridgeUpstream
 import Crypto
+import DevelopmentPKI
 import Foundation
+import LegacyClient
 import LegacyProtocol
 import Logging
 import MetricsTestKit
@@ -48,14 +50,14 @@ public final class UpstreamHarness: Sendable {
     public static let teamID = "TEAM123456"
     public static let topic = "com.example.app"
 
-    public let pki: TestPKI
+    public let pki: DevelopmentCA
     public let mock: MockAPNsServer
     public let client: APNsNotificationUpstream
     public let tokens: ProviderTokenSource
     public let clock: TestClock
     public let metrics: TestMetrics
 
-    private init(pki: TestPKI, mock: MockAPNsServer, client: APNsNotificationUpstream, tokens: ProviderTokenSource, clock: TestClock, metrics: TestMetrics) {
+    private init(pki: DevelopmentCA, mock: MockAPNsServer, client: APNsNotificationUpstream, tokens: ProviderTokenSource, clock: TestClock, metrics: TestMetrics) {
         self.pki = pki
         self.mock = mock
         self.client = client
@@ -73,7 +75,7 @@ public final class UpstreamHarness: Sendable {
         configureMock: (inout MockAPNsConfiguration) -> Void = { _ in },
         configureClient: (inout APNsClient.Configuration) -> Void = { _ in }
     ) async throws -> UpstreamHarness {
-        let pki = try TestPKI()
+        let pki = try DevelopmentCA()
         let clock = TestClock()
         let signingKey = P256.Signing.PrivateKey()
         var mockConfiguration = MockAPNsConfiguration(

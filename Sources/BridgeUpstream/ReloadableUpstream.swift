@@ -1,5 +1,4 @@
 import BridgeCore
-import BridgeUpstream
 import LegacyProtocol
 import Logging
 import NIOCore

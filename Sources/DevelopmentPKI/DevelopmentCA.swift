@@ -5,12 +5,23 @@ import SwiftASN1
 import X509
 
 /// A certificate and its private key, ready for NIOSSL.
-public struct TestIdentity: Sendable {
+public struct DevelopmentIdentity: Sendable {
     public var certificate: NIOSSLCertificate
     public var privateKey: NIOSSLPrivateKey
     /// The same certificate and key as PEM, for tools that read files (nghttpd, staging).
     public var certificatePEM: String
     public var privateKeyPEM: String
+
+    /// A TLS client configuration presenting this identity and trusting `ca`, at most TLS 1.2
+    /// as the legacy interface's clients: a provider's or a feedback poller's.
+    public func clientTLSConfiguration(trusting ca: NIOSSLCertificate) -> TLSConfiguration {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.trustRoots = .certificates([ca])
+        tls.maximumTLSVersion = .tlsv12
+        tls.certificateChain = [.certificate(self.certificate)]
+        tls.privateKey = .privateKey(self.privateKey)
+        return tls
+    }
 
     /// Writes `<name>.crt` and `<name>.key` into `directory`; returns their paths.
     public func writePEMFiles(to directory: String, name: String) throws -> (certificate: String, privateKey: String) {
@@ -25,13 +36,13 @@ public struct TestIdentity: Sendable {
 /// A throwaway certificate authority made in-process with swift-certificates: a CA, a server
 /// certificate for 127.0.0.1 / ::1 / localhost, and provider (client) certificates shaped like
 /// Apple's (subject `UID=<bundle id>`, `OU=<team id>`).
-public struct TestPKI: Sendable {
+public struct DevelopmentCA: Sendable {
     /// OID 0.9.2342.19200300.100.1.1, `UID` in a distinguished name.
     static let userIDAttribute: ASN1ObjectIdentifier = [0, 9, 2342, 19_200_300, 100, 1, 1]
 
     public let caCertificate: NIOSSLCertificate
     public let caCertificatePEM: String
-    public let server: TestIdentity
+    public let server: DevelopmentIdentity
     private let caKey: P256.Signing.PrivateKey
     private let caName: DistinguishedName
 
@@ -82,7 +93,7 @@ public struct TestPKI: Sendable {
         sandboxMarker: Bool = false,
         productionMarker: Bool = false,
         topics: [String] = []
-    ) throws -> TestIdentity {
+    ) throws -> DevelopmentIdentity {
         var rdns: [RelativeDistinguishedName] = []
         if let bundleID {
             rdns.append(RelativeDistinguishedName(.init(type: Self.userIDAttribute, utf8String: bundleID)))
@@ -131,7 +142,7 @@ public struct TestPKI: Sendable {
         extraExtensions: [Certificate.Extension] = [],
         caKey: P256.Signing.PrivateKey,
         caName: DistinguishedName
-    ) throws -> TestIdentity {
+    ) throws -> DevelopmentIdentity {
         let key = P256.Signing.PrivateKey()
         let now = Date()
         var extensions = try Certificate.Extensions {
@@ -157,7 +168,7 @@ public struct TestPKI: Sendable {
             extensions: extensions,
             issuerPrivateKey: Certificate.PrivateKey(caKey)
         )
-        return TestIdentity(
+        return DevelopmentIdentity(
             certificate: try self.nioCertificate(certificate),
             privateKey: try NIOSSLPrivateKey(bytes: Array(key.pemRepresentation.utf8), format: .pem),
             certificatePEM: try certificate.serializeAsPEM().pemString,

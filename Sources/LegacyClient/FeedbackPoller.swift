@@ -4,35 +4,17 @@ import NIOPosix
 import NIOSSL
 import Synchronization
 
-/// A feedback-service poller for tests, like a cron job's: connects with a client
+/// A feedback-service poller (port 2196), like a cron job's: connects with a client
 /// certificate, reads tuples until the server closes, and tells whether the close was clean
-/// (TLS close_notify) or not (a reset, or the server process killed).
-public enum FeedbackTestClient {
+/// (TLS close_notify) or not (a reset, or the server process killed). `apns-bridge feedback`
+/// is one; the tests use it as their cron job.
+public enum FeedbackPoller {
     public struct Poll: Sendable {
         /// Every tuple, in order (empty when `keepTuples` was false).
         public var tuples: [FeedbackTuple]
         public var tupleCount: Int
         /// The server ended the stream with close_notify, and no partial tuple was left over.
         public var cleanClose: Bool
-    }
-
-    /// Polls once. `closeAfterBytes` makes the poller hang up by itself after reading that many
-    /// bytes, like a client that dies midway.
-    public static func poll(
-        _ address: SocketAddress,
-        identity: TestIdentity,
-        trusting ca: NIOSSLCertificate,
-        keepTuples: Bool = true,
-        closeAfterBytes: Int? = nil,
-        timeout: TimeAmount = .seconds(60),
-        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
-    ) async throws -> Poll {
-        var tls = TLSConfiguration.makeClientConfiguration()
-        tls.trustRoots = .certificates([ca])
-        tls.maximumTLSVersion = .tlsv12
-        tls.certificateChain = [.certificate(identity.certificate)]
-        tls.privateKey = .privateKey(identity.privateKey)
-        return try await Self.poll(address, tls: tls, serverHostname: "localhost", keepTuples: keepTuples, closeAfterBytes: closeAfterBytes, timeout: timeout, group: group)
     }
 
     /// Polls with a TLS configuration of the caller's (the `feedback` command's files).
@@ -68,16 +50,16 @@ public enum FeedbackTestClient {
 private final class TupleCollector: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
 
-    private let promise: EventLoopPromise<FeedbackTestClient.Poll>
+    private let promise: EventLoopPromise<FeedbackPoller.Poll>
     private let keepTuples: Bool
     private let closeAfterBytes: Int?
     private var decoder = FeedbackTupleDecoder()
     private var buffered = ByteBuffer()
     private var bytesRead = 0
-    private var poll = FeedbackTestClient.Poll(tuples: [], tupleCount: 0, cleanClose: true)
+    private var poll = FeedbackPoller.Poll(tuples: [], tupleCount: 0, cleanClose: true)
     private var failed = false
 
-    init(promise: EventLoopPromise<FeedbackTestClient.Poll>, keepTuples: Bool, closeAfterBytes: Int?) {
+    init(promise: EventLoopPromise<FeedbackPoller.Poll>, keepTuples: Bool, closeAfterBytes: Int?) {
         self.promise = promise
         self.keepTuples = keepTuples
         self.closeAfterBytes = closeAfterBytes

@@ -2,35 +2,17 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 
-/// A legacy provider connection for tests: TLS with a client certificate; it writes raw bytes
-/// and collects everything the server sends until the connection closes.
-public final class LegacyTestClient: Sendable {
+/// A legacy provider's connection to a gateway (the binary interface's port 2195): TLS with a
+/// client certificate; it writes raw bytes (frames from ``FrameBuilder``) and collects
+/// everything the server sends until the connection closes. `apns-bridge send` is one; the
+/// tests and the load generator use it as their providers.
+public final class LegacyConnection: Sendable {
     public let channel: any Channel
     private let closed: EventLoopFuture<ByteBuffer>
 
     private init(channel: any Channel, closed: EventLoopFuture<ByteBuffer>) {
         self.channel = channel
         self.closed = closed
-    }
-
-    public static func connect(
-        to address: SocketAddress,
-        identity: TestIdentity?,
-        trusting ca: NIOSSLCertificate,
-        minimumTLSVersion: TLSVersion = .tlsv1,
-        maximumTLSVersion: TLSVersion? = .tlsv12,
-        from localAddress: SocketAddress? = nil,
-        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
-    ) async throws -> LegacyTestClient {
-        var tls = TLSConfiguration.makeClientConfiguration()
-        tls.trustRoots = .certificates([ca])
-        tls.minimumTLSVersion = minimumTLSVersion
-        tls.maximumTLSVersion = maximumTLSVersion
-        if let identity {
-            tls.certificateChain = [.certificate(identity.certificate)]
-            tls.privateKey = .privateKey(identity.privateKey)
-        }
-        return try await Self.connect(to: address, tls: tls, serverHostname: "localhost", from: localAddress, group: group)
     }
 
     /// Connects with a TLS configuration of the caller's (the `send` command's files).
@@ -40,7 +22,7 @@ public final class LegacyTestClient: Sendable {
         serverHostname: String?,
         from localAddress: SocketAddress? = nil,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
-    ) async throws -> LegacyTestClient {
+    ) async throws -> LegacyConnection {
         let sslContext = try NIOSSLContext(configuration: tls)
         let eventLoop = group.next()
         let closed = eventLoop.makePromise(of: ByteBuffer.self)
@@ -62,7 +44,7 @@ public final class LegacyTestClient: Sendable {
             }
             .connect(to: address)
             .get()
-        return LegacyTestClient(channel: channel, closed: closed.futureResult)
+        return LegacyConnection(channel: channel, closed: closed.futureResult)
     }
 
     /// Writes and flushes bytes; completes when they were handed to the socket.

@@ -3,9 +3,10 @@ import BridgeApp
 import BridgeCore
 import BridgeServer
 import BridgeStores
-import BridgeTestSupport
 import Crypto
+import DevelopmentPKI
 import Foundation
+import LegacyClient
 import LegacyProtocol
 import Logging
 import MockAPNs
@@ -37,7 +38,7 @@ struct DemoCommand: AsyncParsableCommand {
         LoggingSystem.bootstrap { BridgeLogHandler(label: $0, format: .text, logLevel: .info) }
         var logger = Logger(label: "apns-bridge.demo")
         logger.logLevel = .error
-        let pki = try TestPKI(name: "apns-bridge demo CA")
+        let pki = try DevelopmentCA(name: "apns-bridge demo CA")
         let topic = "com.example.demo"
         let signingKey = P256.Signing.PrivateKey()
 
@@ -99,10 +100,10 @@ struct DemoCommand: AsyncParsableCommand {
 
         /// Sends frames on a new provider connection and prints what came back.
         func send(_ frames: [(UInt32, ByteBuffer)], note: String, expectFailure: Bool = false, acceptedTotal: Int = 0) async throws {
-            let connection = try await LegacyTestClient.connect(
+            let connection = try await LegacyConnection.connect(
                 to: gateway.localAddress,
-                identity: try pki.providerIdentity(bundleID: topic),
-                trusting: pki.caCertificate
+                tls: try pki.providerIdentity(bundleID: topic).clientTLSConfiguration(trusting: pki.caCertificate),
+                serverHostname: "localhost"
             )
             var bytes = ByteBuffer()
             for (identifier, token) in frames {
@@ -166,10 +167,10 @@ struct DemoCommand: AsyncParsableCommand {
             try await Task.sleep(for: .milliseconds(10))
         }
         print("\n→ a feedback poller connects to \(feedbackServer.localAddress) with the provider certificate")
-        let poll = try await FeedbackTestClient.poll(
+        let poll = try await FeedbackPoller.poll(
             feedbackServer.localAddress,
-            identity: try pki.providerIdentity(bundleID: topic),
-            trusting: pki.caCertificate
+            tls: try pki.providerIdentity(bundleID: topic).clientTLSConfiguration(trusting: pki.caCertificate),
+            serverHostname: "localhost"
         )
         for tuple in poll.tuples {
             print("  ← feedback tuple: timestamp \(tuple.timestamp), token \(LogRedaction.token(tuple.deviceToken))")
@@ -211,7 +212,7 @@ struct DemoFiles {
     var providerKey: String
     var signingKey: String
 
-    init(pki: TestPKI, signingKey: P256.Signing.PrivateKey, topic: String, in folder: String) throws {
+    init(pki: DevelopmentCA, signingKey: P256.Signing.PrivateKey, topic: String, in folder: String) throws {
         self.ca = folder + "/ca.pem"
         try pki.caCertificatePEM.write(toFile: self.ca, atomically: true, encoding: .utf8)
         (self.serverCertificate, self.serverKey) = try pki.server.writePEMFiles(to: folder, name: "bridge")

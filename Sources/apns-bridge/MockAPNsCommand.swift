@@ -1,8 +1,8 @@
 import ArgumentParser
 import BridgeApp
 import BridgeCore
-import BridgeTestSupport
 import Crypto
+import DevelopmentPKI
 import Foundation
 import Logging
 import MockAPNs
@@ -69,7 +69,7 @@ struct MockAPNsCommand: AsyncParsableCommand {
                 privateKey: try NIOSSLPrivateKey(file: privateKey, format: .pem)
             )
         } else {
-            let pki = try TestPKI(name: "apns-bridge mock-apns CA")
+            let pki = try DevelopmentCA(name: "apns-bridge mock-apns CA")
             configuration = MockAPNsConfiguration(certificateChain: [pki.server.certificate], privateKey: pki.server.privateKey)
             let path = self.writeCA ?? FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-mock-apns-ca.pem").path
             try pki.caCertificatePEM.write(toFile: path, atomically: true, encoding: .utf8)

@@ -1,6 +1,6 @@
 import ArgumentParser
-import BridgeTestSupport
 import Foundation
+import LegacyClient
 import LegacyProtocol
 import NIOCore
 
@@ -63,7 +63,7 @@ struct SendCommand: AsyncParsableCommand {
             )
         }
         let (address, serverName) = try LegacyClientOptions.resolve(self.gateway, option: "--gateway")
-        let connection = try await LegacyTestClient.connect(
+        let connection = try await LegacyConnection.connect(
             to: address,
             tls: try self.client.tlsConfiguration(),
             serverHostname: self.client.serverName ?? serverName
@@ -123,7 +123,7 @@ struct FeedbackCommand: AsyncParsableCommand {
 
     func run() async throws {
         let (address, serverName) = try LegacyClientOptions.resolve(self.feedback, option: "--feedback")
-        let poll = try await FeedbackTestClient.poll(
+        let poll = try await FeedbackPoller.poll(
             address,
             tls: try self.client.tlsConfiguration(),
             serverHostname: self.client.serverName ?? serverName

@@ -5,6 +5,7 @@ import BridgeStores
 import BridgeTestSupport
 import BridgeUpstream
 import Crypto
+import DevelopmentPKI
 import Foundation
 import Logging
 import NIOCore
@@ -18,12 +19,12 @@ struct ConfigurationTests {
     /// A folder with the files a configuration points at: TLS, a client CA, a signing key.
     struct Files {
         var directory: String
-        var pki: TestPKI
+        var pki: DevelopmentCA
 
         init() throws {
             self.directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-config-\(UUID().uuidString)").path
             try FileManager.default.createDirectory(atPath: self.directory, withIntermediateDirectories: true)
-            self.pki = try TestPKI()
+            self.pki = try DevelopmentCA()
             _ = try self.pki.server.writePEMFiles(to: self.directory, name: "gateway")
             try self.pki.caCertificatePEM.write(toFile: self.directory + "/provider-ca.pem", atomically: true, encoding: .utf8)
             try P256.Signing.PrivateKey().pemRepresentation.write(toFile: self.directory + "/AuthKey.p8", atomically: true, encoding: .utf8)
@@ -210,7 +211,7 @@ struct ConfigurationFailsEarlyTests {
         let files = try Files()
         defer { files.remove() }
         // Another identity's key beside the gateway's certificate.
-        let other = try TestPKI()
+        let other = try DevelopmentCA()
         _ = try other.server.writePEMFiles(to: files.directory, name: "other")
         var flags = files.basics
         flags["tls.privateKey"] = files.directory + "/other.key"
@@ -224,7 +225,7 @@ struct ConfigurationFailsEarlyTests {
     func mismatchedUpstreamKey() async throws {
         let files = try Files()
         defer { files.remove() }
-        let other = try TestPKI()
+        let other = try DevelopmentCA()
         _ = try other.server.writePEMFiles(to: files.directory, name: "other")
         var flags = files.basics
         flags["credentials"] = "main,cert"

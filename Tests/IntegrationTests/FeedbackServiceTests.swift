@@ -2,7 +2,9 @@ import BridgeCore
 import BridgeServer
 import BridgeStores
 import BridgeTestSupport
+import DevelopmentPKI
 import Foundation
+import LegacyClient
 import LegacyProtocol
 import MockAPNs
 import NIOCore
@@ -39,8 +41,8 @@ struct FeedbackServiceTests {
             return Bridge(upstream: upstream, store: store, gateway: gateway, feedback: feedback)
         }
 
-        func poll(bundleID: String = UpstreamHarness.topic, closeAfterBytes: Int? = nil) async throws -> FeedbackTestClient.Poll {
-            try await FeedbackTestClient.poll(
+        func poll(bundleID: String = UpstreamHarness.topic, closeAfterBytes: Int? = nil) async throws -> FeedbackPoller.Poll {
+            try await FeedbackPoller.poll(
                 self.feedback.localAddress,
                 identity: try self.upstream.pki.providerIdentity(bundleID: bundleID),
                 trusting: self.upstream.pki.caCertificate,
@@ -74,7 +76,7 @@ struct FeedbackServiceTests {
         bridge.upstream.mock.script.unregister(token: gone.hexDump(format: .compact), atMilliseconds: 1_767_225_600_999)
         bridge.upstream.mock.script.unregister(token: back.hexDump(format: .compact), atMilliseconds: 1_767_225_600_000)
 
-        let provider = try await LegacyTestClient.connect(
+        let provider = try await LegacyConnection.connect(
             to: bridge.gateway.localAddress,
             identity: try bridge.upstream.pki.providerIdentity(bundleID: UpstreamHarness.topic),
             trusting: bridge.upstream.pki.caCertificate
@@ -160,8 +162,8 @@ struct FeedbackServiceTests {
     func unknownCertificate(kind: StoreKind) async throws {
         let bridge = try await Bridge.start(kind)
         try await bridge.record(3)
-        let stranger = try TestPKI(name: "another CA")
-        let poll = try? await FeedbackTestClient.poll(
+        let stranger = try DevelopmentCA(name: "another CA")
+        let poll = try? await FeedbackPoller.poll(
             bridge.feedback.localAddress,
             identity: try stranger.providerIdentity(bundleID: UpstreamHarness.topic),
             trusting: bridge.upstream.pki.caCertificate

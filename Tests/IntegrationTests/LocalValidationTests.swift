@@ -1,6 +1,8 @@
 import BridgeCore
 import BridgeServer
 import BridgeTestSupport
+import DevelopmentPKI
+import LegacyClient
 import LegacyProtocol
 import NIOCore
 import Testing
@@ -241,7 +243,7 @@ struct LocalValidationTests {
     func clientCertificateRequired() async throws {
         let harness = try await GatewayHarness.start()
         defer { Task { await harness.stop() } }
-        let client = try await LegacyTestClient.connect(
+        let client = try await LegacyConnection.connect(
             to: harness.server.localAddress,
             identity: nil,
             trusting: harness.pki.caCertificate
@@ -256,8 +258,8 @@ struct LocalValidationTests {
     func foreignCertificateRefused() async throws {
         let harness = try await GatewayHarness.start()
         defer { Task { await harness.stop() } }
-        let stranger = try TestPKI(name: "someone else's CA")
-        let client = try await LegacyTestClient.connect(
+        let stranger = try DevelopmentCA(name: "someone else's CA")
+        let client = try await LegacyConnection.connect(
             to: harness.server.localAddress,
             identity: try stranger.providerIdentity(bundleID: "com.example.app"),
             trusting: harness.pki.caCertificate

@@ -3,6 +3,7 @@ import BridgeCore
 import BridgeTestSupport
 import BridgeUpstream
 import Crypto
+import DevelopmentPKI
 import Logging
 import MockAPNs
 import NIOCore

@@ -1,6 +1,7 @@
 import BridgeCore
 import BridgeServer
 import BridgeTestSupport
+import LegacyClient
 import LegacyProtocol
 import NIOCore
 import NIOSSL

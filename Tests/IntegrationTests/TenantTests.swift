@@ -2,6 +2,8 @@ import BridgeCore
 import BridgeServer
 import BridgeTestSupport
 import Crypto
+import DevelopmentPKI
+import LegacyClient
 import LegacyProtocol
 import Foundation
 import Logging
@@ -18,7 +20,7 @@ struct TenantTests {
 
     @Test("UID=, OU=, markers, topics and the fingerprint are read from the certificate")
     func readsAppleFields() throws {
-        let pki = try TestPKI()
+        let pki = try DevelopmentCA()
         let identity = try pki.providerIdentity(
             bundleID: "com.example.shop",
             teamID: "TEAMSHOP01",
@@ -44,7 +46,7 @@ struct TenantTests {
 
     @Test("Configuration overrides the certificate; the certificate's markers override the default")
     func resolutionRules() throws {
-        let pki = try TestPKI()
+        let pki = try DevelopmentCA()
         let sandboxOnly = try ProviderCertificate(try pki.providerIdentity(bundleID: "com.example.a", sandboxMarker: true).certificate)
         let productionOnly = try ProviderCertificate(try pki.providerIdentity(bundleID: "com.example.b", productionMarker: true).certificate)
         let universal = try ProviderCertificate(try pki.providerIdentity(bundleID: "com.example.c", sandboxMarker: true, productionMarker: true).certificate)
@@ -83,7 +85,7 @@ struct TenantTests {
 
     @Test("Over TLS: the tenant's topic and environment reach the upstream; an unknown certificate fails the handshake")
     func gatewayUsesConfiguredTenants() async throws {
-        let pki = try TestPKI()
+        let pki = try DevelopmentCA()
         let resolver = ConfiguredTenantResolver(
             rules: [TenantRule(name: "shop", userID: "com.example.shop", topic: "com.example.shop.topic")],
             defaultEnvironment: .production
@@ -91,7 +93,7 @@ struct TenantTests {
         let harness = try await GatewayHarness.start(pki: pki, tenantResolver: resolver)
         defer { Task { await harness.stop() } }
 
-        let known = try await LegacyTestClient.connect(
+        let known = try await LegacyConnection.connect(
             to: harness.server.localAddress,
             identity: try pki.providerIdentity(bundleID: "com.example.shop", sandboxMarker: true),
             trusting: pki.caCertificate
@@ -105,7 +107,7 @@ struct TenantTests {
         await known.close()
 
         // Refused during the handshake: the client's handshake fails, nothing is forwarded.
-        let unknown = try await LegacyTestClient.connect(
+        let unknown = try await LegacyConnection.connect(
             to: harness.server.localAddress,
             identity: try pki.providerIdentity(bundleID: "com.example.unknown"),
             trusting: pki.caCertificate
@@ -117,8 +119,8 @@ struct TenantTests {
 
     @Test("A pinned fingerprint is trusted without the CA; the same certificate unpinned is refused")
     func pinnedFingerprints() async throws {
-        let pki = try TestPKI()
-        let otherCA = try TestPKI(name: "somebody else's CA")
+        let pki = try DevelopmentCA()
+        let otherCA = try DevelopmentCA(name: "somebody else's CA")
         let stranger = try otherCA.providerIdentity(bundleID: "com.example.stranger")
         let fingerprint = try ProviderCertificate(stranger.certificate).fingerprint
 
@@ -128,7 +130,7 @@ struct TenantTests {
                 defaultEnvironment: .sandbox
             )
             let harness = try await GatewayHarness.start(pki: pki, tenantResolver: resolver)
-            let client = try await LegacyTestClient.connect(to: harness.server.localAddress, identity: stranger, trusting: pki.caCertificate)
+            let client = try await LegacyConnection.connect(to: harness.server.localAddress, identity: stranger, trusting: pki.caCertificate)
             try? await client.send(Self.frame)
             if pinned {
                 try await harness.upstream.waitForLedgerCount(1, on: client.channel.eventLoop)
@@ -144,7 +146,7 @@ struct TenantTests {
 
     @Test("Replaced certificates: new handshakes use them, open connections keep working")
     func certificateReload() async throws {
-        let pki = try TestPKI()
+        let pki = try DevelopmentCA()
         let resolver = ConfiguredTenantResolver(rules: [], defaultEnvironment: .sandbox)
         var logger = Logger(label: "test")
         logger.logLevel = .critical
@@ -156,14 +158,14 @@ struct TenantTests {
         try await harness.upstream.waitForLedgerCount(1, on: before.channel.eventLoop)
 
         // A new server certificate from a new CA, which also issues the providers' certificates.
-        let renewed = try TestPKI(name: "renewed CA")
+        let renewed = try DevelopmentCA(name: "renewed CA")
         try tls.reload(GatewayConfiguration.loopback(pki: renewed).tls)
 
         try await before.send(FrameBuilder.frame(.itemized, identifier: 2, token: FrameBuilder.token(2), payload: FrameBuilder.payload()))
         try await harness.upstream.waitForLedgerCount(2, on: before.channel.eventLoop)
         #expect(before.isActive)
 
-        let after = try await LegacyTestClient.connect(
+        let after = try await LegacyConnection.connect(
             to: harness.server.localAddress,
             identity: try renewed.providerIdentity(bundleID: "com.example.app"),
             trusting: renewed.caCertificate

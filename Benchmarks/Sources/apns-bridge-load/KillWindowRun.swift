@@ -2,6 +2,7 @@ import ArgumentParser
 import BridgeStores
 import BridgeTestSupport
 import Foundation
+import LegacyClient
 import Logging
 import MockAPNs
 import NIOCore
@@ -59,7 +60,7 @@ struct KillWindowRun: AsyncParsableCommand {
                 let path = "\(workspace.directory)/kill-\(delay)-\(run).sqlite"
                 let bridge = try await self.bridgeOptions.startBridge(workspace: workspace, upstreamPort: mock.port, store: "sqlite:\(path)")
                 let before = answers.withLock { $0.count }
-                let provider = try await LegacyTestClient.connect(
+                let provider = try await LegacyConnection.connect(
                     to: try SocketAddress(ipAddress: "127.0.0.1", port: bridge.gatewayPort),
                     identity: workspace.provider,
                     trusting: workspace.pki.caCertificate

@@ -1,5 +1,6 @@
 import BridgeTestSupport
 import Crypto
+import DevelopmentPKI
 import Foundation
 import NIOSSL
 
@@ -11,8 +12,8 @@ struct Workspace {
     static let topic = "com.example.app"
 
     let directory: String
-    let pki: TestPKI
-    let provider: TestIdentity
+    let pki: DevelopmentCA
+    let provider: DevelopmentIdentity
     let signingKey: P256.Signing.PrivateKey
     let caPath: String
     let serverCertificatePath: String
@@ -22,7 +23,7 @@ struct Workspace {
     init() throws {
         self.directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-load-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: self.directory, withIntermediateDirectories: true)
-        self.pki = try TestPKI(name: "apns-bridge load CA")
+        self.pki = try DevelopmentCA(name: "apns-bridge load CA")
         self.provider = try self.pki.providerIdentity(bundleID: Self.topic)
         let server = try self.pki.server.writePEMFiles(to: self.directory, name: "server")
         self.serverCertificatePath = server.certificate

@@ -1,5 +1,6 @@
 import BridgeTestSupport
 import Crypto
+import DevelopmentPKI
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -15,14 +16,14 @@ final class BridgeProcess: @unchecked Sendable {
     /// What every bridge process of one test shares: the PKI, the signing key and MockAPNs.
     struct Environment: Sendable {
         var directory: String
-        var pki: TestPKI
+        var pki: DevelopmentCA
         var mock: MockAPNsServer
         var arguments: [String]
 
         static func make() async throws -> Environment {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-process-\(UUID().uuidString)").path
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            let pki = try TestPKI()
+            let pki = try DevelopmentCA()
             let server = try pki.server.writePEMFiles(to: directory, name: "server")
             let caPath = directory + "/ca.pem"
             try pki.caCertificatePEM.write(toFile: caPath, atomically: true, encoding: .utf8)
@@ -53,7 +54,7 @@ final class BridgeProcess: @unchecked Sendable {
             return Environment(directory: directory, pki: pki, mock: mock, arguments: arguments)
         }
 
-        func provider() throws -> TestIdentity {
+        func provider() throws -> DevelopmentIdentity {
             try self.pki.providerIdentity(bundleID: UpstreamHarness.topic)
         }
 

@@ -1,10 +1,12 @@
 import BridgeApp
 import BridgeServer
 import BridgeTestSupport
+import DevelopmentPKI
 import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import LegacyClient
 import LegacyProtocol
 import MockAPNs
 import NIOCore
@@ -88,7 +90,7 @@ struct ChannelsCommandTests {
         defer { Task { await environment.close() } }
         let (bridge, path) = try await ReloadTests.start(environment, config: ReloadTests.config(environment, tenants: [("app", UpstreamHarness.topic)]))
         defer { Task { await bridge.terminate() } }
-        let connection = try await LegacyTestClient.connect(
+        let connection = try await LegacyConnection.connect(
             to: bridge.gatewayAddress,
             identity: try environment.provider(),
             trusting: environment.pki.caCertificate

@@ -1,7 +1,9 @@
 import BridgeCore
 import BridgeApp
 import BridgeTestSupport
+import DevelopmentPKI
 import Foundation
+import LegacyClient
 import LegacyProtocol
 import MockAPNs
 import NIOCore
@@ -69,7 +71,7 @@ struct DeployFilesTests {
         let good = FrameBuilder.token(0x600D)
         let bad = FrameBuilder.token(0xBAD)
         environment.mock.script.rejectAsBadToken(bad.hexDump(format: .compact))
-        let provider = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+        let provider = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
         var frames = FrameBuilder.frame(.itemized, identifier: 1, token: good, payload: FrameBuilder.payload())
         frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 2, token: bad, payload: FrameBuilder.payload()))
         try await provider.send(frames)
@@ -80,7 +82,7 @@ struct DeployFilesTests {
         try await waitUntilAsync {
             try PrometheusText(try await ServeProcessTests.get(admin, "/metrics").body).value(#"apns_bridge_legacy_connections{listener="gateway"}"#) == 0
         }
-        let holder = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+        let holder = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
         try await holder.send(FrameBuilder.frame(.itemized, identifier: 3, token: good, payload: FrameBuilder.payload()))
         #expect(await environment.mock.ledger.waitForAccepted(2))
         // Closed at accept (the cap is one connection); the connect itself may see the close.
@@ -236,7 +238,7 @@ struct DeployFilesTests {
         defer { Task { await environment.close() } }
         let bridge = try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")
         defer { Task { await bridge.terminate() } }
-        let holder = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+        let holder = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
         // Accepted, a 410, a bad token: the error-response comes once the two before it have
         // their outcomes (and the 410's token is on the feedback list).
         let unregistered = FrameBuilder.token(2)
@@ -246,7 +248,7 @@ struct DeployFilesTests {
         var frames = FrameBuilder.frame(.itemized, identifier: 1, token: FrameBuilder.token(1), payload: FrameBuilder.payload())
         frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 2, token: unregistered, payload: FrameBuilder.payload()))
         frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 3, token: bad, payload: FrameBuilder.payload()))
-        let provider = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+        let provider = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
         try await provider.send(frames)
         var answer = try await provider.bytesUntilClose()
         #expect(answer.readErrorResponse()?.status == .invalidToken)

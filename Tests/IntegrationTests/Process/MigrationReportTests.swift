@@ -1,7 +1,9 @@
 import BridgeCore
 import BridgeServer
 import BridgeTestSupport
+import DevelopmentPKI
 import Foundation
+import LegacyClient
 import LegacyProtocol
 import MockAPNs
 import NIOCore
@@ -24,7 +26,7 @@ struct MigrationReportTests {
     /// One provider connection: three accepted notifications (commands 2, 1, 0), one 410, and a
     /// bad token whose error-response closes the connection: it comes once every earlier
     /// notification has its outcome (the 410's feedback entry committed).
-    static func sendMixed(to bridge: BridgeProcess, _ environment: BridgeProcess.Environment, identity: TestIdentity, seed: Int) async throws {
+    static func sendMixed(to bridge: BridgeProcess, _ environment: BridgeProcess.Environment, identity: DevelopmentIdentity, seed: Int) async throws {
         let unregistered = FrameBuilder.token(seed + 3)
         let bad = FrameBuilder.token(seed + 4)
         environment.mock.script.unregister(token: unregistered.hexDump(format: .compact), atMilliseconds: 1_767_225_600_000)
@@ -34,7 +36,7 @@ struct MigrationReportTests {
         frames.writeImmutableBuffer(FrameBuilder.frame(.simple, token: FrameBuilder.token(seed + 2), payload: FrameBuilder.payload()))
         frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 3, token: unregistered, payload: FrameBuilder.payload()))
         frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 4, token: bad, payload: FrameBuilder.payload()))
-        let provider = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: identity, trusting: environment.pki.caCertificate)
+        let provider = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: identity, trusting: environment.pki.caCertificate)
         try await provider.send(frames)
         var answer = try await provider.bytesUntilClose()
         let response = answer.readErrorResponse()
@@ -65,7 +67,7 @@ struct MigrationReportTests {
             // The 410's entry is committed (the bridge logs it at debug level), then one poll.
             let tokenID = StoreProcessTests.tokenID(FrameBuilder.token(seed + 3))
             try await waitUntil { StoreProcessTests.storedTokenIDs(in: bridge.log).contains(tokenID) }
-            let poll = try await FeedbackTestClient.poll(bridge.feedbackAddress, identity: identity, trusting: environment.pki.caCertificate)
+            let poll = try await FeedbackPoller.poll(bridge.feedbackAddress, identity: identity, trusting: environment.pki.caCertificate)
             #expect(poll.tupleCount == 1)
         }
         for bridge in first {
@@ -80,7 +82,7 @@ struct MigrationReportTests {
         #expect(metrics.value(#"apns_bridge_feedback_last_poll_timestamp_seconds{tenant="\#(tenant)"}"#) > 0)
         #expect(metrics.value(#"apns_bridge_provider_certificate_expiry_timestamp_seconds{tenant="\#(tenant)"}"#) > Date().timeIntervalSince1970)
         #expect(metrics.samples[#"apns_bridge_feedback_pending_by_tenant{tenant="\#(tenant)"}"#] == 0)
-        let provider = try await LegacyTestClient.connect(to: restarted.gatewayAddress, identity: identity, trusting: environment.pki.caCertificate)
+        let provider = try await LegacyConnection.connect(to: restarted.gatewayAddress, identity: identity, trusting: environment.pki.caCertificate)
         var frames = ByteBuffer()
         for n in 0..<4 {
             frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: UInt32(10 + n), token: FrameBuilder.token(9_000 + n), payload: FrameBuilder.payload()))

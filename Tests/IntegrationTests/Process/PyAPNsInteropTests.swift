@@ -1,4 +1,5 @@
 import BridgeTestSupport
+import DevelopmentPKI
 import Foundation
 import MockAPNs
 import NIOCore

@@ -1,8 +1,10 @@
 import BridgeTestSupport
+import DevelopmentPKI
 import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import LegacyClient
 import LegacyProtocol
 import MockAPNs
 import NIOCore
@@ -86,12 +88,12 @@ struct ReloadTests {
         defer { Task { await bridge.terminate() } }
         let pki = environment.pki
 
-        let shop = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: pki.caCertificate)
+        let shop = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: pki.caCertificate)
         try await shop.send(Self.frame(1))
         #expect(await environment.mock.ledger.waitForAccepted(1))
 
         // Not a tenant yet: refused during the handshake.
-        let early = try? await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try pki.providerIdentity(bundleID: Self.otherBundle), trusting: pki.caCertificate)
+        let early = try? await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try pki.providerIdentity(bundleID: Self.otherBundle), trusting: pki.caCertificate)
         if let early {
             try? await early.send(Self.frame(2))
             #expect(try await early.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
@@ -104,7 +106,7 @@ struct ReloadTests {
         let reloaded = try await Self.waitForLog(bridge, "configuration reloaded")
         #expect(reloaded.contains { $0.contains("tenants added: reloaded") })
 
-        let other = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try pki.providerIdentity(bundleID: Self.otherBundle), trusting: pki.caCertificate)
+        let other = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try pki.providerIdentity(bundleID: Self.otherBundle), trusting: pki.caCertificate)
         try await other.send(Self.frame(3))
         #expect(await environment.mock.ledger.waitForAccepted(2))
         try await shop.send(Self.frame(4))
@@ -121,7 +123,7 @@ struct ReloadTests {
         let (bridge, path) = try await Self.start(environment, config: Self.config(environment, tenants: [("shop", UpstreamHarness.topic)]))
         defer { Task { await bridge.terminate() } }
         let pki = environment.pki
-        let shop = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: pki.caCertificate)
+        let shop = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: pki.caCertificate)
 
         // A misspelt key, and a tenant added in the same file: nothing of it applies.
         try Self.config(environment, tenants: [("shop", UpstreamHarness.topic), ("reloaded", Self.otherBundle)], extra: "gateway.maximumInFlght: 10\n")
@@ -138,7 +140,7 @@ struct ReloadTests {
         #expect(metrics.contains("apns_bridge_config_last_reload_successful 0"))
 
         // The running configuration stays: the new tenant is still refused, the old one served.
-        let early = try? await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try pki.providerIdentity(bundleID: Self.otherBundle), trusting: pki.caCertificate)
+        let early = try? await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try pki.providerIdentity(bundleID: Self.otherBundle), trusting: pki.caCertificate)
         if let early {
             try? await early.send(Self.frame(2))
             #expect(try await early.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
@@ -157,8 +159,8 @@ struct ReloadTests {
         let (bridge, path) = try await Self.start(environment, config: Self.config(environment, tenants: both))
         defer { Task { await bridge.terminate() } }
         let pki = environment.pki
-        let shop = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: pki.caCertificate)
-        let other = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try pki.providerIdentity(bundleID: Self.otherBundle), trusting: pki.caCertificate)
+        let shop = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: pki.caCertificate)
+        let other = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try pki.providerIdentity(bundleID: Self.otherBundle), trusting: pki.caCertificate)
         try await other.send(Self.frame(7))
         #expect(await environment.mock.ledger.waitForAccepted(1))
 
@@ -192,7 +194,7 @@ struct ReloadTests {
             .write(toFile: path, atomically: true, encoding: .utf8)
         let reloaded = try await Self.waitForLog(bridge, "tenants added: reloaded")
         #expect(!reloaded.isEmpty)
-        let other = try await LegacyTestClient.connect(
+        let other = try await LegacyConnection.connect(
             to: bridge.gatewayAddress,
             identity: try environment.pki.providerIdentity(bundleID: Self.otherBundle),
             trusting: environment.pki.caCertificate

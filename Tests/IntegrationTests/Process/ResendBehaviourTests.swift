@@ -1,5 +1,7 @@
 import BridgeTestSupport
+import DevelopmentPKI
 import Foundation
+import LegacyClient
 import LegacyProtocol
 import MockAPNs
 import NIOCore
@@ -95,7 +97,7 @@ struct ResendBehaviourTests {
     /// Sends `bytes`, half-closes, and returns what the bridge answered once it closed: it closes
     /// only when every notification of the connection has an outcome.
     static func sendAndFinish(_ bytes: ByteBuffer, to bridge: BridgeProcess, environment: BridgeProcess.Environment) async throws -> ByteBuffer {
-        let client = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+        let client = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
         try await client.send(bytes)
         try await client.closeOutput()
         return try await client.bytesUntilClose(timeout: .seconds(120))
@@ -228,7 +230,7 @@ struct ResendBehaviourTests {
         environment.mock.script.delayResponses(by: .milliseconds(200))
         let store = "sqlite:\(environment.directory)/store.sqlite"
         let bridge = try await BridgeProcess.start(environment, store: store, name: "before")
-        let client = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+        let client = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
         var batch = ByteBuffer()
         for position in 0..<Self.size {
             batch.writeImmutableBuffer(Self.frame(position: position, identifier: UInt32(position)))
@@ -281,9 +283,9 @@ struct ResendBehaviourTests {
         // Then APNs stops answering: everything the providers send stays in flight.
         environment.mock.script.delayResponses(by: .hours(1))
         func token(provider: Int, position: Int) -> ByteBuffer { FrameBuilder.token(0x60_0000 + provider * 1_000 + position) }
-        var clients: [LegacyTestClient] = []
+        var clients: [LegacyConnection] = []
         for provider in 0..<providers {
-            let client = try await LegacyTestClient.connect(to: first.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+            let client = try await LegacyConnection.connect(to: first.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
             var batch = ByteBuffer()
             for position in 0..<perProvider {
                 batch.writeImmutableBuffer(Self.frame(position: position, identifier: UInt32(1 + position), token: token(provider: provider, position: position)))

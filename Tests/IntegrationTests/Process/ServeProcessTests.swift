@@ -1,10 +1,12 @@
 import BridgeCore
 import BridgeTestSupport
 import Crypto
+import DevelopmentPKI
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import LegacyClient
 import LegacyProtocol
 import MockAPNs
 import NIOCore
@@ -93,7 +95,7 @@ struct ServeProcessTests {
             try pki.providerIdentity(bundleID: "com.example.other-bundle", sandboxMarker: true),
             try pki.providerIdentity(bundleID: UpstreamHarness.topic, sandboxMarker: true),
         ].enumerated() {
-            let client = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: identity, trusting: pki.caCertificate)
+            let client = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: identity, trusting: pki.caCertificate)
             try await client.send(FrameBuilder.frame(.itemized, identifier: UInt32(index + 1), token: Self.token(connection: index, identifier: 1), payload: FrameBuilder.payload()))
             #expect(await environment.mock.ledger.waitForAccepted(index + 1, timeout: .seconds(20)))
             await client.close()
@@ -101,7 +103,7 @@ struct ServeProcessTests {
         #expect(environment.mock.ledger.records.map(\.topic) == [UpstreamHarness.topic, UpstreamHarness.topic])
 
         // Not a configured tenant: refused during the handshake.
-        let stranger = try await LegacyTestClient.connect(
+        let stranger = try await LegacyConnection.connect(
             to: bridge.gatewayAddress,
             identity: try pki.providerIdentity(bundleID: "com.example.stranger", sandboxMarker: true),
             trusting: pki.caCertificate
@@ -128,9 +130,9 @@ struct ServeProcessTests {
         )
         let identity = try environment.provider()
         let connections = 16
-        var clients: [LegacyTestClient] = []
+        var clients: [LegacyConnection] = []
         for _ in 0..<connections {
-            clients.append(try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: identity, trusting: environment.pki.caCertificate))
+            clients.append(try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: identity, trusting: environment.pki.caCertificate))
         }
         // Each connection sends batches until its connection stops taking them.
         let senders = clients.enumerated().map { index, client in
@@ -232,7 +234,7 @@ struct ServeProcessTests {
         let before = try PrometheusText(try await Self.get(admin, "/metrics").body)
         let badToken = Self.token(connection: 0, identifier: 11)
         mock.script.rejectAsBadToken(badToken.hexDump(format: .compact))
-        let client = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+        let client = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
         var frames = ByteBuffer()
         for identifier in 1...11 {
             frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: UInt32(identifier), token: Self.token(connection: 0, identifier: identifier), payload: FrameBuilder.payload()))
@@ -264,7 +266,7 @@ struct ServeProcessTests {
         var arguments = environment.arguments
         arguments[arguments.firstIndex(of: "debug")!] = "info"
         let bridge = try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite", arguments: arguments)
-        let client = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+        let client = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
         var frames = ByteBuffer()
         for identifier in 1...4 {
             frames.writeImmutableBuffer(
@@ -274,7 +276,7 @@ struct ServeProcessTests {
         frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 5, token: FrameBuilder.token(5, length: 31), payload: FrameBuilder.payload()))
         try await client.send(frames)
         _ = try await client.bytesUntilClose(timeout: .seconds(20))
-        _ = try await FeedbackTestClient.poll(bridge.feedbackAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+        _ = try await FeedbackPoller.poll(bridge.feedbackAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
         await bridge.terminate()
 
         let log = bridge.log
@@ -304,14 +306,14 @@ extension ServeProcessTests {
         let store = kind == .sqlite ? "sqlite:\(environment.directory)/store.sqlite" : try await kind.makeLocation()
         let bridge = try await BridgeProcess.start(environment, store: store)
         let identity = try environment.provider()
-        let provider = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: identity, trusting: environment.pki.caCertificate)
+        let provider = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: identity, trusting: environment.pki.caCertificate)
         var frames = ByteBuffer()
         for n in 0..<20 {
             frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: UInt32(n + 1), token: FrameBuilder.token(n), payload: FrameBuilder.payload()))
         }
         try await provider.send(frames)
         #expect(await environment.mock.ledger.waitForAccepted(20))
-        _ = try await FeedbackTestClient.poll(bridge.feedbackAddress, identity: identity, trusting: environment.pki.caCertificate)
+        _ = try await FeedbackPoller.poll(bridge.feedbackAddress, identity: identity, trusting: environment.pki.caCertificate)
         await bridge.stop(with: signal)
         #expect(bridge.process.terminationStatus == 0)
         #expect(bridge.log.contains(" stopped"))
@@ -354,7 +356,7 @@ extension ServeProcessTests {
         let bridge = try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")
         let forged = "critical apns-bridge: [BridgeApp] forged entry"
         let identity = try environment.pki.providerIdentity(bundleID: "com.example.app\n2026-11-25T00:00:00+0000 \(forged)")
-        let client = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: identity, trusting: environment.pki.caCertificate)
+        let client = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: identity, trusting: environment.pki.caCertificate)
         _ = try? await client.bytesUntilClose(timeout: .seconds(10))
         await bridge.terminate()
         let lines = bridge.log.split(separator: "\n")

@@ -1,6 +1,8 @@
 import BridgeApp
 import BridgeTestSupport
+import DevelopmentPKI
 import Foundation
+import LegacyClient
 import LegacyProtocol
 import Logging
 import MockAPNs
@@ -73,7 +75,7 @@ struct ServeStartupTests {
     func refusedBeforeAnythingStarts() async throws {
         let environment = try await BridgeProcess.Environment.make()
         defer { Task { await environment.close() } }
-        let other = try TestPKI()
+        let other = try DevelopmentCA()
         let otherFiles = try other.server.writePEMFiles(to: environment.directory, name: "other")
         let store = "\(environment.directory)/never.sqlite"
 
@@ -124,7 +126,7 @@ struct ServeStartupTests {
         )
         // The one connection the cap allows, admitted and through its handshake before the rest
         // arrive: a notification through it reaching the mock proves both.
-        let holder = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+        let holder = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
         try await holder.send(FrameBuilder.frame(.itemized, identifier: 1, token: FrameBuilder.token(1), payload: FrameBuilder.payload()))
         #expect(await environment.mock.ledger.waitForAccepted(1))
         var refused = 0
@@ -173,7 +175,7 @@ struct ServeStartupTests {
         let token = FrameBuilder.token(0x150A)
         let bad = FrameBuilder.token(0xBAD)
         environment.mock.script.rejectAsBadToken(bad.hexDump(format: .compact))
-        let provider = try await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+        let provider = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
         var frames = FrameBuilder.frame(.itemized, identifier: 1, token: token, payload: FrameBuilder.payload())
         frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 2, token: bad, payload: FrameBuilder.payload()))
         try await provider.send(frames)

@@ -1,7 +1,9 @@
 import BridgeCore
 import BridgeStores
 import BridgeTestSupport
+import DevelopmentPKI
 import Foundation
+import LegacyClient
 import LegacyProtocol
 import MockAPNs
 import NIOCore
@@ -52,7 +54,7 @@ struct StoreProcessTests {
             let sender = Task { () -> Int in
                 var seed = firstSeed
                 while !Task.isCancelled, seed < firstSeed + 10_000 {
-                    guard let provider = try? await LegacyTestClient.connect(to: bridge.gatewayAddress, identity: identity, trusting: environment.pki.caCertificate) else {
+                    guard let provider = try? await LegacyConnection.connect(to: bridge.gatewayAddress, identity: identity, trusting: environment.pki.caCertificate) else {
                         break
                     }
                     while !Task.isCancelled, seed < firstSeed + 10_000 {
@@ -68,10 +70,10 @@ struct StoreProcessTests {
                 }
                 return seed - firstSeed
             }
-            let poller = Task { () -> [FeedbackTestClient.Poll] in
-                var polls: [FeedbackTestClient.Poll] = []
+            let poller = Task { () -> [FeedbackPoller.Poll] in
+                var polls: [FeedbackPoller.Poll] = []
                 while !Task.isCancelled {
-                    guard let poll = try? await FeedbackTestClient.poll(bridge.feedbackAddress, identity: identity, trusting: environment.pki.caCertificate, timeout: .seconds(10)) else {
+                    guard let poll = try? await FeedbackPoller.poll(bridge.feedbackAddress, identity: identity, trusting: environment.pki.caCertificate, timeout: .seconds(10)) else {
                         break
                     }
                     polls.append(poll)
@@ -102,7 +104,7 @@ struct StoreProcessTests {
         let bridge = try await BridgeProcess.start(environment, store: store, name: "final")
         var finalPolls = 0
         while true {
-            let poll = try await FeedbackTestClient.poll(bridge.feedbackAddress, identity: identity, trusting: environment.pki.caCertificate)
+            let poll = try await FeedbackPoller.poll(bridge.feedbackAddress, identity: identity, trusting: environment.pki.caCertificate)
             #expect(poll.cleanClose)
             finalPolls += 1
             for tuple in poll.tuples {
@@ -143,16 +145,16 @@ struct StoreProcessTests {
         // A 410 on the first instance...
         let gone = FrameBuilder.token(0x410)
         environment.mock.script.unregister(token: gone.hexDump(format: .compact), atMilliseconds: Self.unregisteredAt)
-        let provider = try await LegacyTestClient.connect(to: first.gatewayAddress, identity: identity, trusting: ca)
+        let provider = try await LegacyConnection.connect(to: first.gatewayAddress, identity: identity, trusting: ca)
         try await provider.send(FrameBuilder.frame(.itemized, identifier: 1, token: gone, payload: FrameBuilder.payload()))
         try await waitUntilAsync { Self.storedTokenIDs(in: first.log).contains(Self.tokenID(gone)) }
         await provider.close()
         // ...is served by the second, once.
-        let served = try await FeedbackTestClient.poll(second.feedbackAddress, identity: identity, trusting: ca)
+        let served = try await FeedbackPoller.poll(second.feedbackAddress, identity: identity, trusting: ca)
         #expect(served.cleanClose)
         #expect(served.tuples == [FeedbackTuple(timestamp: UInt32(Self.unregisteredAt / 1000), deviceToken: gone)])
-        #expect(try await FeedbackTestClient.poll(first.feedbackAddress, identity: identity, trusting: ca).tupleCount == 0)
-        #expect(try await FeedbackTestClient.poll(second.feedbackAddress, identity: identity, trusting: ca).tupleCount == 0)
+        #expect(try await FeedbackPoller.poll(first.feedbackAddress, identity: identity, trusting: ca).tupleCount == 0)
+        #expect(try await FeedbackPoller.poll(second.feedbackAddress, identity: identity, trusting: ca).tupleCount == 0)
 
         // A bad token fails upstream after the next frame was forwarded: the first instance
         // remembers that frame before it writes the error-response.
@@ -160,7 +162,7 @@ struct StoreProcessTests {
         let good = FrameBuilder.token(0x600D)
         environment.mock.script.rejectAsBadToken(bad.hexDump(format: .compact))
         environment.mock.script.delayResponses(by: .milliseconds(100))
-        let failing = try await LegacyTestClient.connect(to: first.gatewayAddress, identity: identity, trusting: ca)
+        let failing = try await LegacyConnection.connect(to: first.gatewayAddress, identity: identity, trusting: ca)
         var frames = ByteBuffer()
         frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 10, token: bad, payload: FrameBuilder.payload()))
         frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 11, token: good, payload: FrameBuilder.payload()))
@@ -171,7 +173,7 @@ struct StoreProcessTests {
 
         // The provider resends frame 11 on a new connection, which lands on the second instance.
         let after = FrameBuilder.token(0xAF7E)
-        let resending = try await LegacyTestClient.connect(to: second.gatewayAddress, identity: identity, trusting: ca)
+        let resending = try await LegacyConnection.connect(to: second.gatewayAddress, identity: identity, trusting: ca)
         var resent = ByteBuffer()
         resent.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 11, token: good, payload: FrameBuilder.payload()))
         resent.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 12, token: after, payload: FrameBuilder.payload()))
@@ -213,7 +215,7 @@ struct StoreProcessTests {
         let bridge = try await BridgeProcess.start(environment, store: "sqlite:\(path)", extraArguments: ["--log-level", "info"], name: "million")
         let baseline = try #require(bridge.memory("VmRSS"))
         let started = ContinuousClock.now
-        let poll = try await FeedbackTestClient.poll(
+        let poll = try await FeedbackPoller.poll(
             bridge.feedbackAddress,
             identity: try environment.provider(),
             trusting: environment.pki.caCertificate,

@@ -3,7 +3,9 @@ import BridgeCore
 import BridgeServer
 import BridgeTestSupport
 import BridgeUpstream
+import DevelopmentPKI
 import Foundation
+import LegacyClient
 import LegacyProtocol
 import Logging
 import MockAPNs
@@ -203,8 +205,8 @@ struct BroadcastTests {
             logger: .forTests()
         )
         defer { Task { await gateway.close() } }
-        func connect() async throws -> LegacyTestClient {
-            try await LegacyTestClient.connect(
+        func connect() async throws -> LegacyConnection {
+            try await LegacyConnection.connect(
                 to: gateway.localAddress,
                 identity: try harness.pki.providerIdentity(bundleID: Self.topic),
                 trusting: harness.pki.caCertificate

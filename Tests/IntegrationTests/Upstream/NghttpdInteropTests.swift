@@ -1,10 +1,12 @@
 import BridgeCore
 import Crypto
 import BridgeTestSupport
+import DevelopmentPKI
 import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import LegacyClient
 import Logging
 import NIOCore
 import NIOPosix
@@ -31,7 +33,7 @@ struct NghttpdInteropTests {
     )
     func nghttpdEchoUpload() async throws {
         let nghttpd = try #require(executablePath("nghttpd"), "install nghttp2-server")
-        let pki = try TestPKI()
+        let pki = try DevelopmentCA()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-nghttpd-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }

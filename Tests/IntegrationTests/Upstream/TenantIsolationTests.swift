@@ -2,6 +2,8 @@ import BridgeCore
 import BridgeServer
 import BridgeTestSupport
 import BridgeUpstream
+import DevelopmentPKI
+import LegacyClient
 import LegacyProtocol
 import MockAPNs
 import NIOCore
@@ -95,11 +97,11 @@ struct TenantIsolationTests {
         )
         defer { Task { await gateway.close() } }
 
-        let hostile = try await LegacyTestClient.connect(to: gateway.localAddress, identity: hostileIdentity, trusting: harness.pki.caCertificate)
+        let hostile = try await LegacyConnection.connect(to: gateway.localAddress, identity: hostileIdentity, trusting: harness.pki.caCertificate)
         try? await hostile.send(FrameBuilder.frame(.itemized, identifier: 1, token: FrameBuilder.token(1), payload: FrameBuilder.payload()))
         #expect(try await hostile.bytesUntilClose(timeout: .seconds(10)).readableBytes == 0, "refused during the handshake: no error-response, nothing read")
 
-        let good = try await LegacyTestClient.connect(
+        let good = try await LegacyConnection.connect(
             to: gateway.localAddress,
             identity: try harness.pki.providerIdentity(bundleID: UpstreamHarness.topic, sandboxMarker: true),
             trusting: harness.pki.caCertificate

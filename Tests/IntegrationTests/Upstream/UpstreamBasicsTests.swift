@@ -1,6 +1,8 @@
 import BridgeCore
 import BridgeTestSupport
 import BridgeUpstream
+import DevelopmentPKI
+import LegacyClient
 import LegacyProtocol
 import MetricsTestKit
 import MockAPNs
@@ -150,7 +152,7 @@ struct UpstreamFlowControlTests {
 struct UpstreamCertificateTests {
     @Test("A client certificate stands in for provider tokens; a token from an unknown key is a credential failure (status 1)")
     func certificateCredentials() async throws {
-        let pki = try TestPKI()
+        let pki = try DevelopmentCA()
         var mockConfiguration = MockAPNsConfiguration(certificateChain: [pki.server.certificate], privateKey: pki.server.privateKey)
         mockConfiguration.port = 0
         mockConfiguration.clientCertificateTrustRoots = .certificates([pki.caCertificate])

@@ -2,6 +2,7 @@ import BridgeCore
 import BridgeTestSupport
 import BridgeUpstream
 import Foundation
+import LegacyClient
 import LegacyProtocol
 import MockAPNs
 import NIOCore
