@@ -33,12 +33,14 @@ public enum MigrationReportFormat: String, CaseIterable, Sendable {
 
     static func table(_ report: MigrationReport) -> String {
         let header = [
-            "TENANT", "NOTIFICATIONS", "BY COMMAND", "ERRORS BY STATUS", "410", "LAST SEEN", "FEEDBACK POLLED", "WAITING",
+            "TENANT", "NOTIFICATIONS", "COMMAND 0/1/2", "FAILED (STATUS:COUNT)", "410s", "LAST SEEN", "FEEDBACK POLLED", "WAITING",
             "CERTIFICATE ENDS", "WHAT STANDS IN THE WAY",
         ]
         let rows = report.rows.map { row in
             [
-                row.tenant, MigrationReport.grouped(row.notifications), Self.pairs(row.byCommand), Self.pairs(row.failedByStatus),
+                row.tenant, MigrationReport.grouped(row.notifications),
+                ["0", "1", "2"].map { MigrationReport.grouped(row.byCommand[$0] ?? 0) }.joined(separator: "/"),
+                row.failedByStatus.isEmpty ? "none" : Self.pairs(row.failedByStatus),
                 MigrationReport.grouped(row.unregistered), Self.day(row.lastSeen), Self.day(row.feedbackLastPoll),
                 MigrationReport.grouped(Int64(row.feedbackBacklog)), row.certificateExpiry.map { UsageDay($0).description } ?? "not seen",
                 row.verdict,

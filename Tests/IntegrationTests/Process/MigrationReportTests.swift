@@ -132,6 +132,7 @@ struct MigrationReportTests {
         #expect(table.status == 0)
         #expect(table.output.contains("WHAT STANDS IN THE WAY"))
         #expect(table.output.contains(tenant))
+        #expect(table.output.contains("  \(n)/\(n)/\(3 * n + 5)  "), "commands 0/1/2")
         let csv = try await Self.report(store, ["--format", "csv"])
         let lines = csv.output.split(separator: "\n")
         #expect(lines.count == 2)
