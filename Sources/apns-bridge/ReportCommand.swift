@@ -54,23 +54,17 @@ struct ReportCommand: AsyncParsableCommand {
                 throw ExitCode(78)
             }
         }
-        let store: (source: any UsageSource, close: @Sendable () async -> Void)
-        do {
-            store = try await BridgeStoreLocation.openUsage(location!, logger: logger)
-        } catch {
-            FileHandle.standardError.write(Data("apns-bridge: cannot read \(BridgeStoreLocation.redacted(location!)): \(error)\n".utf8))
-            throw ExitCode(1)
-        }
         let now = Date()
+        let firstDay = UsageDay(number: UsageDay(now).number - self.days + 1)
         let usage: StoredUsage
         do {
-            usage = try await store.source.usage(from: UsageDay(number: UsageDay(now).number - self.days + 1), tenant: self.tenant)
+            usage = try await BridgeStoreLocation.withUsage(location!, logger: logger) { [tenant] source in
+                try await source.usage(from: firstDay, tenant: tenant)
+            }
         } catch {
-            await store.close()
-            FileHandle.standardError.write(Data("apns-bridge: cannot read the usage: \(error)\n".utf8))
+            FileHandle.standardError.write(Data("apns-bridge: cannot read the usage in \(BridgeStoreLocation.redacted(location!)): \(error)\n".utf8))
             throw ExitCode(1)
         }
-        await store.close()
         let tenants = self.tenant.map { [$0] } ?? knownTenants
         var report = MigrationReport(usage: usage, days: self.days, now: now, knownTenants: tenants)
         if let tenant = self.tenant {

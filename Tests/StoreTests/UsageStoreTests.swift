@@ -61,9 +61,9 @@ struct UsageStoreTests {
         #expect(one.tenantNames == ["com.example.b"])
 
         // A reader, as `apns-bridge report` opens the store beside a running bridge.
-        let reader = try await BridgeStoreLocation.openUsage(location, logger: Logger(label: "test"))
-        let read = try await reader.source.usage(from: Self.day, tenant: nil)
-        await reader.close()
+        let read = try await BridgeStoreLocation.withUsage(location, logger: Logger(label: "test")) { source in
+            try await source.usage(from: Self.day, tenant: nil)
+        }
         #expect(read == usage)
 
         if kind == .postgres { await first.close() }

@@ -177,64 +177,71 @@ extension PostgresBridgeStore {
 
 /// Reads the usage of a PostgreSQL store without joining it as an instance (no heartbeat, no
 /// schema change): `apns-bridge report`, beside running bridges or none.
-public final class PostgresUsageReader: UsageSource {
+public struct PostgresUsageReader: UsageSource {
     private let client: PostgresClient
-    private let runTask: Task<Void, Never>
     private let logger: Logger
 
-    private init(client: PostgresClient, runTask: Task<Void, Never>, logger: Logger) {
-        self.client = client
-        self.runTask = runTask
-        self.logger = logger
-    }
-
-    public static func connect(url: String, logger: Logger) async throws -> PostgresUsageReader {
+    /// Connects, checks that the schema has the usage tables, and runs `body` with the reader;
+    /// the client runs in a child task until `body` returns.
+    public static func withReader<Result: Sendable>(
+        url: String,
+        logger: Logger,
+        _ body: @Sendable (PostgresUsageReader) async throws -> Result
+    ) async throws -> Result {
         var configuration = try PostgresBridgeStore.clientConfiguration(url: url)
         configuration.options.maximumConnections = 2
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
-        let runTask = Task { await client.run() }
-        do {
-            var version = 0
-            let exists = try await client.query("SELECT to_regclass('apns_bridge_schema') IS NOT NULL", logger: logger)
-            var hasSchema = false
-            for try await found in exists.decode(Bool.self) { hasSchema = found }
-            if hasSchema {
-                for try await found in try await client.query("SELECT max(version) FROM apns_bridge_schema", logger: logger).decode(Int?.self) {
-                    version = found ?? 0
-                }
-            }
-            guard version >= 3 else { throw StoreError.noUsage(found: version) }
-            if version > PostgresBridgeStore.schemaVersion {
-                throw StoreError.schemaTooNew(found: version, known: PostgresBridgeStore.schemaVersion)
-            }
-        } catch {
-            runTask.cancel()
-            _ = await runTask.value
-            throw error
+        return try await withThrowingTaskGroup(of: Void.self, returning: Result.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            try await Self.checkSchema(client, logger: logger)
+            return try await body(PostgresUsageReader(client: client, logger: logger))
         }
-        return PostgresUsageReader(client: client, runTask: runTask, logger: logger)
+    }
+
+    private static func checkSchema(_ client: PostgresClient, logger: Logger) async throws {
+        var hasSchema = false
+        for try await found in try await client.query("SELECT to_regclass('apns_bridge_schema') IS NOT NULL", logger: logger).decode(Bool.self) {
+            hasSchema = found
+        }
+        var version = 0
+        if hasSchema {
+            for try await found in try await client.query("SELECT max(version) FROM apns_bridge_schema", logger: logger).decode(Int?.self) {
+                version = found ?? 0
+            }
+        }
+        guard version >= 3 else { throw StoreError.noUsage(found: version) }
+        if version > PostgresBridgeStore.schemaVersion {
+            throw StoreError.schemaTooNew(found: version, known: PostgresBridgeStore.schemaVersion)
+        }
     }
 
     public func usage(from firstDay: UsageDay, tenant: String?) async throws -> StoredUsage {
         try await PostgresUsage.read(from: firstDay, tenant: tenant, client: self.client, logger: self.logger)
     }
-
-    public func close() async {
-        self.runTask.cancel()
-        _ = await self.runTask.value
-    }
 }
 
 extension BridgeStoreLocation {
-    /// Opens the store a URL names for reading its usage only (`apns-bridge report`).
-    public static func openUsage(_ location: String, logger: Logger) async throws -> (source: any UsageSource, close: @Sendable () async -> Void) {
+    /// Opens the store a URL names for reading its usage only (`apns-bridge report`), runs
+    /// `body` with it, and closes it.
+    public static func withUsage<Result: Sendable>(
+        _ location: String,
+        logger: Logger,
+        _ body: @Sendable (any UsageSource) async throws -> Result
+    ) async throws -> Result {
         if location.hasPrefix("postgres://") || location.hasPrefix("postgresql://") {
-            let reader = try await PostgresUsageReader.connect(url: location, logger: logger)
-            return (reader, { await reader.close() })
+            return try await PostgresUsageReader.withReader(url: location, logger: logger) { try await body($0) }
         }
         if location.hasPrefix("sqlite:") {
             let reader = try await SQLiteUsageReader.open(path: String(location.dropFirst("sqlite:".count)), logger: logger)
-            return (reader, { await reader.close() })
+            do {
+                let result = try await body(reader)
+                await reader.close()
+                return result
+            } catch {
+                await reader.close()
+                throw error
+            }
         }
         throw StoreError.invalidURL("\(location): expected sqlite:PATH or postgres://user@host/database")
     }
