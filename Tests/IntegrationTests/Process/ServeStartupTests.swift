@@ -142,7 +142,10 @@ struct ServeStartupTests {
         #expect(refused == 40)
         #expect(lines.count >= 1)
         #expect(lines.count <= 2, "one line per interval (10 s), not one per connection: \(lines.count)")
-        let counted = metrics.split(separator: "\n").first { $0.hasPrefix("apns_bridge_refused_connections_total") && $0.contains("reason=\"connections\"") }
+        // Every listener's series exists from the start: the gateway's is the one that counts.
+        let counted = metrics.split(separator: "\n").first {
+            $0.hasPrefix("apns_bridge_refused_connections_total") && $0.contains("listener=\"gateway\"") && $0.contains("reason=\"connections\"")
+        }
         #expect(counted.flatMap { Double($0.split(separator: " ").last ?? "") } == 40)
     }
 
