@@ -43,6 +43,9 @@ public enum LegacyOutcomeMapping: Hashable, Sendable {
             switch failure.kind {
             case .cannotSignProviderToken:
                 self = .credentialFailure
+            case .clientShutDown:
+                // The bridge is stopping: as if the budget ran out, the bridge gave up on it.
+                self = .gaveUp(.gaveUp(.processingError))
             case .retryBudgetExhausted:
                 // After a 429, a later attempt that went unanswered still counts as throttled.
                 self = lastResponse?.status == 429 ? .gaveUp(.dropped) : .gaveUp(.gaveUp(.processingError))

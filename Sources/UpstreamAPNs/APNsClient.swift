@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
+import Synchronization
 
 /// An HTTP/2 client of Apple's provider API for one endpoint (an environment's host) and one
 /// set of credentials.
@@ -70,6 +71,10 @@ public final class APNsClient: Sendable {
     private let pools: [APNsConnectionPool]
     /// The pool of each loop that has one.
     private let poolIndexByLoop: [ObjectIdentifier: Int]
+    /// The loops of the pools, in order (an async caller on none of them starts at the first).
+    private let eventLoops: [any EventLoop]
+    /// Set by ``shutdown()``: no attempt starts after it.
+    private let isShutDown = Atomic<Bool>(false)
 
     /// - Parameter metricsFactory: where the client's metrics go; swift-metrics' global factory
     ///   unless given.
@@ -136,6 +141,7 @@ public final class APNsClient: Sendable {
         }
         self.pools = pools
         self.poolIndexByLoop = indexByLoop
+        self.eventLoops = loops
     }
 
     /// Connections opened so far.
@@ -157,9 +163,20 @@ public final class APNsClient: Sendable {
         self.pools.count == 1 ? self.pools[0].snapshot : self.pools.enumerated().map { "loop \($0.offset): \($0.element.snapshot)" }.joined(separator: "; ")
     }
 
-    /// Closes every connection; requests still waiting fail.
+    /// Closes every connection; requests still waiting, and any sent afterwards, fail at once
+    /// with ``APNsSendFailure/Kind/clientShutDown`` (not retried).
     public func shutdown() {
+        self.isShutDown.store(true, ordering: .releasing)
         for pool in self.pools { pool.shutdown() }
+    }
+
+    /// ``shutdown()``, then waits until the connections that were open are closed.
+    public func shutdownAndWait() async {
+        self.isShutDown.store(true, ordering: .releasing)
+        let closed = self.pools.flatMap { $0.shutdown() }
+        for future in closed {
+            try? await future.get()
+        }
     }
 
     /// The pool an attempt from `eventLoop` goes to: the loop's own while it has a free stream,
@@ -176,6 +193,16 @@ public final class APNsClient: Sendable {
             if index != avoided, self.pools[index].hasRoom { return index }
         }
         return local ?? 0
+    }
+
+    /// Sends one request, with the client's retries, and returns its result: an answer (a 200 or
+    /// APNs' refusal) or the reason there is none. It never throws; a task cancelled while it
+    /// waits still gets the result, since a request on the wire cannot be called back.
+    public func send(_ request: APNsRequest) async -> APNsSendResult {
+        let eventLoop = MultiThreadedEventLoopGroup.currentEventLoop ?? self.eventLoops[0]
+        return await withCheckedContinuation { continuation in
+            self.send(request, on: eventLoop) { continuation.resume(returning: $0) }
+        }
     }
 
     /// Sends one request, with the client's retries; the future always succeeds, on `eventLoop`.
@@ -214,6 +241,10 @@ public final class APNsClient: Sendable {
     }
 
     private func attempt(_ attempt: Attempt, freshToken: Bool, on eventLoop: any EventLoop, completion: @escaping @Sendable (APNsSendResult) -> Void) {
+        guard !self.isShutDown.load(ordering: .acquiring) else {
+            completion(.unanswered(APNsSendFailure(kind: .clientShutDown, detail: "the client is shut down"), lastResponse: nil))
+            return
+        }
         var attempt = attempt
         var authorization: String?
         if case .token(let source) = self.credentials {

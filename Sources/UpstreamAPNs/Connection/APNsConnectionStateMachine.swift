@@ -27,24 +27,24 @@ import NIOHTTP2
 /// - **PING health**: a PING still unanswered when the next is due means the connection is dead.
 /// - **REFUSED_STREAM**: more than the limit within the window and the connection drains.
 /// - **Deadlines**: a stream not answered by its deadline is reset and fails as interrupted.
-public struct APNsConnectionStateMachine<Request> {
-    public struct Configuration: Sendable, Hashable {
+package struct APNsConnectionStateMachine<Request> {
+    package struct Configuration: Sendable, Hashable {
         /// Our own bound on open streams, whatever the server allows.
-        public var maximumStreams: Int = 1000
-        public var oneStreamUntilFirstSuccess: Bool = true
+        package var maximumStreams: Int = 1000
+        package var oneStreamUntilFirstSuccess: Bool = true
         /// More `REFUSED_STREAM` resets than this within `refusedStreamWindow` and the
         /// connection drains.
-        public var refusedStreamLimit: Int = 100
-        public var refusedStreamWindow: TimeAmount = .seconds(30)
+        package var refusedStreamLimit: Int = 100
+        package var refusedStreamWindow: TimeAmount = .seconds(30)
         /// Answer bodies (error JSON, channel management answers) are cut to this length.
-        public var maximumResponseBodyLength: Int = 2048
+        package var maximumResponseBodyLength: Int = 2048
         /// Stream ids are 31 bits; this many before the end, the connection hands over.
-        public var streamIDReserve: Int32 = 4096
+        package var streamIDReserve: Int32 = 4096
 
-        public init() {}
+        package init() {}
     }
 
-    public enum Phase: Hashable, Sendable {
+    package enum Phase: Hashable, Sendable {
         case starting
         case active
         case draining
@@ -52,20 +52,20 @@ public struct APNsConnectionStateMachine<Request> {
     }
 
     /// A request that is over: answered, or failed.
-    public struct Completion {
-        public var request: Request
-        public var result: Result<APNsResponse, APNsStreamFailure>
+    package struct Completion {
+        package var request: Request
+        package var result: Result<APNsResponse, APNsStreamFailure>
     }
 
     /// What to do with a request the pool hands over.
-    public enum StartAction {
+    package enum StartAction {
         /// Write it on this new stream.
         case write(HTTP2StreamID)
         /// Do not write it: the connection takes no new streams.
         case fail(Request, APNsStreamFailure)
     }
 
-    public enum PingAction: Hashable, Sendable {
+    package enum PingAction: Hashable, Sendable {
         case send(HTTP2PingData)
         /// The last PING was not answered: close the connection.
         case close
@@ -83,9 +83,9 @@ public struct APNsConnectionStateMachine<Request> {
     }
 
     private let configuration: Configuration
-    public private(set) var phase: Phase = .starting
+    package private(set) var phase: Phase = .starting
     /// Why the connection drains, when it does.
-    public private(set) var drainReason: String?
+    package private(set) var drainReason: String?
     private var streams: [HTTP2StreamID: OpenStream] = [:]
     private var nextStreamID = HTTP2StreamID(1)
     private var goAwayLastStreamID: HTTP2StreamID?
@@ -98,31 +98,31 @@ public struct APNsConnectionStateMachine<Request> {
     /// Streams NIOHTTP2 reported closed before their last frame was handed over.
     private var closedDuringRead: [HTTP2StreamID] = []
 
-    public init(configuration: Configuration) {
+    package init(configuration: Configuration) {
         self.configuration = configuration
     }
 
     /// The streams the pool may have open now.
-    public var streamLimit: Int {
+    package var streamLimit: Int {
         guard self.phase == .active else { return 0 }
         if self.configuration.oneStreamUntilFirstSuccess && !self.hasSucceeded { return 1 }
         return min(self.serverMaximumStreams ?? self.configuration.maximumStreams, self.configuration.maximumStreams)
     }
 
-    public var openStreams: Int { self.streams.count }
+    package var openStreams: Int { self.streams.count }
 
     /// Whether the server's first SETTINGS has arrived (HTTP/2 is set up).
-    public var isSetUp: Bool { self.hasSettings }
+    package var isSetUp: Bool { self.hasSettings }
 
     /// Draining with nothing left open: the handler closes the connection.
-    public var shouldClose: Bool {
+    package var shouldClose: Bool {
         self.phase == .draining && self.streams.isEmpty
     }
 
     // MARK: Set-up and health
 
     /// The server's SETTINGS; returns `true` for the first (HTTP/2 is set up).
-    public mutating func settingsReceived(maximumConcurrentStreams: Int?) -> Bool {
+    package mutating func settingsReceived(maximumConcurrentStreams: Int?) -> Bool {
         if let maximumConcurrentStreams { self.serverMaximumStreams = maximumConcurrentStreams }
         guard !self.hasSettings else { return false }
         self.hasSettings = true
@@ -130,7 +130,7 @@ public struct APNsConnectionStateMachine<Request> {
         return true
     }
 
-    public mutating func pingDue() -> PingAction {
+    package mutating func pingDue() -> PingAction {
         guard self.phase != .closed else { return .none }
         if self.pingOutstanding { return .close }
         self.pingOutstanding = true
@@ -138,14 +138,14 @@ public struct APNsConnectionStateMachine<Request> {
         return .send(HTTP2PingData(withInteger: self.pingCounter))
     }
 
-    public mutating func pingAcknowledged() {
+    package mutating func pingAcknowledged() {
         self.pingOutstanding = false
     }
 
     // MARK: Requests
 
     /// A request to write, answered by `deadline` or reset.
-    public mutating func start(_ request: Request, deadline: NIODeadline) -> StartAction {
+    package mutating func start(_ request: Request, deadline: NIODeadline) -> StartAction {
         guard self.phase == .active else {
             return .fail(request, .unprocessed("the connection is closing"))
         }
@@ -160,7 +160,7 @@ public struct APNsConnectionStateMachine<Request> {
     }
 
     /// A HEADERS frame of an answer.
-    public mutating func headersReceived(
+    package mutating func headersReceived(
         on streamID: HTTP2StreamID,
         status: Int?,
         apnsID: String?,
@@ -179,7 +179,7 @@ public struct APNsConnectionStateMachine<Request> {
     }
 
     /// A DATA frame of an answer (an error body); kept up to the maximum body length.
-    public mutating func dataReceived(on streamID: HTTP2StreamID, _ bytes: ByteBuffer, endStream: Bool) -> Completion? {
+    package mutating func dataReceived(on streamID: HTTP2StreamID, _ bytes: ByteBuffer, endStream: Bool) -> Completion? {
         guard self.streams[streamID] != nil else { return nil }
         var bytes = bytes
         let room = self.configuration.maximumResponseBodyLength - self.streams[streamID]!.body.readableBytes
@@ -190,7 +190,7 @@ public struct APNsConnectionStateMachine<Request> {
     }
 
     /// NIOHTTP2 reports a stream closed; `reason` is `nil` for a normal end.
-    public mutating func streamClosed(_ streamID: HTTP2StreamID, reason: HTTP2ErrorCode?, now: NIODeadline) -> Completion? {
+    package mutating func streamClosed(_ streamID: HTTP2StreamID, reason: HTTP2ErrorCode?, now: NIODeadline) -> Completion? {
         guard let stream = self.streams[streamID] else { return nil }
         guard let reason else {
             // Closed normally: NIOHTTP2 may report the close before it hands over the frame
@@ -215,7 +215,7 @@ public struct APNsConnectionStateMachine<Request> {
     }
 
     /// The end of a read: streams closed during it without their last frame are completed.
-    public mutating func readComplete() -> [Completion] {
+    package mutating func readComplete() -> [Completion] {
         guard !self.closedDuringRead.isEmpty else { return [] }
         let closed = self.closedDuringRead
         self.closedDuringRead.removeAll(keepingCapacity: true)
@@ -223,7 +223,7 @@ public struct APNsConnectionStateMachine<Request> {
     }
 
     /// GOAWAY: no new streams; those above `lastStreamID` fail as unprocessed.
-    public mutating func goAwayReceived(lastStreamID: HTTP2StreamID) -> [Completion] {
+    package mutating func goAwayReceived(lastStreamID: HTTP2StreamID) -> [Completion] {
         self.goAwayLastStreamID = self.goAwayLastStreamID.map { min($0, lastStreamID) } ?? lastStreamID
         if self.phase != .closed {
             self.drain("GOAWAY")
@@ -238,7 +238,7 @@ public struct APNsConnectionStateMachine<Request> {
 
     /// Streams whose deadline has passed: the handler resets each (RST_STREAM CANCEL) and fails
     /// its request as interrupted (the server may have processed it).
-    public mutating func deadlinesPassed(now: NIODeadline) -> [(streamID: HTTP2StreamID, completion: Completion)] {
+    package mutating func deadlinesPassed(now: NIODeadline) -> [(streamID: HTTP2StreamID, completion: Completion)] {
         guard self.phase != .closed else { return [] }
         var expired: [(streamID: HTTP2StreamID, completion: Completion)] = []
         for (streamID, stream) in self.streams where stream.deadline <= now {
@@ -252,7 +252,7 @@ public struct APNsConnectionStateMachine<Request> {
 
     /// The connection closed: every open stream fails (unprocessed above a GOAWAY's last stream
     /// id, interrupted otherwise).
-    public mutating func closed() -> [Completion] {
+    package mutating func closed() -> [Completion] {
         self.phase = .closed
         let streams = self.streams
         self.streams.removeAll()
@@ -269,7 +269,7 @@ public struct APNsConnectionStateMachine<Request> {
     }
 
     /// Takes no new streams; the connection closes once its open streams have finished.
-    public mutating func drain(_ why: String) {
+    package mutating func drain(_ why: String) {
         guard self.phase == .starting || self.phase == .active else { return }
         self.phase = .draining
         self.drainReason = why

@@ -8,16 +8,16 @@ import NIOHTTP2
 /// sends WINDOW_UPDATE on stream 0, the peer stops sending DATA once 65,535 bytes of bodies have
 /// arrived in all, and every later stream stalls. Stream windows need no care here: every
 /// stream is new and its body is far below the initial 65,535 bytes.
-public struct InboundConnectionWindow: Sendable {
+package struct InboundConnectionWindow: Sendable {
     private let size: Int
     private var consumed = 0
 
-    public init(size: Int = 65_535) {
+    package init(size: Int = 65_535) {
         self.size = size
     }
 
     /// Counts one DATA frame; returns the WINDOW_UPDATE increment to send, if it is time.
-    public mutating func received(_ data: HTTP2Frame.FramePayload.Data) -> Int? {
+    package mutating func received(_ data: HTTP2Frame.FramePayload.Data) -> Int? {
         self.consumed += data.data.readableBytes + (data.paddingBytes.map { $0 + 1 } ?? 0)
         guard self.consumed >= self.size / 2 else { return nil }
         defer { self.consumed = 0 }
@@ -25,7 +25,7 @@ public struct InboundConnectionWindow: Sendable {
     }
 
     /// Counts one DATA frame; returns the WINDOW_UPDATE frame (stream 0) to send, if it is time.
-    public mutating func windowUpdate(afterReceiving data: HTTP2Frame.FramePayload.Data) -> HTTP2Frame? {
+    package mutating func windowUpdate(afterReceiving data: HTTP2Frame.FramePayload.Data) -> HTTP2Frame? {
         self.received(data).map { HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: $0)) }
     }
 }

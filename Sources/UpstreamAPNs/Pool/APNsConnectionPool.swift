@@ -116,7 +116,10 @@ final class APNsConnectionPool: Sendable {
         self.execute(connect)
     }
 
-    func shutdown() {
+    /// Fails the requests still waiting and closes every open connection; the futures complete
+    /// when those connections are closed.
+    @discardableResult
+    func shutdown() -> [EventLoopFuture<Void>] {
         let (requests, connections) = self.state.withLock { $0.shutDown() }
         for pending in requests {
             pending.fail(.unprocessed("the upstream client is shut down"))
@@ -124,6 +127,7 @@ final class APNsConnectionPool: Sendable {
         for connection in connections {
             connection.close()
         }
+        return connections.map(\.channel.closeFuture)
     }
 
     // MARK: Executing the state machine's actions

@@ -21,18 +21,18 @@ import NIOCore
 /// - **GOAWAY**: a connection that goes away reports limit 0; it takes nothing new, and is
 ///   replaced at once when there is traffic. Its unprocessed streams come back through the
 ///   client's retry state machine as new requests.
-public struct APNsConnectionPoolStateMachine<Connection, Request> {
-    public struct Configuration: Sendable, Hashable {
-        public var size: Int = 2
-        public var maximumQueuedRequests: Int = 100_000
-        public var reconnectBackoffBase: TimeAmount = .milliseconds(100)
-        public var reconnectBackoffLimit: TimeAmount = .seconds(30)
+package struct APNsConnectionPoolStateMachine<Connection, Request> {
+    package struct Configuration: Sendable, Hashable {
+        package var size: Int = 2
+        package var maximumQueuedRequests: Int = 100_000
+        package var reconnectBackoffBase: TimeAmount = .milliseconds(100)
+        package var reconnectBackoffLimit: TimeAmount = .seconds(30)
 
-        public init() {}
+        package init() {}
     }
 
     /// Connections to open.
-    public enum ConnectAction: Hashable, Sendable {
+    package enum ConnectAction: Hashable, Sendable {
         case none
         /// Open this many now (already counted as connecting).
         case open(Int)
@@ -41,14 +41,14 @@ public struct APNsConnectionPoolStateMachine<Connection, Request> {
     }
 
     /// A request placed on a connection: send it there.
-    public struct Placement {
-        public var request: Request
-        public var connectionID: Int
-        public var connection: Connection
-        public var deadline: NIODeadline
+    package struct Placement {
+        package var request: Request
+        package var connectionID: Int
+        package var connection: Connection
+        package var deadline: NIODeadline
     }
 
-    public enum PlaceAction {
+    package enum PlaceAction {
         case send(Placement)
         /// Queued; start the queue's deadline sweep when `startSweep`.
         case queued(startSweep: Bool)
@@ -77,28 +77,28 @@ public struct APNsConnectionPoolStateMachine<Connection, Request> {
     private var deadlineSweepScheduled = false
     private var consecutiveFailures = 0
     private var reconnectScheduled = false
-    public private(set) var isShutDown = false
-    public private(set) var connectionsOpened = 0
+    package private(set) var isShutDown = false
+    package private(set) var connectionsOpened = 0
 
-    public init(configuration: Configuration) {
+    package init(configuration: Configuration) {
         self.configuration = configuration
     }
 
     /// Connections that are ready and take requests now.
-    public var usableConnections: Int {
+    package var usableConnections: Int {
         self.entries.values.reduce(0) { $0 + ($1.limit > 0 ? 1 : 0) }
     }
 
-    public var queuedRequests: Int { self.waiters.count }
+    package var queuedRequests: Int { self.waiters.count }
 
     /// Whether a request placed now would be sent at once: a connection has a free stream and
     /// nothing waits.
-    public var hasRoom: Bool {
+    package var hasRoom: Bool {
         self.waiters.isEmpty && self.entries.values.contains { $0.room > 0 }
     }
 
     /// Each connection's requests in flight and stream limit, and the queue.
-    public var snapshot: String {
+    package var snapshot: String {
         let connections = self.entries.sorted { $0.key < $1.key }.map { "#\($0.key): \($0.value.inFlight)/\($0.value.limit)" }
         return "connections [\(connections.joined(separator: ", "))], queued \(self.waiters.count), connecting \(self.connecting)"
     }
@@ -107,7 +107,7 @@ public struct APNsConnectionPoolStateMachine<Connection, Request> {
 
     /// Places a request: on the connection with the most room (not `avoid`, where another has
     /// room), else in the queue until `deadline`.
-    public mutating func place(
+    package mutating func place(
         _ request: Request,
         avoiding avoid: Int?,
         deadline: NIODeadline,
@@ -129,7 +129,7 @@ public struct APNsConnectionPoolStateMachine<Connection, Request> {
     }
 
     /// A request placed on `connectionID` is over; returns queued requests that now have room.
-    public mutating func streamFinished(on connectionID: Int, answered: Bool) -> [Placement] {
+    package mutating func streamFinished(on connectionID: Int, answered: Bool) -> [Placement] {
         guard self.entries[connectionID] != nil else { return [] }
         self.entries[connectionID]!.inFlight -= 1
         if answered, !self.entries[connectionID]!.hasAnswered {
@@ -140,7 +140,7 @@ public struct APNsConnectionPoolStateMachine<Connection, Request> {
     }
 
     /// The queue's sweep: requests whose deadline has passed fail; `sweepAgain` while any wait.
-    public mutating func sweepQueue(now: NIODeadline) -> (expired: [Request], sweepAgain: Bool) {
+    package mutating func sweepQueue(now: NIODeadline) -> (expired: [Request], sweepAgain: Bool) {
         var expired: [Request] = []
         if self.waiters.contains(where: { $0.deadline <= now }) {
             var kept = CircularBuffer<Waiter>(initialCapacity: self.waiters.count)
@@ -160,18 +160,18 @@ public struct APNsConnectionPoolStateMachine<Connection, Request> {
     // MARK: Connections
 
     /// Opens the connections now rather than at the first request.
-    public mutating func warmUp(using random: inout some RandomNumberGenerator) -> ConnectAction {
+    package mutating func warmUp(using random: inout some RandomNumberGenerator) -> ConnectAction {
         self.connectionsToOpen(using: &random)
     }
 
     /// An id for a connection about to be opened.
-    public mutating func makeConnectionID() -> Int {
+    package mutating func makeConnectionID() -> Int {
         defer { self.nextConnectionID += 1 }
         return self.nextConnectionID
     }
 
     /// A connection is set up; `false` when the pool was shut down meanwhile (close it).
-    public mutating func connectionOpened(_ connectionID: Int, _ connection: Connection) -> Bool {
+    package mutating func connectionOpened(_ connectionID: Int, _ connection: Connection) -> Bool {
         self.connecting -= 1
         guard !self.isShutDown else { return false }
         // One stream until the connection reports its real limit.
@@ -180,14 +180,14 @@ public struct APNsConnectionPoolStateMachine<Connection, Request> {
         return true
     }
 
-    public mutating func connectFailed(using random: inout some RandomNumberGenerator) -> ConnectAction {
+    package mutating func connectFailed(using random: inout some RandomNumberGenerator) -> ConnectAction {
         self.connecting -= 1
         self.consecutiveFailures += 1
         return self.connectionsToOpen(using: &random)
     }
 
     /// The backoff timer fired: `true` to open one connection (counted as connecting).
-    public mutating func reconnectDue() -> Bool {
+    package mutating func reconnectDue() -> Bool {
         self.reconnectScheduled = false
         guard !self.isShutDown else { return false }
         self.connecting += 1
@@ -195,7 +195,7 @@ public struct APNsConnectionPoolStateMachine<Connection, Request> {
     }
 
     /// A connection's stream limit changed (0: it goes away or is not set up).
-    public mutating func limitChanged(
+    package mutating func limitChanged(
         on connectionID: Int,
         to limit: Int,
         using random: inout some RandomNumberGenerator
@@ -209,7 +209,7 @@ public struct APNsConnectionPoolStateMachine<Connection, Request> {
         return (connect, limit > 0 ? self.dispatchWaiters() : [])
     }
 
-    public mutating func connectionClosed(_ connectionID: Int, using random: inout some RandomNumberGenerator) -> ConnectAction {
+    package mutating func connectionClosed(_ connectionID: Int, using random: inout some RandomNumberGenerator) -> ConnectAction {
         guard let entry = self.entries.removeValue(forKey: connectionID) else { return .none }
         if !entry.hasAnswered {
             // A connection that closed before answering anything counts as a failure, so that a
@@ -221,7 +221,7 @@ public struct APNsConnectionPoolStateMachine<Connection, Request> {
     }
 
     /// Takes nothing more: returns the queued requests to fail and the connections to close.
-    public mutating func shutDown() -> (requests: [Request], connections: [Connection]) {
+    package mutating func shutDown() -> (requests: [Request], connections: [Connection]) {
         self.isShutDown = true
         let requests = self.waiters.map(\.request)
         self.waiters.removeAll()

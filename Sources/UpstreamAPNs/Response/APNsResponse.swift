@@ -105,6 +105,8 @@ public struct APNsSendFailure: Error, Hashable, Sendable, CustomStringConvertibl
         case malformedHeader(name: String)
         /// The server reset the request's stream with `PROTOCOL_ERROR`: not retried.
         case refusedByServer
+        /// The client was shut down before the request had an answer: not retried.
+        case clientShutDown
     }
 
     public var kind: Kind

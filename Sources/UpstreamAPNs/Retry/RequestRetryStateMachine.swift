@@ -22,19 +22,19 @@ import NIOCore
 /// processed and may go again at once; an expired provider token is replaced (at most once per
 /// 20 minutes, which the token source enforces) and the request sent again. A notification
 /// whose `apns-expiration` has passed is not retried: APNs would not deliver it anyway.
-public struct RequestRetryStateMachine: Sendable {
-    public struct Policy: Sendable, Hashable {
+package struct RequestRetryStateMachine: Sendable {
+    package struct Policy: Sendable, Hashable {
         /// How long a request may spend in retries, from its first attempt.
-        public var budget: TimeAmount
+        package var budget: TimeAmount
         /// How long one attempt may wait for its answer.
-        public var requestTimeout: TimeAmount
+        package var requestTimeout: TimeAmount
         /// The first backoff delay; it doubles with each attempt, up to `backoffLimit`.
-        public var backoffBase: TimeAmount
-        public var backoffLimit: TimeAmount
+        package var backoffBase: TimeAmount
+        package var backoffLimit: TimeAmount
         /// Unprocessed attempts sent again without a delay, before the backoff applies.
-        public var immediateRetries: Int = 2
+        package var immediateRetries: Int = 2
 
-        public init(budget: TimeAmount, requestTimeout: TimeAmount, backoffBase: TimeAmount, backoffLimit: TimeAmount) {
+        package init(budget: TimeAmount, requestTimeout: TimeAmount, backoffBase: TimeAmount, backoffLimit: TimeAmount) {
             self.budget = budget
             self.requestTimeout = requestTimeout
             self.backoffBase = backoffBase
@@ -43,7 +43,7 @@ public struct RequestRetryStateMachine: Sendable {
     }
 
     /// What the client does next.
-    public enum Action: Hashable, Sendable {
+    package enum Action: Hashable, Sendable {
         /// Send the request again after `delay` (zero: now). `freshToken`: ask the token source
         /// for the token after the expiry of the one the last attempt used.
         case retry(after: TimeAmount, freshToken: Bool)
@@ -52,7 +52,7 @@ public struct RequestRetryStateMachine: Sendable {
     }
 
     /// How the client treats one answer (APNs' documented statuses and reasons).
-    public enum AnswerClass: Hashable, Sendable {
+    package enum AnswerClass: Hashable, Sendable {
         case final
         /// Temporary (429, 5xx): again after a backoff, within the budget.
         case temporary
@@ -60,7 +60,7 @@ public struct RequestRetryStateMachine: Sendable {
         /// itself expired.
         case retryOnce(freshToken: Bool)
 
-        public init(_ response: APNsResponse) {
+        package init(_ response: APNsResponse) {
             switch (response.status, response.reason) {
             case (200, _): self = .final
             case (_, .expiredProviderToken?): self = .retryOnce(freshToken: true)
@@ -75,27 +75,27 @@ public struct RequestRetryStateMachine: Sendable {
     private let budgetDeadline: NIODeadline
     /// The notification's `apns-expiration` (UNIX seconds); 0: none.
     private let expiration: UInt32
-    public private(set) var attempts = 0
+    package private(set) var attempts = 0
     private var retryOnceUsed = false
     private var immediateRetriesUsed = 0
     private var lastResponse: APNsResponse?
     private var isFinished = false
 
-    public init(policy: Policy, startedAt now: NIODeadline, expiration: UInt32) {
+    package init(policy: Policy, startedAt now: NIODeadline, expiration: UInt32) {
         self.policy = policy
         self.budgetDeadline = now + policy.budget
         self.expiration = expiration
     }
 
     /// An attempt starts now: returns its deadline (its timeout, within the budget).
-    public mutating func attemptStarted(now: NIODeadline) -> NIODeadline {
+    package mutating func attemptStarted(now: NIODeadline) -> NIODeadline {
         precondition(!self.isFinished, "an attempt of a finished request")
         self.attempts += 1
         return min(now + self.policy.requestTimeout, self.budgetDeadline)
     }
 
     /// The attempt got an answer.
-    public mutating func answered(
+    package mutating func answered(
         _ response: APNsResponse,
         now: NIODeadline,
         unixTime: Double,
@@ -119,7 +119,7 @@ public struct RequestRetryStateMachine: Sendable {
     }
 
     /// The attempt got no answer.
-    public mutating func failed(
+    package mutating func failed(
         _ failure: APNsStreamFailure,
         now: NIODeadline,
         unixTime: Double,

@@ -42,6 +42,27 @@ struct UpstreamBasicsTests {
         #expect(harness.tokens.mintCount == 1)
     }
 
+    @Test("The client on its own, from async code: send returns the answer; shutdownAndWait returns with every connection closed")
+    func asyncSendAndShutdown() async throws {
+        let harness = try await UpstreamHarness.start()
+        defer { Task { await harness.stop() } }
+        let client = try #require(harness.client.client(.sandbox))
+        let request = APNsNotificationUpstream.request(for: UpstreamHarness.notification(7), apnsID: "4c2e0a18-5b3d-4e6f-8a9b-0c1d2e3f4a5b")
+        guard case .answered(let response) = await client.send(request) else {
+            Issue.record("no answer")
+            return
+        }
+        #expect(response.status == 200)
+        #expect(harness.mock.ledger.accepted.last?.apnsID == "4c2e0a18-5b3d-4e6f-8a9b-0c1d2e3f4a5b")
+        #expect(client.usableConnectionCount > 0)
+        await client.shutdownAndWait()
+        #expect(client.usableConnectionCount == 0)
+        guard case .unanswered = await client.send(request) else {
+            Issue.record("a request after the shutdown was answered")
+            return
+        }
+    }
+
     @Test("Push type and priority are inferred from the topic and the payload")
     func pushTypeInference() async throws {
         let harness = try await UpstreamHarness.start()
