@@ -50,6 +50,9 @@ public final class APNsClient: Sendable {
         /// client reading the list of up to 10,000 channels needs about 500 KB.
         public var maximumResponseBodyLength: Int = 2048
 
+        /// The start of every metric's name (``APNsClientMetrics``).
+        public var metricsPrefix: String = APNsClientMetrics.defaultPrefix
+
         public init() {}
 
         var retryPolicy: RequestRetryStateMachine.Policy {
@@ -90,7 +93,7 @@ public final class APNsClient: Sendable {
         self.configuration = configuration
         self.credentials = credentials
         self.logger = logger
-        self.metrics = APNsClientMetrics(factory: metricsFactory)
+        self.metrics = APNsClientMetrics(prefix: configuration.metricsPrefix, factory: metricsFactory)
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
         tls.applicationProtocols = ["h2"]

@@ -4,8 +4,9 @@ import Synchronization
 /// The client's metrics, made from the metrics factory the client is given (swift-metrics'
 /// global one unless the caller passes another, as tests do).
 ///
-/// The names keep the `apns_bridge_` prefix of the product the client was written for, so that
-/// dashboards and alert rules stay valid.
+/// Their names start with the client's ``APNsClient/Configuration/metricsPrefix``: `apns_bridge_`
+/// by default, the product the client was written for, so that its dashboards and alert rules
+/// stay valid; another sender names its own.
 public final class APNsClientMetrics: Sendable {
     /// One per attempt that got an answer, from the write to the answer.
     let requestDuration: Timer
@@ -17,26 +18,30 @@ public final class APNsClientMetrics: Sendable {
     private let okResponses: Counter
     private let otherResponses: Mutex<[Int: Counter]>
     private let factory: any MetricsFactory
+    private let responsesLabel: String
 
-    public static let durationLabel = "apns_bridge_upstream_request_duration_seconds"
-    public static let retriesLabel = "apns_bridge_upstream_retries_total"
-    public static let goAwaysLabel = "apns_bridge_upstream_goaways_total"
-    public static let timeoutsLabel = "apns_bridge_upstream_request_timeouts_total"
-    public static let responsesLabel = "apns_bridge_upstream_responses_total"
-    public static let tokensMintedLabel = "apns_bridge_provider_tokens_minted_total"
+    /// The prefix of every name unless the configuration gives another.
+    public static let defaultPrefix = "apns_bridge_"
+    public static let durationName = "upstream_request_duration_seconds"
+    public static let retriesName = "upstream_retries_total"
+    public static let goAwaysName = "upstream_goaways_total"
+    public static let timeoutsName = "upstream_request_timeouts_total"
+    public static let responsesName = "upstream_responses_total"
+    public static let tokensMintedName = "provider_tokens_minted_total"
 
-    public init(factory: any MetricsFactory = MetricsSystem.factory) {
+    public init(prefix: String = APNsClientMetrics.defaultPrefix, factory: any MetricsFactory = MetricsSystem.factory) {
         self.factory = factory
-        self.requestDuration = Timer(label: Self.durationLabel, dimensions: [], preferredDisplayUnit: .seconds, factory: factory)
-        self.retries = Counter(label: Self.retriesLabel, factory: factory)
-        self.goAways = Counter(label: Self.goAwaysLabel, factory: factory)
-        self.timeouts = Counter(label: Self.timeoutsLabel, factory: factory)
-        self.okResponses = Counter(label: Self.responsesLabel, dimensions: [("status", "200")], factory: factory)
+        self.responsesLabel = prefix + Self.responsesName
+        self.requestDuration = Timer(label: prefix + Self.durationName, dimensions: [], preferredDisplayUnit: .seconds, factory: factory)
+        self.retries = Counter(label: prefix + Self.retriesName, factory: factory)
+        self.goAways = Counter(label: prefix + Self.goAwaysName, factory: factory)
+        self.timeouts = Counter(label: prefix + Self.timeoutsName, factory: factory)
+        self.okResponses = Counter(label: self.responsesLabel, dimensions: [("status", "200")], factory: factory)
         // The statuses APNs documents exist from the start (at zero), so that an alert on one
         // of them has a value to evaluate before the first such answer.
         var documented: [Int: Counter] = [:]
         for status in Self.documentedStatuses {
-            documented[status] = Counter(label: Self.responsesLabel, dimensions: [("status", "\(status)")], factory: factory)
+            documented[status] = Counter(label: self.responsesLabel, dimensions: [("status", "\(status)")], factory: factory)
         }
         self.otherResponses = Mutex(documented)
     }
@@ -54,7 +59,7 @@ public final class APNsClientMetrics: Sendable {
         let label = (100...599).contains(status) ? status : 0
         let counter = self.otherResponses.withLock { counters in
             if let counter = counters[label] { return counter }
-            let counter = Counter(label: Self.responsesLabel, dimensions: [("status", "\(label)")], factory: self.factory)
+            let counter = Counter(label: self.responsesLabel, dimensions: [("status", "\(label)")], factory: self.factory)
             counters[label] = counter
             return counter
         }

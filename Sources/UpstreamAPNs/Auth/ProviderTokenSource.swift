@@ -35,16 +35,19 @@ public final class ProviderTokenSource: Sendable {
         var mints = 0
     }
 
+    /// - Parameter metricsPrefix: the start of the minted-token counter's name, as the
+    ///   clients' (``APNsClient/Configuration/metricsPrefix``).
     public init(
         signer: ProviderTokenSigner,
         logger: Logger,
         metricsFactory: any MetricsFactory = MetricsSystem.factory,
+        metricsPrefix: String = APNsClientMetrics.defaultPrefix,
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.signer = signer
         self.now = now
         self.logger = logger
-        self.minted = Counter(label: APNsClientMetrics.tokensMintedLabel, factory: metricsFactory)
+        self.minted = Counter(label: metricsPrefix + APNsClientMetrics.tokensMintedName, factory: metricsFactory)
     }
 
     public var keyID: String { self.signer.keyID }

@@ -63,6 +63,15 @@ struct UpstreamBasicsTests {
         }
     }
 
+    @Test("The client's metrics take their names' prefix from its configuration")
+    func metricsPrefix() async throws {
+        let harness = try await UpstreamHarness.start(configureClient: { $0.metricsPrefix = "example_push_" })
+        defer { Task { await harness.stop() } }
+        #expect(try await harness.send(UpstreamHarness.notification(1)) == .accepted)
+        #expect(harness.counter("example_push_upstream_responses_total", [("status", "200")]) == 1)
+        #expect(harness.counter("apns_bridge_upstream_responses_total", [("status", "200")]) == 0)
+    }
+
     @Test("Push type and priority are inferred from the topic and the payload")
     func pushTypeInference() async throws {
         let harness = try await UpstreamHarness.start()
