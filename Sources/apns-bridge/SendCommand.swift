@@ -81,7 +81,7 @@ struct SendCommand: AsyncParsableCommand {
                 return
             }
             if let packet = late.readErrorResponse() {
-                print("error-response after close_notify: status \(packet.status), identifier \(packet.identifier.rawValue); the connection was closed")
+                print("error-response: status \(packet.status), identifier \(packet.identifier.rawValue); it came after close_notify, and the connection was closed")
                 throw ExitCode(1)
             }
             print("no error-response within \(self.waitMilliseconds) ms: the bridge took them and closed the connection after close_notify")
