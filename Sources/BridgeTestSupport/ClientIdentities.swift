@@ -41,11 +41,6 @@ extension FeedbackPoller {
         timeout: TimeAmount = .seconds(60),
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> Poll {
-        var tls = TLSConfiguration.makeClientConfiguration()
-        tls.trustRoots = .certificates([ca])
-        tls.maximumTLSVersion = .tlsv12
-        tls.certificateChain = [.certificate(identity.certificate)]
-        tls.privateKey = .privateKey(identity.privateKey)
-        return try await Self.poll(address, tls: tls, serverHostname: "localhost", keepTuples: keepTuples, closeAfterBytes: closeAfterBytes, timeout: timeout, group: group)
+        try await Self.poll(address, tls: identity.clientTLSConfiguration(trusting: ca), serverHostname: "localhost", keepTuples: keepTuples, closeAfterBytes: closeAfterBytes, timeout: timeout, group: group)
     }
 }
