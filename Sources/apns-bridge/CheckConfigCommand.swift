@@ -13,13 +13,22 @@ struct CheckConfigCommand: AsyncParsableCommand {
         abstract: "Reads the configuration like `serve` would, checks it, and prints what it resolves to.",
         discussion: """
             Takes the same options as `serve`. Exits 0 when the configuration can be served, 78 \
-            with the key at fault otherwise. Secrets (keys, passwords) are never printed.
+            with the key at fault otherwise. Secrets (keys, passwords) are never printed. \
+            `--keys` lists every configuration key instead: its environment variable, its values, \
+            and whether a reload applies it (live) or it needs a restart.
             """
     )
 
     @OptionGroup var options: BridgeOptions
 
+    @Flag(help: "List every configuration key (environment variable, values, live or restart) and exit.")
+    var keys = false
+
     func run() async throws {
+        if self.keys {
+            print(Self.listKeys())
+            return
+        }
         let settings = try await self.options.loadSettings()
         print(Self.describe(settings))
     }
@@ -66,5 +75,12 @@ struct CheckConfigCommand: AsyncParsableCommand {
             lines.append("  any other certificate is refused during the TLS handshake")
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// Every key of the schema, two lines each.
+    static func listKeys() -> String {
+        ConfigurationKey.allKeys.map { key in
+            "\(key.name)  \(key.environmentVariable)\n    \(key.range); \(key.applies.rawValue). \(key.summary.prefix(1).uppercased() + key.summary.dropFirst())"
+        }.joined(separator: "\n")
     }
 }

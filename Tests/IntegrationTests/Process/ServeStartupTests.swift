@@ -115,6 +115,19 @@ struct ServeStartupTests {
         #expect(!FileManager.default.fileExists(atPath: "\(environment.directory)/never.sqlite"))
     }
 
+    @Test("check-config --keys lists every key of the schema with its variable, range and reload, and needs no configuration")
+    func checkConfigListsKeys() async throws {
+        let listed = try await Self.runToExitWithOutput(["check-config", "--keys"])
+        #expect(listed.status == 0)
+        let lines = listed.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count == 2 * ConfigurationKey.allKeys.count)
+        for key in ConfigurationKey.allKeys {
+            #expect(lines.contains("\(key.name)  \(key.environmentVariable)"), "\(key.name) is not listed")
+        }
+        #expect(lines.contains { $0.hasPrefix("    1 to 1000000; restart. ") }, "gateway.maximumConnections' range")
+        #expect(lines.contains { $0.hasPrefix("    true or false; live. Offer TLS 1.3") })
+    }
+
     @Test("Refusals at the connection cap are counted and logged at a bounded rate, not once per connection")
     func refusalsLoggedAtABoundedRate() async throws {
         let environment = try await BridgeProcess.Environment.make()

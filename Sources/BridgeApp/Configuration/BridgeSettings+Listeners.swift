@@ -1,0 +1,95 @@
+import BridgeCore
+import BridgeServer
+import Foundation
+import NIOCore
+import NIOSSL
+
+/// The legacy listeners: their TLS (files, trust, versions), limits and timeouts, and how often
+/// the configuration is watched for changes.
+extension BridgeSettings {
+    static func readListenerTLS(_ settings: SettingsReader) throws -> (TLSFiles, LegacyTLSConfiguration) {
+        let files = TLSFiles(
+            certificate: try settings.requiredFile(.tlsCertificate, why: "the PEM certificate (chain) the legacy ports present"),
+            privateKey: try settings.requiredFile(.tlsPrivateKey, why: "the PEM private key of tls.certificate"),
+            clientCAs: try settings.list(.tlsClientCA).map { path in
+                guard FileManager.default.isReadableFile(atPath: path) else {
+                    throw ConfigurationError(key: ConfigurationKey.tlsClientCA.name, "cannot read the file \(path)")
+                }
+                return path
+            }
+        )
+        var tls = try Self.loadTLS(files)
+        tls.pinnedFingerprints = Set(settings.list(.tlsPinnedFingerprints).map(TenantRule.normalizedFingerprint))
+        for fingerprint in tls.pinnedFingerprints where fingerprint.count != 64 {
+            throw ConfigurationError(key: ConfigurationKey.tlsPinnedFingerprints.name, "\(fingerprint) is not a SHA-256 fingerprint (64 hex digits)")
+        }
+        tls.allowTLS13 = try settings.bool(.tlsAllowTLS13, default: tls.allowTLS13)
+        tls.allowLegacyTLS = try settings.bool(.tlsAllowLegacyTLS, default: tls.allowLegacyTLS)
+        return (files, tls)
+    }
+
+    /// `nil`: watching is off (only SIGHUP or `apns-bridge reload`).
+    static func readWatchInterval(_ settings: SettingsReader) throws -> Duration? {
+        // `tls.reloadIntervalSeconds` is the name of earlier versions.
+        let key: ConfigurationKey = settings.string(.reloadWatchInterval) == nil && settings.string(.tlsReloadInterval) != nil ? .tlsReloadInterval : .reloadWatchInterval
+        let interval = try settings.duration(key, default: .seconds(10))
+        return interval == .zero ? nil : interval
+    }
+
+    static func readGateway(_ settings: SettingsReader, tls: LegacyTLSConfiguration) throws -> GatewayConfiguration {
+        var gateway = GatewayConfiguration(tls: tls)
+        (gateway.host, gateway.port) = try settings.address(.gatewayListen, default: "\(gateway.host):\(gateway.port)")!
+        gateway.maximumConnections = try settings.int(.gatewayMaximumConnections, default: gateway.maximumConnections)
+        gateway.maximumHandshakes = try settings.int(.gatewayMaximumHandshakes, default: gateway.maximumHandshakes)
+        gateway.maximumHandshakesPerAddress = try settings.int(.gatewayMaximumHandshakesPerAddress, default: gateway.maximumHandshakesPerAddress)
+        gateway.session.maximumInFlight = try settings.int(.gatewayMaximumInFlight, default: gateway.session.maximumInFlight)
+        gateway.handshakeTimeout = try settings.timeAmount(.gatewayHandshakeTimeout, default: gateway.handshakeTimeout)
+        let idle = try settings.timeAmount(.gatewayIdleTimeout, default: gateway.idleTimeout ?? .zero)
+        gateway.idleTimeout = idle == .zero ? nil : idle
+        gateway.shutdownGracePeriod = try settings.timeAmount(.gatewayShutdownGrace, default: gateway.shutdownGracePeriod)
+        return gateway
+    }
+
+    static func readFeedback(_ settings: SettingsReader, tls: LegacyTLSConfiguration) throws -> FeedbackConfiguration {
+        var feedback = FeedbackConfiguration(tls: tls)
+        (feedback.host, feedback.port) = try settings.address(.feedbackListen, default: "\(feedback.host):\(feedback.port)")!
+        feedback.maximumConnections = try settings.int(.feedbackMaximumConnections, default: feedback.maximumConnections)
+        feedback.maximumHandshakes = try settings.int(.feedbackMaximumHandshakes, default: feedback.maximumHandshakes)
+        feedback.maximumHandshakesPerAddress = try settings.int(.feedbackMaximumHandshakesPerAddress, default: feedback.maximumHandshakesPerAddress)
+        feedback.writeTimeout = try settings.timeAmount(.feedbackWriteTimeout, default: feedback.writeTimeout)
+        feedback.drain.only32ByteTokens = try settings.bool(.feedbackOnly32ByteTokens, default: feedback.drain.only32ByteTokens)
+        return feedback
+    }
+
+    /// Reads the listeners' certificate, key and client CAs (at start-up and on reload).
+    public static func loadTLS(_ files: TLSFiles) throws -> LegacyTLSConfiguration {
+        let chain: [NIOSSLCertificate]
+        do {
+            chain = try NIOSSLCertificate.fromPEMFile(files.certificate)
+        } catch {
+            throw ConfigurationError(key: "tls.certificate", "\(files.certificate) holds no PEM certificate: \(error)")
+        }
+        let key: NIOSSLPrivateKey
+        do {
+            key = try NIOSSLPrivateKey(file: files.privateKey, format: .pem)
+        } catch {
+            throw ConfigurationError(key: "tls.privateKey", "\(files.privateKey) holds no PEM private key")
+        }
+        var authorities: [NIOSSLCertificate] = []
+        for path in files.clientCAs {
+            do {
+                authorities += try NIOSSLCertificate.fromPEMFile(path)
+            } catch {
+                throw ConfigurationError(key: "tls.clientCA", "\(path) holds no PEM certificate: \(error)")
+            }
+        }
+        let configuration = LegacyTLSConfiguration(certificateChain: chain, privateKey: key, clientCertificateAuthorities: authorities)
+        do {
+            // What the listeners do at start: BoringSSL checks that the key is the certificate's.
+            _ = try configuration.makeServerContext()
+        } catch {
+            throw ConfigurationError(key: "tls.privateKey", "\(files.privateKey) is not the private key of \(files.certificate) (\(error))")
+        }
+        return configuration
+    }
+}
