@@ -85,12 +85,12 @@ struct FeedbackServiceTests {
         frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 1, token: gone, payload: FrameBuilder.payload()))
         frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 2, token: back, payload: FrameBuilder.payload()))
         try await provider.send(frames)
-        try await waitUntilAsync { try await bridge.store.pendingCount() == 2 }
+        try await eventually { try await bridge.store.pendingCount() == 2 }
 
         // Token 411 registers again: a later 200 takes it off the list.
         bridge.upstream.mock.script.reregister(token: back.hexDump(format: .compact))
         try await provider.send(FrameBuilder.frame(.itemized, identifier: 3, token: back, payload: FrameBuilder.payload()))
-        try await waitUntilAsync { try await bridge.store.pendingCount() == 1 }
+        try await eventually { try await bridge.store.pendingCount() == 1 }
         await provider.close()
 
         let poll = try await bridge.poll()
@@ -129,7 +129,7 @@ struct FeedbackServiceTests {
         // server has settled the drain (deleted what it delivered, released its claim on the
         // rest), what is left is pending and unclaimed, and is what the next poll gets.
         var left = 0
-        try await waitUntilAsync {
+        try await eventually {
             let total = try await bridge.store.pendingCount()
             let unclaimed = try await bridge.store.pendingEntries(tenant: UpstreamHarness.topic, environment: .sandbox, limit: 10_000).count
             left = total
@@ -142,7 +142,7 @@ struct FeedbackServiceTests {
         #expect(second.tupleCount == left, "the rest, exactly")
         #expect(Set(second.tuples.map(\.deviceToken)).count == second.tupleCount)
         // The server deletes after the close: the poller may see the close first.
-        try await waitUntilAsync { try await bridge.store.pendingCount() == 0 }
+        try await eventually { try await bridge.store.pendingCount() == 0 }
         await bridge.stop()
     }
 
@@ -154,7 +154,7 @@ struct FeedbackServiceTests {
         let poll = try await bridge.poll()
         #expect(poll.tupleCount == 3)
         #expect(poll.tuples.allSatisfy { $0.deviceToken.readableBytes == 32 })
-        try await waitUntilAsync { try await bridge.store.pendingCount() == 2 }
+        try await eventually { try await bridge.store.pendingCount() == 2 }
         await bridge.stop()
     }
 
@@ -172,14 +172,4 @@ struct FeedbackServiceTests {
         #expect(try await bridge.store.pendingCount() == 3)
         await bridge.stop()
     }
-}
-
-/// Polls an async condition every 10 ms, for at most 10 s.
-func waitUntilAsync(_ condition: () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(10)
-    while ContinuousClock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(10))
-    }
-    throw TimedOut(what: "a condition")
 }

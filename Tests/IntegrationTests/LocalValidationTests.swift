@@ -181,102 +181,92 @@ struct LocalValidationTests {
 
     @Test("Bad frame gets its status, the connection closes, the next client is served", arguments: cases)
     func badFrame(_ testCase: Case) async throws {
-        let harness = try await GatewayHarness.start()
-        defer { Task { await harness.stop() } }
+        try await withResource(try await GatewayHarness.start()) { harness in
 
-        // A good notification first: it is forwarded, and the bad one after it is reported.
-        let client = try await harness.connect(bundleID: testCase.bundleID)
-        var bytes = testCase.bundleID == nil ? ByteBuffer() : FrameBuilder.frame(.itemized, identifier: 1, token: Self.token, payload: Self.payload)
-        bytes.writeImmutableBuffer(testCase.bytes)
-        try await client.send(bytes)
-        let received = try await client.bytesUntilClose(timeout: .seconds(5))
+            // A good notification first: it is forwarded, and the bad one after it is reported.
+            let client = try await harness.connect(bundleID: testCase.bundleID)
+            var bytes = testCase.bundleID == nil ? ByteBuffer() : FrameBuilder.frame(.itemized, identifier: 1, token: Self.token, payload: Self.payload)
+            bytes.writeImmutableBuffer(testCase.bytes)
+            try await client.send(bytes)
+            let received = try await client.bytesUntilClose(timeout: .seconds(5))
 
-        switch testCase.expected {
-        case .packet(let status, let identifier):
-            var expected = ByteBuffer()
-            expected.writeErrorResponse(ErrorResponsePacket(status: status, identifier: NotificationIdentifier(rawValue: identifier)))
-            #expect(received == expected)
-        case .plainClose:
-            #expect(received.readableBytes == 0)
+            switch testCase.expected {
+            case .packet(let status, let identifier):
+                var expected = ByteBuffer()
+                expected.writeErrorResponse(ErrorResponsePacket(status: status, identifier: NotificationIdentifier(rawValue: identifier)))
+                #expect(received == expected)
+            case .plainClose:
+                #expect(received.readableBytes == 0)
+            }
+            let forwarded = harness.upstream.ledger.map(\.frame.identifier.rawValue)
+            #expect(forwarded == (testCase.bundleID == nil ? [] : [1]))
+
+            // The server keeps serving everyone else.
+            let next = try await harness.connect()
+            try await next.send(FrameBuilder.frame(.itemized, identifier: 2, token: Self.token, payload: Self.payload))
+            try await harness.upstream.waitForLedgerCount(forwarded.count + 1, on: next.channel.eventLoop)
+            #expect(harness.upstream.ledger.last?.frame.identifier.rawValue == 2)
+            #expect(next.isActive)
+            await next.close()
         }
-        let forwarded = harness.upstream.ledger.map(\.frame.identifier.rawValue)
-        #expect(forwarded == (testCase.bundleID == nil ? [] : [1]))
-
-        // The server keeps serving everyone else.
-        let next = try await harness.connect()
-        try await next.send(FrameBuilder.frame(.itemized, identifier: 2, token: Self.token, payload: Self.payload))
-        try await harness.upstream.waitForLedgerCount(forwarded.count + 1, on: next.channel.eventLoop)
-        #expect(harness.upstream.ledger.last?.frame.identifier.rawValue == 2)
-        #expect(next.isActive)
-        await next.close()
     }
 
     @Test("A VoIP topic accepts a 5120-byte payload")
     func voipPayloadLimit() async throws {
-        let harness = try await GatewayHarness.start()
-        defer { Task { await harness.stop() } }
-        let client = try await harness.connect(bundleID: "com.example.app.voip")
-        try await client.send(FrameBuilder.frame(.itemized, identifier: 3, token: Self.token, payload: FrameBuilder.payload(length: 5120)))
-        try await harness.upstream.waitForLedgerCount(1, on: client.channel.eventLoop)
-        #expect(harness.upstream.ledger[0].frame.payload.readableBytes == 5120)
-        #expect(harness.upstream.ledger[0].tenant.topic == "com.example.app.voip")
-        await client.close()
+        try await withResource(try await GatewayHarness.start()) { harness in
+            let client = try await harness.connect(bundleID: "com.example.app.voip")
+            try await client.send(FrameBuilder.frame(.itemized, identifier: 3, token: Self.token, payload: FrameBuilder.payload(length: 5120)))
+            try await harness.upstream.waitForLedgerCount(1, on: client.channel.eventLoop)
+            #expect(harness.upstream.ledger[0].frame.payload.readableBytes == 5120)
+            #expect(harness.upstream.ledger[0].tenant.topic == "com.example.app.voip")
+            await client.close()
+        }
     }
 
     @Test("A frame cut off by the end of the connection is not forwarded")
     func truncatedFrameAtClose() async throws {
-        let harness = try await GatewayHarness.start()
-        defer { Task { await harness.stop() } }
-        let client = try await harness.connect()
-        var bytes = FrameBuilder.frame(.enhanced, identifier: 1, token: Self.token, payload: Self.payload)
-        let whole = FrameBuilder.frame(.enhanced, identifier: 2, token: Self.token, payload: Self.payload)
-        bytes.writeImmutableBuffer(whole.getSlice(at: 0, length: whole.readableBytes - 3)!)
-        try await client.send(bytes)
-        try await harness.upstream.waitForLedgerCount(1, on: client.channel.eventLoop)
-        await client.close()
-        // Wait for the server to see the close, then check nothing more was forwarded.
-        try await waitUntil { harness.server.connectionCount == 0 }
-        #expect(harness.upstream.ledger.map(\.frame.identifier.rawValue) == [1])
+        try await withResource(try await GatewayHarness.start()) { harness in
+            let client = try await harness.connect()
+            var bytes = FrameBuilder.frame(.enhanced, identifier: 1, token: Self.token, payload: Self.payload)
+            let whole = FrameBuilder.frame(.enhanced, identifier: 2, token: Self.token, payload: Self.payload)
+            bytes.writeImmutableBuffer(whole.getSlice(at: 0, length: whole.readableBytes - 3)!)
+            try await client.send(bytes)
+            try await harness.upstream.waitForLedgerCount(1, on: client.channel.eventLoop)
+            await client.close()
+            // Wait for the server to see the close, then check nothing more was forwarded.
+            try await eventually { harness.server.connectionCount == 0 }
+            #expect(harness.upstream.ledger.map(\.frame.identifier.rawValue) == [1])
+        }
     }
 
     @Test("A client without a certificate is refused during the handshake")
     func clientCertificateRequired() async throws {
-        let harness = try await GatewayHarness.start()
-        defer { Task { await harness.stop() } }
-        let client = try await LegacyConnection.connect(
-            to: harness.server.localAddress,
-            identity: nil,
-            trusting: harness.pki.caCertificate
-        )
-        try? await client.send(FrameBuilder.frame(.itemized, identifier: 1, token: Self.token, payload: Self.payload))
-        let received = try await client.bytesUntilClose(timeout: .seconds(5))
-        #expect(received.readableBytes == 0)
-        #expect(harness.upstream.ledger.isEmpty)
+        try await withResource(try await GatewayHarness.start()) { harness in
+            let client = try await LegacyConnection.connect(
+                to: harness.server.localAddress,
+                identity: nil,
+                trusting: harness.pki.caCertificate
+            )
+            try? await client.send(FrameBuilder.frame(.itemized, identifier: 1, token: Self.token, payload: Self.payload))
+            let received = try await client.bytesUntilClose(timeout: .seconds(5))
+            #expect(received.readableBytes == 0)
+            #expect(harness.upstream.ledger.isEmpty)
+        }
     }
 
     @Test("A certificate from another CA is refused during the handshake")
     func foreignCertificateRefused() async throws {
-        let harness = try await GatewayHarness.start()
-        defer { Task { await harness.stop() } }
-        let stranger = try DevelopmentCA(name: "someone else's CA")
-        let client = try await LegacyConnection.connect(
-            to: harness.server.localAddress,
-            identity: try stranger.providerIdentity(bundleID: "com.example.app"),
-            trusting: harness.pki.caCertificate
-        )
-        try? await client.send(FrameBuilder.frame(.itemized, identifier: 1, token: Self.token, payload: Self.payload))
-        let received = try await client.bytesUntilClose(timeout: .seconds(5))
-        #expect(received.readableBytes == 0)
-        #expect(harness.upstream.ledger.isEmpty)
-    }
-}
-
-/// Polls a condition that another event loop makes true (bounded: 10 s).
-func waitUntil(_ condition: @Sendable () -> Bool) async throws {
-    let clock = ContinuousClock()
-    let deadline = clock.now + .seconds(10)
-    while !condition() {
-        guard clock.now < deadline else { throw TimedOut(what: "a condition") }
-        try await Task.sleep(for: .milliseconds(5))
+        try await withResource(try await GatewayHarness.start()) { harness in
+            let stranger = try DevelopmentCA(name: "someone else's CA")
+            let client = try await LegacyConnection.connect(
+                to: harness.server.localAddress,
+                identity: try stranger.providerIdentity(bundleID: "com.example.app"),
+                trusting: harness.pki.caCertificate
+            )
+            try? await client.send(FrameBuilder.frame(.itemized, identifier: 1, token: Self.token, payload: Self.payload))
+            let received = try await client.bytesUntilClose(timeout: .seconds(5))
+            #expect(received.readableBytes == 0)
+            #expect(harness.upstream.ledger.isEmpty)
+        }
     }
 }

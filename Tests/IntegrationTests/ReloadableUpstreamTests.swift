@@ -22,34 +22,34 @@ struct ReloadableUpstreamTests {
     @Test("Nothing in flight is lost when the signing key is replaced; new notifications use the new key")
     func replacedWhileInFlight() async throws {
         let newKey = P256.Signing.PrivateKey()
-        let harness = try await UpstreamHarness.start(configureMock: { mock in
+        try await withResource(try await UpstreamHarness.start(configureMock: { mock in
             mock.signingKeys.append(.init(keyID: Self.newKeyID, teamID: UpstreamHarness.teamID, publicKey: newKey.publicKey))
-        })
-        defer { Task { await harness.stop() } }
-        // Answers wait a moment, so the first notifications are still in flight at the reload.
-        harness.mock.script.delayResponses(by: .milliseconds(200))
+        })) { harness in
+            // Answers wait a moment, so the first notifications are still in flight at the reload.
+            harness.mock.script.delayResponses(by: .milliseconds(200))
 
-        let upstream = ReloadableUpstream(clients: ["main": harness.client], defaultCredentials: "main")
-        let old = try #require(upstream.members["main"])
-        let eventLoop = MultiThreadedEventLoopGroup.singleton.any()
-        let before = (1...20).map { upstream.send(UpstreamHarness.notification($0), on: eventLoop) }
-        #expect(old.inFlight == 20)
+            let upstream = ReloadableUpstream(clients: ["main": harness.client], defaultCredentials: "main")
+            let old = try #require(upstream.members["main"])
+            let eventLoop = MultiThreadedEventLoopGroup.singleton.any()
+            let before = (1...20).map { upstream.send(UpstreamHarness.notification($0), on: eventLoop) }
+            #expect(old.inFlight == 20)
 
-        let tokens = ProviderTokenSource(signer: ProviderTokenSigner(key: newKey, keyID: Self.newKeyID, teamID: UpstreamHarness.teamID), logger: .forTests())
-        var configuration = APNsNotificationUpstream.Configuration()
-        let endpoint = APNsEndpoint(host: "127.0.0.1", port: harness.mock.port, serverHostname: "localhost", trustRoots: .certificates([harness.pki.caCertificate]))
-        configuration.endpoints = [.sandbox: endpoint, .production: endpoint]
-        let replacement = try APNsNotificationUpstream(configuration: configuration, credentials: .token(tokens), logger: .forTests())
-        upstream.update(replacing: ["main": replacement], removing: [], defaultCredentials: "main")
-        let after = (21...40).map { upstream.send(UpstreamHarness.notification($0), on: eventLoop) }
+            let tokens = ProviderTokenSource(signer: ProviderTokenSigner(key: newKey, keyID: Self.newKeyID, teamID: UpstreamHarness.teamID), logger: .forTests())
+            var configuration = APNsNotificationUpstream.Configuration()
+            let endpoint = APNsEndpoint(host: "127.0.0.1", port: harness.mock.port, serverHostname: "localhost", trustRoots: .certificates([harness.pki.caCertificate]))
+            configuration.endpoints = [.sandbox: endpoint, .production: endpoint]
+            let replacement = try APNsNotificationUpstream(configuration: configuration, credentials: .token(tokens), logger: .forTests())
+            upstream.update(replacing: ["main": replacement], removing: [], defaultCredentials: "main")
+            let after = (21...40).map { upstream.send(UpstreamHarness.notification($0), on: eventLoop) }
 
-        for outcome in before + after {
-            #expect(try await outcome.get() == .accepted)
+            for outcome in before + after {
+                #expect(try await outcome.get() == .accepted)
+            }
+            #expect(old.inFlight == 0)
+            #expect(upstream.members["main"]?.client === replacement)
+            let keys = Dictionary(grouping: harness.mock.ledger.accepted, by: { $0.keyID ?? "none" }).mapValues(\.count)
+            #expect(keys == [UpstreamHarness.keyID: 20, Self.newKeyID: 20])
+            replacement.shutdown()
         }
-        #expect(old.inFlight == 0)
-        #expect(upstream.members["main"]?.client === replacement)
-        let keys = Dictionary(grouping: harness.mock.ledger.accepted, by: { $0.keyID ?? "none" }).mapValues(\.count)
-        #expect(keys == [UpstreamHarness.keyID: 20, Self.newKeyID: 20])
-        replacement.shutdown()
     }
 }

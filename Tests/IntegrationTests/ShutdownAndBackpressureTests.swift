@@ -47,46 +47,46 @@ struct ShutdownAndBackpressureTests {
     @Test("A slow upstream stops reading at the in-flight bound, and reading resumes when it drains")
     func backpressure() async throws {
         let release = ReleaseGate()
-        let harness = try await GatewayHarness.start(script: { _, _ in
+        try await withResource(try await GatewayHarness.start(script: { _, _ in
             // Held long enough that a loaded machine cannot finish them before the check below.
             .init(.accepted, after: release.isOpen ? .zero : .seconds(5))
         }) {
             $0.session.maximumInFlight = 16
+        }) { harness in
+            let client = try await harness.connect()
+            try await client.send(ResendTests.frames(1...400))
+            try await harness.upstream.waitForLedgerCount(16, on: client.channel.eventLoop)
+            // While the first 16 are outstanding nothing more is forwarded.
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(harness.upstream.ledger.count == 16)
+            release.open()
+            try await harness.upstream.waitForLedgerCount(400, timeout: .seconds(20), on: client.channel.eventLoop)
+            #expect(Set(harness.upstream.ledger.map(\.frame.identifier.rawValue)) == Set(1...400))
+            #expect(client.isActive)
+            await client.close()
         }
-        defer { Task { await harness.stop() } }
-        let client = try await harness.connect()
-        try await client.send(ResendTests.frames(1...400))
-        try await harness.upstream.waitForLedgerCount(16, on: client.channel.eventLoop)
-        // While the first 16 are outstanding nothing more is forwarded.
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(harness.upstream.ledger.count == 16)
-        release.open()
-        try await harness.upstream.waitForLedgerCount(400, timeout: .seconds(20), on: client.channel.eventLoop)
-        #expect(Set(harness.upstream.ledger.map(\.frame.identifier.rawValue)) == Set(1...400))
-        #expect(client.isActive)
-        await client.close()
     }
 
     @Test("Connections beyond the cap are closed at once")
     func connectionCap() async throws {
-        let harness = try await GatewayHarness.start(configure: { $0.maximumConnections = 2 })
-        defer { Task { await harness.stop() } }
-        let a = try await harness.connect()
-        let b = try await harness.connect()
-        try await waitUntil { harness.server.connectionCount == 2 }
-        let c = try await harness.connect()
-        #expect(try await c.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
-        #expect(a.isActive && b.isActive)
-        await a.close()
-        await b.close()
+        try await withResource(try await GatewayHarness.start(configure: { $0.maximumConnections = 2 })) { harness in
+            let a = try await harness.connect()
+            let b = try await harness.connect()
+            try await eventually { harness.server.connectionCount == 2 }
+            let c = try await harness.connect()
+            #expect(try await c.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
+            #expect(a.isActive && b.isActive)
+            await a.close()
+            await b.close()
+        }
     }
 
     @Test("A connection that never finishes its handshake is closed after the timeout")
     func handshakeTimeout() async throws {
-        let harness = try await GatewayHarness.start(configure: { $0.handshakeTimeout = .milliseconds(200) })
-        defer { Task { await harness.stop() } }
-        let closed = try await RawTCPClient.connectAndWaitForClose(to: harness.server.localAddress, timeout: .seconds(5))
-        #expect(closed)
+        try await withResource(try await GatewayHarness.start(configure: { $0.handshakeTimeout = .milliseconds(200) })) { harness in
+            let closed = try await RawTCPClient.connectAndWaitForClose(to: harness.server.localAddress, timeout: .seconds(5))
+            #expect(closed)
+        }
     }
 }
 

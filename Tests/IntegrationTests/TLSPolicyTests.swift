@@ -13,47 +13,47 @@ struct TLSPolicyTests {
 
     @Test("TLS 1.3 is refused by default: a client that insists on it gets no service")
     func tls13RefusedByDefault() async throws {
-        let harness = try await GatewayHarness.start()
-        defer { Task { await harness.stop() } }
-        let client = try await harness.connect(minimumTLSVersion: .tlsv13, maximumTLSVersion: .tlsv13)
-        try? await client.send(Self.frame)
-        #expect(try await client.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
-        #expect(harness.upstream.ledger.isEmpty)
-    }
-
-    @Test("TLS 1.3 works when allowed")
-    func tls13WhenAllowed() async throws {
-        let harness = try await GatewayHarness.start(configure: { $0.tls.allowTLS13 = true })
-        defer { Task { await harness.stop() } }
-        let client = try await harness.connect(minimumTLSVersion: .tlsv13, maximumTLSVersion: .tlsv13)
-        try await client.send(Self.frame)
-        try await harness.upstream.waitForLedgerCount(1, on: client.channel.eventLoop)
-        await client.close()
-    }
-
-    @Test("A client limited to TLS 1.1 is refused unless legacy TLS is allowed", arguments: [false, true])
-    func legacyTLS(allowed: Bool) async throws {
-        let harness = try await GatewayHarness.start(configure: { $0.tls.allowLegacyTLS = allowed })
-        defer { Task { await harness.stop() } }
-        let client = try await harness.connect(minimumTLSVersion: .tlsv11, maximumTLSVersion: .tlsv11)
-        try? await client.send(Self.frame)
-        if allowed {
-            try await harness.upstream.waitForLedgerCount(1, on: client.channel.eventLoop)
-            #expect(client.isActive)
-            await client.close()
-        } else {
+        try await withResource(try await GatewayHarness.start()) { harness in
+            let client = try await harness.connect(minimumTLSVersion: .tlsv13, maximumTLSVersion: .tlsv13)
+            try? await client.send(Self.frame)
             #expect(try await client.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
             #expect(harness.upstream.ledger.isEmpty)
         }
     }
 
+    @Test("TLS 1.3 works when allowed")
+    func tls13WhenAllowed() async throws {
+        try await withResource(try await GatewayHarness.start(configure: { $0.tls.allowTLS13 = true })) { harness in
+            let client = try await harness.connect(minimumTLSVersion: .tlsv13, maximumTLSVersion: .tlsv13)
+            try await client.send(Self.frame)
+            try await harness.upstream.waitForLedgerCount(1, on: client.channel.eventLoop)
+            await client.close()
+        }
+    }
+
+    @Test("A client limited to TLS 1.1 is refused unless legacy TLS is allowed", arguments: [false, true])
+    func legacyTLS(allowed: Bool) async throws {
+        try await withResource(try await GatewayHarness.start(configure: { $0.tls.allowLegacyTLS = allowed })) { harness in
+            let client = try await harness.connect(minimumTLSVersion: .tlsv11, maximumTLSVersion: .tlsv11)
+            try? await client.send(Self.frame)
+            if allowed {
+                try await harness.upstream.waitForLedgerCount(1, on: client.channel.eventLoop)
+                #expect(client.isActive)
+                await client.close()
+            } else {
+                #expect(try await client.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
+                #expect(harness.upstream.ledger.isEmpty)
+            }
+        }
+    }
+
     @Test("An idle connection with nothing in flight is closed after the idle timeout")
     func idleTimeout() async throws {
-        let harness = try await GatewayHarness.start(configure: { $0.idleTimeout = .seconds(2) })
-        defer { Task { await harness.stop() } }
-        let client = try await harness.connect()
-        try await client.send(Self.frame)
-        try await harness.upstream.waitForLedgerCount(1, on: client.channel.eventLoop)
-        #expect(try await client.bytesUntilClose(timeout: .seconds(10)).readableBytes == 0)
+        try await withResource(try await GatewayHarness.start(configure: { $0.idleTimeout = .seconds(2) })) { harness in
+            let client = try await harness.connect()
+            try await client.send(Self.frame)
+            try await harness.upstream.waitForLedgerCount(1, on: client.channel.eventLoop)
+            #expect(try await client.bytesUntilClose(timeout: .seconds(10)).readableBytes == 0)
+        }
     }
 }

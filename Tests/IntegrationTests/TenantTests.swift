@@ -90,31 +90,31 @@ struct TenantTests {
             rules: [TenantRule(name: "shop", userID: "com.example.shop", topic: "com.example.shop.topic")],
             defaultEnvironment: .production
         )
-        let harness = try await GatewayHarness.start(pki: pki, tenantResolver: resolver)
-        defer { Task { await harness.stop() } }
+        try await withResource(try await GatewayHarness.start(pki: pki, tenantResolver: resolver)) { harness in
 
-        let known = try await LegacyConnection.connect(
-            to: harness.server.localAddress,
-            identity: try pki.providerIdentity(bundleID: "com.example.shop", sandboxMarker: true),
-            trusting: pki.caCertificate
-        )
-        try await known.send(Self.frame)
-        try await harness.upstream.waitForLedgerCount(1, on: known.channel.eventLoop)
-        let tenant = try #require(harness.upstream.ledger.first?.tenant)
-        #expect(tenant.name == "shop")
-        #expect(tenant.topic == "com.example.shop.topic")
-        #expect(tenant.environment == .sandbox)
-        await known.close()
+            let known = try await LegacyConnection.connect(
+                to: harness.server.localAddress,
+                identity: try pki.providerIdentity(bundleID: "com.example.shop", sandboxMarker: true),
+                trusting: pki.caCertificate
+            )
+            try await known.send(Self.frame)
+            try await harness.upstream.waitForLedgerCount(1, on: known.channel.eventLoop)
+            let tenant = try #require(harness.upstream.ledger.first?.tenant)
+            #expect(tenant.name == "shop")
+            #expect(tenant.topic == "com.example.shop.topic")
+            #expect(tenant.environment == .sandbox)
+            await known.close()
 
-        // Refused during the handshake: the client's handshake fails, nothing is forwarded.
-        let unknown = try await LegacyConnection.connect(
-            to: harness.server.localAddress,
-            identity: try pki.providerIdentity(bundleID: "com.example.unknown"),
-            trusting: pki.caCertificate
-        )
-        try? await unknown.send(Self.frame)
-        #expect(try await unknown.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
-        #expect(harness.upstream.ledger.count == 1)
+            // Refused during the handshake: the client's handshake fails, nothing is forwarded.
+            let unknown = try await LegacyConnection.connect(
+                to: harness.server.localAddress,
+                identity: try pki.providerIdentity(bundleID: "com.example.unknown"),
+                trusting: pki.caCertificate
+            )
+            try? await unknown.send(Self.frame)
+            #expect(try await unknown.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
+            #expect(harness.upstream.ledger.count == 1)
+        }
     }
 
     @Test("A pinned fingerprint is trusted without the CA; the same certificate unpinned is refused")
@@ -151,34 +151,34 @@ struct TenantTests {
         var logger = Logger(label: "test")
         logger.logLevel = .critical
         let tls = try LegacyTLSContext(configuration: GatewayConfiguration.loopback(pki: pki).tls, tenantResolver: resolver, logger: logger)
-        let harness = try await GatewayHarness.start(pki: pki, tenantResolver: resolver, tlsContext: tls)
-        defer { Task { await harness.stop() } }
-        let before = try await harness.connect()
-        try await before.send(Self.frame)
-        try await harness.upstream.waitForLedgerCount(1, on: before.channel.eventLoop)
+        try await withResource(try await GatewayHarness.start(pki: pki, tenantResolver: resolver, tlsContext: tls)) { harness in
+            let before = try await harness.connect()
+            try await before.send(Self.frame)
+            try await harness.upstream.waitForLedgerCount(1, on: before.channel.eventLoop)
 
-        // A new server certificate from a new CA, which also issues the providers' certificates.
-        let renewed = try DevelopmentCA(name: "renewed CA")
-        try tls.reload(GatewayConfiguration.loopback(pki: renewed).tls)
+            // A new server certificate from a new CA, which also issues the providers' certificates.
+            let renewed = try DevelopmentCA(name: "renewed CA")
+            try tls.reload(GatewayConfiguration.loopback(pki: renewed).tls)
 
-        try await before.send(FrameBuilder.frame(.itemized, identifier: 2, token: FrameBuilder.token(2), payload: FrameBuilder.payload()))
-        try await harness.upstream.waitForLedgerCount(2, on: before.channel.eventLoop)
-        #expect(before.isActive)
+            try await before.send(FrameBuilder.frame(.itemized, identifier: 2, token: FrameBuilder.token(2), payload: FrameBuilder.payload()))
+            try await harness.upstream.waitForLedgerCount(2, on: before.channel.eventLoop)
+            #expect(before.isActive)
 
-        let after = try await LegacyConnection.connect(
-            to: harness.server.localAddress,
-            identity: try renewed.providerIdentity(bundleID: "com.example.app"),
-            trusting: renewed.caCertificate
-        )
-        try await after.send(FrameBuilder.frame(.itemized, identifier: 3, token: FrameBuilder.token(3), payload: FrameBuilder.payload()))
-        try await harness.upstream.waitForLedgerCount(3, on: after.channel.eventLoop)
+            let after = try await LegacyConnection.connect(
+                to: harness.server.localAddress,
+                identity: try renewed.providerIdentity(bundleID: "com.example.app"),
+                trusting: renewed.caCertificate
+            )
+            try await after.send(FrameBuilder.frame(.itemized, identifier: 3, token: FrameBuilder.token(3), payload: FrameBuilder.payload()))
+            try await harness.upstream.waitForLedgerCount(3, on: after.channel.eventLoop)
 
-        // A client that trusts only the old CA no longer completes a handshake.
-        let stale = try await harness.connect()
-        try? await stale.send(Self.frame)
-        #expect(try await stale.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
-        #expect(harness.upstream.ledger.count == 3)
-        await before.close()
-        await after.close()
+            // A client that trusts only the old CA no longer completes a handshake.
+            let stale = try await harness.connect()
+            try? await stale.send(Self.frame)
+            #expect(try await stale.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
+            #expect(harness.upstream.ledger.count == 3)
+            await before.close()
+            await after.close()
+        }
     }
 }

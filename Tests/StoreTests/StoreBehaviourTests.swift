@@ -125,9 +125,8 @@ struct StoreBehaviourTests {
         #expect(!second.feedbackListFilter.mayContain(Self.token(9), on: list))
         try await Self.apply([Self.unregistered(9)], to: first)
         // PostgreSQL delivers the notification after the commit, on the listening connection.
-        let deadline = ContinuousClock.now + .seconds(60)
-        while !second.feedbackListFilter.mayContain(Self.token(9), on: list), ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(10))
+        try await eventually("the other instance's notification", timeout: .seconds(60)) {
+            second.feedbackListFilter.mayContain(Self.token(9), on: list)
         }
         #expect(second.feedbackListFilter.mayContain(Self.token(9), on: list))
         try await Self.apply([.registered(FeedbackKey(tenant: "com.example.a", environment: .production, deviceToken: Self.token(9)))], to: second)
@@ -292,7 +291,7 @@ struct StoreBehaviourTests {
                 throw Abandoned()
             } finish: {}
         }
-        while try await pending() == 8 { try await Task.sleep(for: .milliseconds(5)) }
+        try await eventually("the first batch's claim") { try await pending() != 8 }
         #expect(try await pending() == 5, "the first batch of 3 is claimed")
         #expect(try await store.removeExpired().releasedClaims == 0, "within the lease")
         clock.advance(by: 601)

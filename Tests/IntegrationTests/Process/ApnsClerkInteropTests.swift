@@ -35,62 +35,60 @@ struct ApnsClerkInteropTests {
         .enabled(if: ApnsClerkInteropTests.available)
     )
     func batchWithABadAndAnUnregisteredToken() async throws {
-        let environment = try await BridgeProcess.Environment.make()
-        defer { Task { await environment.close() } }
-        let count = 300
-        let bad = 120
-        let unregistered = 200
-        environment.mock.script.rejectAsBadToken(Self.token(bad))
-        environment.mock.script.unregister(token: Self.token(unregistered), atMilliseconds: 1_767_225_600_000)
-        let bridge = try await BridgeProcess.start(
-            environment,
-            store: "sqlite:\(environment.directory)/store.sqlite",
-            extraArguments: ["--set", "tls.allowLegacyTLS=true"]
-        )
-        defer { Task { await bridge.terminate() } }
-        let provider = try environment.provider().writePEMFiles(to: environment.directory, name: "apns-clerk-provider")
+        try await withResource(try await BridgeProcess.Environment.make()) { environment in
+            let count = 300
+            let bad = 120
+            let unregistered = 200
+            environment.mock.script.rejectAsBadToken(Self.token(bad))
+            environment.mock.script.unregister(token: Self.token(unregistered), atMilliseconds: 1_767_225_600_000)
+            try await withResource(try await BridgeProcess.start(
+                environment,
+                store: "sqlite:\(environment.directory)/store.sqlite",
+                extraArguments: ["--set", "tls.allowLegacyTLS=true"]
+            )) { bridge in
+                let provider = try environment.provider().writePEMFiles(to: environment.directory, name: "apns-clerk-provider")
 
-        let script = PyAPNsInteropTests.packageRoot.appendingPathComponent("Tests/Interop/apns_clerk/send_batch.py").path
-        let run = try await PyAPNsInteropTests.python([
-            script, Self.library, "127.0.0.1", "\(bridge.gatewayAddress.port!)", "\(bridge.feedbackAddress.port!)",
-            provider.certificate, provider.privateKey, "\(count)", "\(bad)", "\(unregistered)",
-        ])
-        #expect(run.status == 0, "\(run.error.suffix(3000))")
-        let reported = try #require(try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [String: Any], "\(run.output) \(run.error.suffix(2000))")
-        // apns-clerk matched the error-response's identifier (an index) to the bad token.
-        #expect(reported["failed"] as? [String: Int] == [Self.token(bad): 8])
-        #expect(reported["sends"] as? Int == 2, "the message, then one resend of what followed the bad token")
-        // The script reads the feedback service until the unregistered token's entry is there.
-        #expect(reported["feedback"] as? [String] == [Self.token(unregistered)])
+                let script = PyAPNsInteropTests.packageRoot.appendingPathComponent("Tests/Interop/apns_clerk/send_batch.py").path
+                let run = try await PyAPNsInteropTests.python([
+                    script, Self.library, "127.0.0.1", "\(bridge.gatewayAddress.port!)", "\(bridge.feedbackAddress.port!)",
+                    provider.certificate, provider.privateKey, "\(count)", "\(bad)", "\(unregistered)",
+                ])
+                #expect(run.status == 0, "\(run.error.suffix(3000))")
+                let reported = try #require(try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [String: Any], "\(run.output) \(run.error.suffix(2000))")
+                // apns-clerk matched the error-response's identifier (an index) to the bad token.
+                #expect(reported["failed"] as? [String: Int] == [Self.token(bad): 8])
+                #expect(reported["sends"] as? Int == 2, "the message, then one resend of what followed the bad token")
+                // The script reads the feedback service until the unregistered token's entry is there.
+                #expect(reported["feedback"] as? [String] == [Self.token(unregistered)])
 
-        // Every token reached the upstream exactly once (the bad one with its 400): the frames
-        // after the bad one that were forwarded before the error-response are recognised in the
-        // renumbered resend and not sent again.
-        #expect(await environment.mock.ledger.waitForAccepted(count - 2, timeout: .seconds(30)))
-        let inFlight = try await Self.waitUntilNothingInFlight(adminPort: try #require(bridge.adminPort))
-        #expect(inFlight == 0)
-        var arrivals: [String: Int] = [:]
-        for record in environment.mock.ledger.records {
-            arrivals[record.token, default: 0] += 1
+                // Every token reached the upstream exactly once (the bad one with its 400): the frames
+                // after the bad one that were forwarded before the error-response are recognised in the
+                // renumbered resend and not sent again.
+                #expect(await environment.mock.ledger.waitForAccepted(count - 2, timeout: .seconds(30)))
+                let inFlight = try await Self.waitUntilNothingInFlight(adminPort: try #require(bridge.adminPort))
+                #expect(inFlight == 0)
+                var arrivals: [String: Int] = [:]
+                for record in environment.mock.ledger.records {
+                    arrivals[record.token, default: 0] += 1
+                }
+                for index in 0..<count {
+                    #expect(arrivals[Self.token(index)] == 1, "index \(index)")
+                }
+                #expect(arrivals.count == count)
+            }
         }
-        for index in 0..<count {
-            #expect(arrivals[Self.token(index)] == 1, "index \(index)")
-        }
-        #expect(arrivals.count == count)
     }
 
     /// Polls the bridge's in-flight gauge (10 s at most) until it is 0, so that the ledger holds
     /// everything the bridge will ever forward for this run.
     static func waitUntilNothingInFlight(adminPort: Int) async throws -> Int {
-        let deadline = ContinuousClock.now + .seconds(10)
         var inFlight = -1
-        repeat {
+        _ = try? await eventually("nothing in flight", interval: .milliseconds(20)) {
             let metrics = try await ServeProcessTests.get(adminPort, "/metrics").body
             let line = metrics.split(separator: "\n").first { $0.hasPrefix("apns_bridge_notifications_in_flight ") }
             inFlight = line.flatMap { Double($0.split(separator: " ").last ?? "") }.map { Int($0) } ?? -1
-            if inFlight == 0 { break }
-            try await Task.sleep(for: .milliseconds(20))
-        } while ContinuousClock.now < deadline
+            return inFlight == 0
+        }
         return inFlight
     }
 }

@@ -2,6 +2,7 @@ import BridgeTestSupport
 import Crypto
 import DevelopmentPKI
 import Foundation
+import LegacyClient
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -112,31 +113,33 @@ final class BridgeProcess: @unchecked Sendable {
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
         try process.run()
 
-        let deadline = ContinuousClock.now + .seconds(30)
-        while ContinuousClock.now < deadline {
-            let output = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
-            if let line = output.split(separator: "\n").first(where: { $0.hasPrefix("ready ") }) {
-                let fields = Dictionary(uniqueKeysWithValues: line.split(separator: " ").dropFirst().compactMap { field -> (String, Int)? in
-                    let parts = field.split(separator: "=")
-                    guard parts.count == 2, let port = Int(parts[1]) else { return nil }
-                    return (String(parts[0]), port)
-                })
-                return try BridgeProcess(
-                    process: process,
-                    logPath: logPath,
-                    gatewayPort: fields["gateway"] ?? 0,
-                    feedbackPort: fields["feedback"] ?? 0,
-                    adminPort: fields["admin"]
-                )
+        let ready: Substring
+        do {
+            ready = try await eventually("the bridge's ready line", timeout: .seconds(30)) {
+                let output = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+                if let line = output.split(separator: "\n").first(where: { $0.hasPrefix("ready ") }) { return line }
+                if !process.isRunning {
+                    let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+                    throw BridgeProcessFailed(reason: "exited with \(process.terminationStatus) before it was ready: \(log.suffix(2000))")
+                }
+                return nil
             }
-            if !process.isRunning {
-                let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
-                throw BridgeProcessFailed(reason: "exited with \(process.terminationStatus) before it was ready: \(log.suffix(2000))")
-            }
-            try await Task.sleep(for: .milliseconds(10))
+        } catch let error as TimedOut {
+            process.terminate()
+            throw error
         }
-        process.terminate()
-        throw BridgeProcessFailed(reason: "not ready within 30 s")
+        let fields = Dictionary(uniqueKeysWithValues: ready.split(separator: " ").dropFirst().compactMap { field -> (String, Int)? in
+            let parts = field.split(separator: "=")
+            guard parts.count == 2, let port = Int(parts[1]) else { return nil }
+            return (String(parts[0]), port)
+        })
+        return try BridgeProcess(
+            process: process,
+            logPath: logPath,
+            gatewayPort: fields["gateway"] ?? 0,
+            feedbackPort: fields["feedback"] ?? 0,
+            adminPort: fields["admin"]
+        )
     }
 
     struct BridgeProcessFailed: Error, CustomStringConvertible {
@@ -185,9 +188,15 @@ final class BridgeProcess: @unchecked Sendable {
     /// Waits until Foundation has seen the process exit. (Not `waitpid` here: Foundation reaps
     /// the child itself, and a `waitpid` that loses that race returns at once.)
     private func reap() async {
-        let deadline = ContinuousClock.now + .seconds(60)
-        while self.process.isRunning, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(5))
-        }
+        _ = try? await eventually("the bridge to exit", timeout: .seconds(60)) { !self.process.isRunning }
     }
+}
+
+extension BridgeProcess: ScopedResource {
+    /// SIGTERM, and the wait for the exit.
+    func cleanUp() async { await self.terminate() }
+}
+
+extension BridgeProcess.Environment: ScopedResource {
+    func cleanUp() async { await self.close() }
 }

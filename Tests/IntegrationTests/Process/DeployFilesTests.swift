@@ -56,83 +56,83 @@ struct DeployFilesTests {
         #expect(dashboard.count >= 10)
         #expect(alerts.count >= 6)
 
-        let environment = try await BridgeProcess.Environment.make()
-        defer { Task { await environment.close() } }
-        let bridge = try await BridgeProcess.start(
-            environment,
-            store: "sqlite:\(environment.directory)/store.sqlite",
-            extraArguments: ["--set", "gateway.maximumConnections=1", "--set", "tenants=shop", "--set", "tenant.shop.uid=\(UpstreamHarness.topic)"]
-        )
-        defer { Task { await bridge.terminate() } }
-        let admin = try #require(bridge.adminPort)
+        try await withResource(try await BridgeProcess.Environment.make()) { environment in
+            try await withResource(try await BridgeProcess.start(
+                environment,
+                store: "sqlite:\(environment.directory)/store.sqlite",
+                extraArguments: ["--set", "gateway.maximumConnections=1", "--set", "tenants=shop", "--set", "tenant.shop.uid=\(UpstreamHarness.topic)"]
+            )) { bridge in
+                let admin = try #require(bridge.adminPort)
 
-        // Traffic that makes every kind of series exist: an accepted notification, a rejected
-        // one (an error-response), a connection refused at the cap, a reload.
-        let good = FrameBuilder.token(0x600D)
-        let bad = FrameBuilder.token(0xBAD)
-        environment.mock.script.rejectAsBadToken(bad.hexDump(format: .compact))
-        let provider = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
-        var frames = FrameBuilder.frame(.itemized, identifier: 1, token: good, payload: FrameBuilder.payload())
-        frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 2, token: bad, payload: FrameBuilder.payload()))
-        try await provider.send(frames)
-        var answer = try await provider.bytesUntilClose()
-        #expect(answer.readErrorResponse()?.status == .invalidToken)
-        // The bridge closes its side after the client's close_notify: until then the
-        // connection still counts against the cap of one.
-        try await waitUntilAsync {
-            try PrometheusText(try await ServeProcessTests.get(admin, "/metrics").body).value(#"apns_bridge_legacy_connections{listener="gateway"}"#) == 0
-        }
-        let holder = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
-        try await holder.send(FrameBuilder.frame(.itemized, identifier: 3, token: good, payload: FrameBuilder.payload()))
-        #expect(await environment.mock.ledger.waitForAccepted(2))
-        // Closed at accept (the cap is one connection); the connect itself may see the close.
-        let refused = try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(to: bridge.gatewayAddress).get()
-        try? await refused?.closeFuture.get()
-        let reload = try await AdminProbe.request(host: "127.0.0.1", port: admin, method: "POST", path: "/-/reload")
-        #expect(reload.status == 200)
+                // Traffic that makes every kind of series exist: an accepted notification, a rejected
+                // one (an error-response), a connection refused at the cap, a reload.
+                let good = FrameBuilder.token(0x600D)
+                let bad = FrameBuilder.token(0xBAD)
+                environment.mock.script.rejectAsBadToken(bad.hexDump(format: .compact))
+                let provider = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+                var frames = FrameBuilder.frame(.itemized, identifier: 1, token: good, payload: FrameBuilder.payload())
+                frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 2, token: bad, payload: FrameBuilder.payload()))
+                try await provider.send(frames)
+                var answer = try await provider.bytesUntilClose()
+                #expect(answer.readErrorResponse()?.status == .invalidToken)
+                // The bridge closes its side after the client's close_notify: until then the
+                // connection still counts against the cap of one.
+                try await eventually {
+                    try PrometheusText(try await ServeProcessTests.get(admin, "/metrics").body).value(#"apns_bridge_legacy_connections{listener="gateway"}"#) == 0
+                }
+                let holder = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+                try await holder.send(FrameBuilder.frame(.itemized, identifier: 3, token: good, payload: FrameBuilder.payload()))
+                #expect(await environment.mock.ledger.waitForAccepted(2))
+                // Closed at accept (the cap is one connection); the connect itself may see the close.
+                let refused = try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(to: bridge.gatewayAddress).get()
+                try? await refused?.closeFuture.get()
+                let reload = try await AdminProbe.request(host: "127.0.0.1", port: admin, method: "POST", path: "/-/reload")
+                #expect(reload.status == 200)
 
-        let metrics = try await ServeProcessTests.get(admin, "/metrics").body
-        let exported = Set(metrics.split(separator: "\n").compactMap { line -> String? in
-            guard line.hasPrefix("# TYPE ") else { return nil }
-            return line.split(separator: " ").dropFirst(2).first.map(String.init)
-        })
-        #expect(exported.contains("apns_bridge_certificate_expiry_timestamp_seconds"))
-        #expect(metrics.contains(#"apns_bridge_refused_connections_total{listener="gateway",reason="connections"} 1"#))
-        // Every metric of the dashboard and the rules, on a bridge that has served (the fresh
-        // bridge's test checks the series that exist before any traffic).
-        let served = try await ServeProcessTests.get(admin, "/metrics").body
-        let servedNames = Set(served.split(separator: "\n").compactMap { line -> String? in
-            guard line.hasPrefix("# TYPE ") else { return nil }
-            return line.split(separator: " ").dropFirst(2).first.map(String.init)
-        })
-        for (file, expressions) in [("deploy/grafana/apns-bridge.json", dashboard), ("deploy/prometheus/alerts.yml", alerts)] {
-            let names = expressions.reduce(into: Set<String>()) { $0.formUnion(Self.metricNames(in: $1)) }
-            #expect(!names.isEmpty)
-            for name in names.sorted() {
-                let base = ["_bucket", "_count", "_sum"].first(where: name.hasSuffix).map { String(name.dropLast($0.count)) }
-                #expect(servedNames.contains(name) || base.map(servedNames.contains) == true, "\(file) names \(name), which the bridge does not export")
+                let metrics = try await ServeProcessTests.get(admin, "/metrics").body
+                let exported = Set(metrics.split(separator: "\n").compactMap { line -> String? in
+                    guard line.hasPrefix("# TYPE ") else { return nil }
+                    return line.split(separator: " ").dropFirst(2).first.map(String.init)
+                })
+                #expect(exported.contains("apns_bridge_certificate_expiry_timestamp_seconds"))
+                #expect(metrics.contains(#"apns_bridge_refused_connections_total{listener="gateway",reason="connections"} 1"#))
+                // Every metric of the dashboard and the rules, on a bridge that has served (the fresh
+                // bridge's test checks the series that exist before any traffic).
+                let served = try await ServeProcessTests.get(admin, "/metrics").body
+                let servedNames = Set(served.split(separator: "\n").compactMap { line -> String? in
+                    guard line.hasPrefix("# TYPE ") else { return nil }
+                    return line.split(separator: " ").dropFirst(2).first.map(String.init)
+                })
+                for (file, expressions) in [("deploy/grafana/apns-bridge.json", dashboard), ("deploy/prometheus/alerts.yml", alerts)] {
+                    let names = expressions.reduce(into: Set<String>()) { $0.formUnion(Self.metricNames(in: $1)) }
+                    #expect(!names.isEmpty)
+                    for name in names.sorted() {
+                        let base = ["_bucket", "_count", "_sum"].first(where: name.hasSuffix).map { String(name.dropLast($0.count)) }
+                        #expect(servedNames.contains(name) || base.map(servedNames.contains) == true, "\(file) names \(name), which the bridge does not export")
+                    }
+                }
+
+                // The status page, with the numbers of this run.
+                let page = try await ServeProcessTests.get(admin, "/")
+                #expect(page.status == 200)
+                let html = page.body
+                #expect(html.hasPrefix("<!DOCTYPE html>"))
+                #expect(html.contains("<meta http-equiv=\"refresh\""))
+                #expect(html.contains(BridgeVersion.version))
+                #expect(html.contains("provider connections (gateway)</td><td class=n>1<"), "the holder's connection")
+                #expect(html.contains("notifications received since start</td><td class=n>3<"))
+                #expect(html.contains("<td>tls.certificate</td>"))
+                #expect(html.contains("signing key \(UpstreamHarness.keyID)"))
+                #expect(html.contains("BadDeviceToken"), "the last upstream error")
+                #expect(!html.contains("<script"))
+                for token in [good, bad] {
+                    #expect(!html.contains(token.hexDump(format: .compact)), "a whole token on the page")
+                }
+                let keyFile = try String(contentsOfFile: environment.directory + "/AuthKey.p8", encoding: .utf8)
+                #expect(!html.contains(keyFile.split(separator: "\n")[1]), "the signing key on the page")
+                await holder.close()
             }
         }
-
-        // The status page, with the numbers of this run.
-        let page = try await ServeProcessTests.get(admin, "/")
-        #expect(page.status == 200)
-        let html = page.body
-        #expect(html.hasPrefix("<!DOCTYPE html>"))
-        #expect(html.contains("<meta http-equiv=\"refresh\""))
-        #expect(html.contains(BridgeVersion.version))
-        #expect(html.contains("provider connections (gateway)</td><td class=n>1<"), "the holder's connection")
-        #expect(html.contains("notifications received since start</td><td class=n>3<"))
-        #expect(html.contains("<td>tls.certificate</td>"))
-        #expect(html.contains("signing key \(UpstreamHarness.keyID)"))
-        #expect(html.contains("BadDeviceToken"), "the last upstream error")
-        #expect(!html.contains("<script"))
-        for token in [good, bad] {
-            #expect(!html.contains(token.hexDump(format: .compact)), "a whole token on the page")
-        }
-        let keyFile = try String(contentsOfFile: environment.directory + "/AuthKey.p8", encoding: .utf8)
-        #expect(!html.contains(keyFile.split(separator: "\n")[1]), "the signing key on the page")
-        await holder.close()
     }
 
     /// The selectors of an expression: each `apns_bridge_*` name with the `label="value"`
@@ -151,35 +151,35 @@ struct DeployFilesTests {
 
     @Test("A freshly started bridge exports, before any traffic, every series the dashboard and the alert rules select")
     func everySelectedSeriesExistsFromStart() async throws {
-        let environment = try await BridgeProcess.Environment.make()
-        defer { Task { await environment.close() } }
-        let bridge = try await BridgeProcess.start(
-            environment,
-            store: "sqlite:\(environment.directory)/store.sqlite",
-            extraArguments: ["--set", "tenants=shop", "--set", "tenant.shop.uid=\(UpstreamHarness.topic)"]
-        )
-        defer { Task { await bridge.terminate() } }
-        let text = try await ServeProcessTests.get(try #require(bridge.adminPort), "/metrics").body
-        let series = try PrometheusText(text).samples.keys
-        let selected = try Self.dashboardExpressions() + Self.alertExpressions()
-        var checked = 0
-        for expression in selected {
-            for (name, labels) in Self.selectors(in: expression) {
-                let exists = series.contains { key in
-                    (key == name || key.hasPrefix(name + "{")) && labels.allSatisfy(key.contains)
+        try await withResource(try await BridgeProcess.Environment.make()) { environment in
+            try await withResource(try await BridgeProcess.start(
+                environment,
+                store: "sqlite:\(environment.directory)/store.sqlite",
+                extraArguments: ["--set", "tenants=shop", "--set", "tenant.shop.uid=\(UpstreamHarness.topic)"]
+            )) { bridge in
+                let text = try await ServeProcessTests.get(try #require(bridge.adminPort), "/metrics").body
+                let series = try PrometheusText(text).samples.keys
+                let selected = try Self.dashboardExpressions() + Self.alertExpressions()
+                var checked = 0
+                for expression in selected {
+                    for (name, labels) in Self.selectors(in: expression) {
+                        let exists = series.contains { key in
+                            (key == name || key.hasPrefix(name + "{")) && labels.allSatisfy(key.contains)
+                        }
+                        #expect(exists, "\(name)\(labels.isEmpty ? "" : "{\(labels.joined(separator: ","))}") has no series on a fresh bridge")
+                        checked += 1
+                    }
                 }
-                #expect(exists, "\(name)\(labels.isEmpty ? "" : "{\(labels.joined(separator: ","))}") has no series on a fresh bridge")
-                checked += 1
+                #expect(checked >= 40)
+                // The known tenant's migration gauges, at zero: never seen, never polled, nothing waiting.
+                for gauge in [
+                    "apns_bridge_tenant_last_seen_timestamp_seconds", "apns_bridge_feedback_last_poll_timestamp_seconds",
+                    "apns_bridge_feedback_oldest_entry_timestamp_seconds", "apns_bridge_feedback_pending_by_tenant",
+                    "apns_bridge_provider_certificate_expiry_timestamp_seconds",
+                ] {
+                    #expect(text.contains(#"\#(gauge){tenant="shop"} 0"#) || text.contains(#"\#(gauge){tenant="shop"} 0.0"#), "\(gauge)")
+                }
             }
-        }
-        #expect(checked >= 40)
-        // The known tenant's migration gauges, at zero: never seen, never polled, nothing waiting.
-        for gauge in [
-            "apns_bridge_tenant_last_seen_timestamp_seconds", "apns_bridge_feedback_last_poll_timestamp_seconds",
-            "apns_bridge_feedback_oldest_entry_timestamp_seconds", "apns_bridge_feedback_pending_by_tenant",
-            "apns_bridge_provider_certificate_expiry_timestamp_seconds",
-        ] {
-            #expect(text.contains(#"\#(gauge){tenant="shop"} 0"#) || text.contains(#"\#(gauge){tenant="shop"} 0.0"#), "\(gauge)")
         }
     }
 
@@ -217,10 +217,7 @@ struct DeployFilesTests {
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
         process.standardError = FileHandle.nullDevice
         try process.run()
-        let deadline = ContinuousClock.now + .seconds(60)
-        while process.isRunning, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        _ = try? await eventually("\(executable) to exit", timeout: .seconds(60), interval: .milliseconds(20)) { !process.isRunning }
         if process.isRunning {
             process.terminate()
             throw TimedOut(what: "\(executable) to exit")
@@ -234,60 +231,60 @@ struct DeployFilesTests {
     )
     func statusPageInABrowser() async throws {
         let chromium = try #require(executablePath("chromium-headless-shell"), "install chromium-headless-shell")
-        let environment = try await BridgeProcess.Environment.make()
-        defer { Task { await environment.close() } }
-        let bridge = try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")
-        defer { Task { await bridge.terminate() } }
-        let holder = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
-        // Accepted, a 410, a bad token: the error-response comes once the two before it have
-        // their outcomes (and the 410's token is on the feedback list).
-        let unregistered = FrameBuilder.token(2)
-        let bad = FrameBuilder.token(3)
-        environment.mock.script.unregister(token: unregistered.hexDump(format: .compact), atMilliseconds: 1_767_225_600_000)
-        environment.mock.script.rejectAsBadToken(bad.hexDump(format: .compact))
-        var frames = FrameBuilder.frame(.itemized, identifier: 1, token: FrameBuilder.token(1), payload: FrameBuilder.payload())
-        frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 2, token: unregistered, payload: FrameBuilder.payload()))
-        frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 3, token: bad, payload: FrameBuilder.payload()))
-        let provider = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
-        try await provider.send(frames)
-        var answer = try await provider.bytesUntilClose()
-        #expect(answer.readErrorResponse()?.status == .invalidToken)
+        try await withResource(try await BridgeProcess.Environment.make()) { environment in
+            try await withResource(try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")) { bridge in
+                let holder = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+                // Accepted, a 410, a bad token: the error-response comes once the two before it have
+                // their outcomes (and the 410's token is on the feedback list).
+                let unregistered = FrameBuilder.token(2)
+                let bad = FrameBuilder.token(3)
+                environment.mock.script.unregister(token: unregistered.hexDump(format: .compact), atMilliseconds: 1_767_225_600_000)
+                environment.mock.script.rejectAsBadToken(bad.hexDump(format: .compact))
+                var frames = FrameBuilder.frame(.itemized, identifier: 1, token: FrameBuilder.token(1), payload: FrameBuilder.payload())
+                frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 2, token: unregistered, payload: FrameBuilder.payload()))
+                frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 3, token: bad, payload: FrameBuilder.payload()))
+                let provider = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+                try await provider.send(frames)
+                var answer = try await provider.bytesUntilClose()
+                #expect(answer.readErrorResponse()?.status == .invalidToken)
 
-        // --dump-dom prints the document as the browser built it (the page has no script).
-        let url = "http://127.0.0.1:\(try #require(bridge.adminPort))/"
-        let dom = try await Self.run(chromium, ["--no-sandbox", "--disable-gpu", "--dump-dom", url])
-        #expect(dom.status == 0)
-        #expect(dom.output.contains("<h1>apns-bridge</h1>"))
-        #expect(dom.output.contains("provider connections (gateway)</td><td class=\"n\">1</td>"), "the holder's connection")
-        #expect(dom.output.contains("notifications received since start</td><td class=\"n\">3</td>"))
-        #expect(dom.output.contains("<td>tls.certificate</td>"))
-        // What the provider saw of the failures: an error-response for the bad token, nothing
-        // for the 410 (its token went to the feedback list).
-        #expect(dom.output.contains("<td>error-response, status 8 (invalid token)</td><td>BadDeviceToken</td>"))
-        #expect(dom.output.contains("<td>no error-response: token on the feedback list</td><td>Unregistered</td>"))
-        #expect(!dom.output.contains("status 8 (invalid token)</td><td>Unregistered"))
-        // The migration section: the tenant's line and its two charts, as SVG elements the
-        // browser parsed (a bar per day with a value, a bar for this minute).
-        let tenant = UpstreamHarness.topic
-        #expect(dom.output.contains("<h2>Migration</h2>"))
-        #expect(dom.output.contains("still sending: 3 notifications in 30 days"))
-        let today = UsageDay(Date()).description
-        #expect(dom.output.contains(#"<svg class="chart daily""#))
-        #expect(dom.output.contains("<title>\(tenant): notifications per day, peak 3</title>"))
-        #expect(dom.output.contains("<title>\(today): 3</title></rect>"))
-        #expect(dom.output.contains(#"<svg class="chart minutes""#))
-        // Three notifications in this minute's bar (or two bars, if a minute began between them).
-        let minuteBars = dom.output.matches(of: try Regex(#"<title>\d+ min ago: (\d+)</title></rect>"#))
-        #expect(minuteBars.compactMap { Int(dom.output[$0.output[1].range!]) }.reduce(0, +) == 3)
-        #expect(!dom.output.contains("<script"))
+                // --dump-dom prints the document as the browser built it (the page has no script).
+                let url = "http://127.0.0.1:\(try #require(bridge.adminPort))/"
+                let dom = try await Self.run(chromium, ["--no-sandbox", "--disable-gpu", "--dump-dom", url])
+                #expect(dom.status == 0)
+                #expect(dom.output.contains("<h1>apns-bridge</h1>"))
+                #expect(dom.output.contains("provider connections (gateway)</td><td class=\"n\">1</td>"), "the holder's connection")
+                #expect(dom.output.contains("notifications received since start</td><td class=\"n\">3</td>"))
+                #expect(dom.output.contains("<td>tls.certificate</td>"))
+                // What the provider saw of the failures: an error-response for the bad token, nothing
+                // for the 410 (its token went to the feedback list).
+                #expect(dom.output.contains("<td>error-response, status 8 (invalid token)</td><td>BadDeviceToken</td>"))
+                #expect(dom.output.contains("<td>no error-response: token on the feedback list</td><td>Unregistered</td>"))
+                #expect(!dom.output.contains("status 8 (invalid token)</td><td>Unregistered"))
+                // The migration section: the tenant's line and its two charts, as SVG elements the
+                // browser parsed (a bar per day with a value, a bar for this minute).
+                let tenant = UpstreamHarness.topic
+                #expect(dom.output.contains("<h2>Migration</h2>"))
+                #expect(dom.output.contains("still sending: 3 notifications in 30 days"))
+                let today = UsageDay(Date()).description
+                #expect(dom.output.contains(#"<svg class="chart daily""#))
+                #expect(dom.output.contains("<title>\(tenant): notifications per day, peak 3</title>"))
+                #expect(dom.output.contains("<title>\(today): 3</title></rect>"))
+                #expect(dom.output.contains(#"<svg class="chart minutes""#))
+                // Three notifications in this minute's bar (or two bars, if a minute began between them).
+                let minuteBars = dom.output.matches(of: try Regex(#"<title>\d+ min ago: (\d+)</title></rect>"#))
+                #expect(minuteBars.compactMap { Int(dom.output[$0.output[1].range!]) }.reduce(0, +) == 3)
+                #expect(!dom.output.contains("<script"))
 
-        // A screenshot: the page renders in the browser (the charts are part of the page).
-        let screenshot = environment.directory + "/status.png"
-        let shot = try await Self.run(chromium, ["--no-sandbox", "--disable-gpu", "--window-size=1400,2000", "--screenshot=\(screenshot)", url])
-        #expect(shot.status == 0)
-        let png = try Data(contentsOf: URL(fileURLWithPath: screenshot))
-        #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]))
-        await holder.close()
-        await provider.close()
+                // A screenshot: the page renders in the browser (the charts are part of the page).
+                let screenshot = environment.directory + "/status.png"
+                let shot = try await Self.run(chromium, ["--no-sandbox", "--disable-gpu", "--window-size=1400,2000", "--screenshot=\(screenshot)", url])
+                #expect(shot.status == 0)
+                let png = try Data(contentsOf: URL(fileURLWithPath: screenshot))
+                #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]))
+                await holder.close()
+                await provider.close()
+            }
+        }
     }
 }

@@ -39,17 +39,12 @@ struct MockAPNsProcessTests {
         defer { if process.isRunning { process.terminate() } }
 
         // "mock APNs listening on [IPv4]127.0.0.1/127.0.0.1:PORT"
-        var port: Int?
-        let deadline = ContinuousClock.now + .seconds(30)
-        while port == nil, ContinuousClock.now < deadline, process.isRunning {
+        let port: Int? = try? await eventually("the mock's listening line", timeout: .seconds(30)) {
             let output = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
-            if let line = output.split(separator: "\n").first(where: { $0.hasPrefix("mock APNs listening on") }) {
-                port = line.split(separator: ":").last.flatMap { Int($0) }
-            } else {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            let line = output.split(separator: "\n").first { $0.hasPrefix("mock APNs listening on") }
+            return line?.split(separator: ":").last.flatMap { Int($0) } ?? (process.isRunning ? nil : -1)
         }
-        let mockPort = try #require(port, "the mock did not say where it listens")
+        let mockPort = try #require(port.flatMap { $0 < 0 ? nil : $0 }, "the mock did not say where it listens")
 
         var configuration = APNsNotificationUpstream.Configuration()
         let endpoint = APNsEndpoint(
@@ -68,13 +63,11 @@ struct MockAPNsProcessTests {
             #expect(try await client.send(UpstreamHarness.notification(seed), on: eventLoop).get() == .accepted)
         }
         client.warmUp(.sandbox)
-        try await waitUntil { client.usableConnectionCount(.sandbox) == 4 }
+        try await eventually { client.usableConnectionCount(.sandbox) == 4 }
 
         let signalled = ContinuousClock.now
         kill(process.processIdentifier, SIGTERM)
-        while process.isRunning, ContinuousClock.now < signalled + .seconds(30) {
-            try await Task.sleep(for: .milliseconds(5))
-        }
+        _ = try? await eventually("the mock to exit", timeout: .seconds(30)) { !process.isRunning }
         let took = ContinuousClock.now - signalled
         #expect(!process.isRunning)
         #expect(process.terminationStatus == 0)

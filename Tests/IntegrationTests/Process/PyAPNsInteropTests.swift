@@ -33,40 +33,40 @@ struct PyAPNsInteropTests {
 
     @Test("1,000 notifications with a bad token in the middle: status 8 for it, every other one upstream exactly once", .enabled(if: PyAPNsInteropTests.available))
     func thousandWithABadToken() async throws {
-        let environment = try await BridgeProcess.Environment.make()
-        defer { Task { await environment.close() } }
-        let count = 1000
-        let bad = 500
-        environment.mock.script.rejectAsBadToken(Self.token(bad))
-        let bridge = try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")
-        defer { Task { await bridge.terminate() } }
-        let provider = try environment.provider().writePEMFiles(to: environment.directory, name: "pyapns-provider")
+        try await withResource(try await BridgeProcess.Environment.make()) { environment in
+            let count = 1000
+            let bad = 500
+            environment.mock.script.rejectAsBadToken(Self.token(bad))
+            try await withResource(try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")) { bridge in
+                let provider = try environment.provider().writePEMFiles(to: environment.directory, name: "pyapns-provider")
 
-        let ported = environment.directory + "/pyapns"
-        try FileManager.default.createDirectory(atPath: ported, withIntermediateDirectories: true)
-        let fixtures = Self.packageRoot.appendingPathComponent("Tests/Interop/pyapns").path
-        let port = try await Self.python([fixtures + "/port_to_python3.py", Self.sdist, ported])
-        #expect(port.status == 0, "\(port.error)")
+                let ported = environment.directory + "/pyapns"
+                try FileManager.default.createDirectory(atPath: ported, withIntermediateDirectories: true)
+                let fixtures = Self.packageRoot.appendingPathComponent("Tests/Interop/pyapns").path
+                let port = try await Self.python([fixtures + "/port_to_python3.py", Self.sdist, ported])
+                #expect(port.status == 0, "\(port.error)")
 
-        let run = try await Self.python([
-            fixtures + "/send_notifications.py", ported, "127.0.0.1", "\(bridge.gatewayAddress.port!)",
-            provider.certificate, provider.privateKey, "\(count)", "\(bad)",
-        ])
-        #expect(run.status == 0, "\(run.error.suffix(3000))")
-        let reported = try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [[String: Int]]
-        #expect(reported == [["status": 8, "identifier": bad]])
+                let run = try await Self.python([
+                    fixtures + "/send_notifications.py", ported, "127.0.0.1", "\(bridge.gatewayAddress.port!)",
+                    provider.certificate, provider.privateKey, "\(count)", "\(bad)",
+                ])
+                #expect(run.status == 0, "\(run.error.suffix(3000))")
+                let reported = try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [[String: Int]]
+                #expect(reported == [["status": 8, "identifier": bad]])
 
-        #expect(await environment.mock.ledger.waitForAccepted(count - 1, timeout: .seconds(30)))
-        try await Task.sleep(for: .milliseconds(500))  // anything extra would arrive now
-        var arrivals: [String: Int] = [:]
-        for record in environment.mock.ledger.records {
-            arrivals[record.token, default: 0] += 1
+                #expect(await environment.mock.ledger.waitForAccepted(count - 1, timeout: .seconds(30)))
+                try await Task.sleep(for: .milliseconds(500))  // anything extra would arrive now
+                var arrivals: [String: Int] = [:]
+                for record in environment.mock.ledger.records {
+                    arrivals[record.token, default: 0] += 1
+                }
+                for identifier in 1...count {
+                    #expect(arrivals[Self.token(identifier)] == 1, "identifier \(identifier)")
+                }
+                #expect(arrivals.count == count)
+                #expect(environment.mock.ledger.records.filter { $0.token == Self.token(bad) }.map(\.status) == [400])
+            }
         }
-        for identifier in 1...count {
-            #expect(arrivals[Self.token(identifier)] == 1, "identifier \(identifier)")
-        }
-        #expect(arrivals.count == count)
-        #expect(environment.mock.ledger.records.filter { $0.token == Self.token(bad) }.map(\.status) == [400])
     }
 
     struct Run {
@@ -90,14 +90,9 @@ struct PyAPNsInteropTests {
         process.standardOutput = try FileHandle(forWritingTo: outputURL)
         process.standardError = try FileHandle(forWritingTo: errorURL)
         try process.run()
-        let deadline = ContinuousClock.now + .seconds(180)
-        while process.isRunning, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(50))
-        }
+        _ = try? await eventually("python3 to exit", timeout: .seconds(180), interval: .milliseconds(50)) { !process.isRunning }
         if process.isRunning { process.terminate() }
-        while process.isRunning {
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        _ = try? await eventually("python3 to exit after SIGTERM", timeout: .seconds(60)) { !process.isRunning }
         return Run(
             status: process.terminationStatus,
             output: (try? String(contentsOf: outputURL, encoding: .utf8)) ?? "",

@@ -67,13 +67,10 @@ struct ReloadTests {
 
     /// Waits (30 s at most) until the bridge's log has `count` lines containing `text`.
     static func waitForLog(_ bridge: BridgeProcess, _ text: String, count: Int = 1) async throws -> [Substring] {
-        let deadline = ContinuousClock.now + .seconds(30)
-        while ContinuousClock.now < deadline {
+        try await eventually("\(count) log line(s) with \"\(text)\"; the log ends: \(bridge.log.suffix(3000))", timeout: .seconds(30)) {
             let lines = bridge.log.split(separator: "\n").filter { $0.contains(text) }
-            if lines.count >= count { return lines }
-            try await Task.sleep(for: .milliseconds(10))
+            return lines.count >= count ? lines : nil
         }
-        throw TimedOut(what: "\(count) log line(s) with \"\(text)\"; the log ends: \(bridge.log.suffix(3000))")
     }
 
     static func frame(_ identifier: UInt32) -> ByteBuffer {
@@ -82,125 +79,129 @@ struct ReloadTests {
 
     @Test("SIGHUP adding a tenant: its certificate connects, and another tenant's open connection keeps working")
     func sighupAddsATenant() async throws {
-        let environment = try await BridgeProcess.Environment.make()
-        defer { Task { await environment.close() } }
-        let (bridge, path) = try await Self.start(environment, config: Self.config(environment, tenants: [("shop", UpstreamHarness.topic)]))
-        defer { Task { await bridge.terminate() } }
-        let pki = environment.pki
+        try await withResource(try await BridgeProcess.Environment.make()) { environment in
+            let (bridge, path) = try await Self.start(environment, config: Self.config(environment, tenants: [("shop", UpstreamHarness.topic)]))
+            try await withResource(bridge) { bridge in
+                let pki = environment.pki
 
-        let shop = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: pki.caCertificate)
-        try await shop.send(Self.frame(1))
-        #expect(await environment.mock.ledger.waitForAccepted(1))
+                let shop = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: pki.caCertificate)
+                try await shop.send(Self.frame(1))
+                #expect(await environment.mock.ledger.waitForAccepted(1))
 
-        // Not a tenant yet: refused during the handshake.
-        let early = try? await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try pki.providerIdentity(bundleID: Self.otherBundle), trusting: pki.caCertificate)
-        if let early {
-            try? await early.send(Self.frame(2))
-            #expect(try await early.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
+                // Not a tenant yet: refused during the handshake.
+                let early = try? await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try pki.providerIdentity(bundleID: Self.otherBundle), trusting: pki.caCertificate)
+                if let early {
+                    try? await early.send(Self.frame(2))
+                    #expect(try await early.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
+                }
+                #expect(environment.mock.ledger.accepted.count == 1)
+
+                try Self.config(environment, tenants: [("shop", UpstreamHarness.topic), ("reloaded", Self.otherBundle)])
+                    .write(toFile: path, atomically: true, encoding: .utf8)
+                kill(bridge.process.processIdentifier, SIGHUP)
+                let reloaded = try await Self.waitForLog(bridge, "configuration reloaded")
+                #expect(reloaded.contains { $0.contains("tenants added: reloaded") })
+
+                let other = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try pki.providerIdentity(bundleID: Self.otherBundle), trusting: pki.caCertificate)
+                try await other.send(Self.frame(3))
+                #expect(await environment.mock.ledger.waitForAccepted(2))
+                try await shop.send(Self.frame(4))
+                #expect(await environment.mock.ledger.waitForAccepted(3))
+                #expect(shop.isActive, "the first tenant's connection was not dropped by the reload")
+                await other.close()
+                await shop.close()
+            }
         }
-        #expect(environment.mock.ledger.accepted.count == 1)
-
-        try Self.config(environment, tenants: [("shop", UpstreamHarness.topic), ("reloaded", Self.otherBundle)])
-            .write(toFile: path, atomically: true, encoding: .utf8)
-        kill(bridge.process.processIdentifier, SIGHUP)
-        let reloaded = try await Self.waitForLog(bridge, "configuration reloaded")
-        #expect(reloaded.contains { $0.contains("tenants added: reloaded") })
-
-        let other = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try pki.providerIdentity(bundleID: Self.otherBundle), trusting: pki.caCertificate)
-        try await other.send(Self.frame(3))
-        #expect(await environment.mock.ledger.waitForAccepted(2))
-        try await shop.send(Self.frame(4))
-        #expect(await environment.mock.ledger.waitForAccepted(3))
-        #expect(shop.isActive, "the first tenant's connection was not dropped by the reload")
-        await other.close()
-        await shop.close()
     }
 
     @Test("An invalid configuration is refused, naming the key; the running one stays (SIGHUP and apns-bridge reload)")
     func invalidReloadRefused() async throws {
-        let environment = try await BridgeProcess.Environment.make()
-        defer { Task { await environment.close() } }
-        let (bridge, path) = try await Self.start(environment, config: Self.config(environment, tenants: [("shop", UpstreamHarness.topic)]))
-        defer { Task { await bridge.terminate() } }
-        let pki = environment.pki
-        let shop = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: pki.caCertificate)
+        try await withResource(try await BridgeProcess.Environment.make()) { environment in
+            let (bridge, path) = try await Self.start(environment, config: Self.config(environment, tenants: [("shop", UpstreamHarness.topic)]))
+            try await withResource(bridge) { bridge in
+                let pki = environment.pki
+                let shop = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: pki.caCertificate)
 
-        // A misspelt key, and a tenant added in the same file: nothing of it applies.
-        try Self.config(environment, tenants: [("shop", UpstreamHarness.topic), ("reloaded", Self.otherBundle)], extra: "gateway.maximumInFlght: 10\n")
-            .write(toFile: path, atomically: true, encoding: .utf8)
-        kill(bridge.process.processIdentifier, SIGHUP)
-        let refused = try await Self.waitForLog(bridge, "configuration reload refused")
-        #expect(refused.contains { $0.contains("gateway.maximumInFlght") && $0.contains("gateway.maximumInFlight") })
+                // A misspelt key, and a tenant added in the same file: nothing of it applies.
+                try Self.config(environment, tenants: [("shop", UpstreamHarness.topic), ("reloaded", Self.otherBundle)], extra: "gateway.maximumInFlght: 10\n")
+                    .write(toFile: path, atomically: true, encoding: .utf8)
+                kill(bridge.process.processIdentifier, SIGHUP)
+                let refused = try await Self.waitForLog(bridge, "configuration reload refused")
+                #expect(refused.contains { $0.contains("gateway.maximumInFlght") && $0.contains("gateway.maximumInFlight") })
 
-        let admin = "127.0.0.1:\(try #require(bridge.adminPort))"
-        let command = try await ServeStartupTests.runToExitWithOutput(["reload", "--admin", admin])
-        #expect(command.status == 1)
-        #expect(command.stdout.contains("gateway.maximumInFlght"))
-        let metrics = try await ServeProcessTests.get(try #require(bridge.adminPort), "/metrics").body
-        #expect(metrics.contains("apns_bridge_config_last_reload_successful 0"))
+                let admin = "127.0.0.1:\(try #require(bridge.adminPort))"
+                let command = try await ServeStartupTests.runToExitWithOutput(["reload", "--admin", admin])
+                #expect(command.status == 1)
+                #expect(command.stdout.contains("gateway.maximumInFlght"))
+                let metrics = try await ServeProcessTests.get(try #require(bridge.adminPort), "/metrics").body
+                #expect(metrics.contains("apns_bridge_config_last_reload_successful 0"))
 
-        // The running configuration stays: the new tenant is still refused, the old one served.
-        let early = try? await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try pki.providerIdentity(bundleID: Self.otherBundle), trusting: pki.caCertificate)
-        if let early {
-            try? await early.send(Self.frame(2))
-            #expect(try await early.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
+                // The running configuration stays: the new tenant is still refused, the old one served.
+                let early = try? await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try pki.providerIdentity(bundleID: Self.otherBundle), trusting: pki.caCertificate)
+                if let early {
+                    try? await early.send(Self.frame(2))
+                    #expect(try await early.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
+                }
+                try await shop.send(Self.frame(1))
+                #expect(await environment.mock.ledger.waitForAccepted(1))
+                #expect(environment.mock.ledger.accepted.count == 1)
+                await shop.close()
+            }
         }
-        try await shop.send(Self.frame(1))
-        #expect(await environment.mock.ledger.waitForAccepted(1))
-        #expect(environment.mock.ledger.accepted.count == 1)
-        await shop.close()
     }
 
     @Test("apns-bridge reload removing a tenant: its open connection gets status 10 and closes; the other stays")
     func reloadRemovesATenant() async throws {
-        let environment = try await BridgeProcess.Environment.make()
-        defer { Task { await environment.close() } }
-        let both = [("shop", UpstreamHarness.topic), ("reloaded", Self.otherBundle)]
-        let (bridge, path) = try await Self.start(environment, config: Self.config(environment, tenants: both))
-        defer { Task { await bridge.terminate() } }
-        let pki = environment.pki
-        let shop = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: pki.caCertificate)
-        let other = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try pki.providerIdentity(bundleID: Self.otherBundle), trusting: pki.caCertificate)
-        try await other.send(Self.frame(7))
-        #expect(await environment.mock.ledger.waitForAccepted(1))
+        try await withResource(try await BridgeProcess.Environment.make()) { environment in
+            let both = [("shop", UpstreamHarness.topic), ("reloaded", Self.otherBundle)]
+            let (bridge, path) = try await Self.start(environment, config: Self.config(environment, tenants: both))
+            try await withResource(bridge) { bridge in
+                let pki = environment.pki
+                let shop = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: pki.caCertificate)
+                let other = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try pki.providerIdentity(bundleID: Self.otherBundle), trusting: pki.caCertificate)
+                try await other.send(Self.frame(7))
+                #expect(await environment.mock.ledger.waitForAccepted(1))
 
-        try Self.config(environment, tenants: [("shop", UpstreamHarness.topic)], extra: "upstream.connectionsPerPool: 3\n")
-            .write(toFile: path, atomically: true, encoding: .utf8)
-        let command = try await ServeStartupTests.runToExitWithOutput(["reload", "--admin", "127.0.0.1:\(try #require(bridge.adminPort))"])
-        #expect(command.status == 0)
-        #expect(command.stdout.contains("tenants removed: reloaded"))
-        #expect(command.stdout.contains("applied only at restart: upstream.connectionsPerPool"))
+                try Self.config(environment, tenants: [("shop", UpstreamHarness.topic)], extra: "upstream.connectionsPerPool: 3\n")
+                    .write(toFile: path, atomically: true, encoding: .utf8)
+                let command = try await ServeStartupTests.runToExitWithOutput(["reload", "--admin", "127.0.0.1:\(try #require(bridge.adminPort))"])
+                #expect(command.status == 0)
+                #expect(command.stdout.contains("tenants removed: reloaded"))
+                #expect(command.stdout.contains("applied only at restart: upstream.connectionsPerPool"))
 
-        var farewell = try await other.bytesUntilClose()
-        let packet = farewell.readErrorResponse()
-        #expect(packet?.status == .shutdown)
-        #expect(packet?.identifier.rawValue == 7, "names the last notification it completed")
-        try await shop.send(Self.frame(8))
-        #expect(await environment.mock.ledger.waitForAccepted(2))
-        #expect(shop.isActive)
-        await shop.close()
+                var farewell = try await other.bytesUntilClose()
+                let packet = farewell.readErrorResponse()
+                #expect(packet?.status == .shutdown)
+                #expect(packet?.identifier.rawValue == 7, "names the last notification it completed")
+                try await shop.send(Self.frame(8))
+                #expect(await environment.mock.ledger.waitForAccepted(2))
+                #expect(shop.isActive)
+                await shop.close()
+            }
+        }
     }
 
     @Test("With watching on, a changed configuration file is reloaded without a signal")
     func watchedFile() async throws {
-        let environment = try await BridgeProcess.Environment.make()
-        defer { Task { await environment.close() } }
-        let (bridge, path) = try await Self.start(
-            environment,
-            config: Self.config(environment, tenants: [("shop", UpstreamHarness.topic)], extra: "reload: {watchIntervalSeconds: 0.2}\n")
-        )
-        defer { Task { await bridge.terminate() } }
-        try Self.config(environment, tenants: [("shop", UpstreamHarness.topic), ("reloaded", Self.otherBundle)], extra: "reload: {watchIntervalSeconds: 0.2}\n")
-            .write(toFile: path, atomically: true, encoding: .utf8)
-        let reloaded = try await Self.waitForLog(bridge, "tenants added: reloaded")
-        #expect(!reloaded.isEmpty)
-        let other = try await LegacyConnection.connect(
-            to: bridge.gatewayAddress,
-            identity: try environment.pki.providerIdentity(bundleID: Self.otherBundle),
-            trusting: environment.pki.caCertificate
-        )
-        try await other.send(Self.frame(1))
-        #expect(await environment.mock.ledger.waitForAccepted(1))
-        await other.close()
+        try await withResource(try await BridgeProcess.Environment.make()) { environment in
+            let (bridge, path) = try await Self.start(
+                environment,
+                config: Self.config(environment, tenants: [("shop", UpstreamHarness.topic)], extra: "reload: {watchIntervalSeconds: 0.2}\n")
+            )
+            try await withResource(bridge) { bridge in
+                try Self.config(environment, tenants: [("shop", UpstreamHarness.topic), ("reloaded", Self.otherBundle)], extra: "reload: {watchIntervalSeconds: 0.2}\n")
+                    .write(toFile: path, atomically: true, encoding: .utf8)
+                let reloaded = try await Self.waitForLog(bridge, "tenants added: reloaded")
+                #expect(!reloaded.isEmpty)
+                let other = try await LegacyConnection.connect(
+                    to: bridge.gatewayAddress,
+                    identity: try environment.pki.providerIdentity(bundleID: Self.otherBundle),
+                    trusting: environment.pki.caCertificate
+                )
+                try await other.send(Self.frame(1))
+                #expect(await environment.mock.ledger.waitForAccepted(1))
+                await other.close()
+            }
+        }
     }
 }

@@ -37,10 +37,7 @@ struct ServeStartupTests {
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
         try process.run()
-        let deadline = ContinuousClock.now + .seconds(30)
-        while process.isRunning, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        _ = try? await eventually("apns-bridge to exit", timeout: .seconds(30)) { !process.isRunning }
         if process.isRunning {
             process.terminate()
             throw TimedOut(what: "apns-bridge to exit")
@@ -54,65 +51,65 @@ struct ServeStartupTests {
 
     @Test("A port in use: exit 78 naming the key and the address, before the store is created or any listener is up")
     func portInUse() async throws {
-        let environment = try await BridgeProcess.Environment.make()
-        defer { Task { await environment.close() } }
-        let occupier = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .bind(host: "127.0.0.1", port: 0).get()
-        defer { occupier.close(promise: nil) }
-        let port = try #require(occupier.localAddress?.port)
-        var arguments = environment.arguments
-        let index = try #require(arguments.firstIndex(of: "--feedback"))
-        arguments[index + 1] = "127.0.0.1:\(port)"
-        let (status, stderr) = try await Self.runToExit(arguments + ["--store", "sqlite:\(environment.directory)/store.sqlite"])
-        #expect(status == 78)
-        #expect(stderr.contains("feedback.listen"))
-        #expect(stderr.contains("127.0.0.1:\(port)"))
-        #expect(!FileManager.default.fileExists(atPath: "\(environment.directory)/store.sqlite"), "the store was never opened")
-        #expect(!stderr.contains("store opened") && !stderr.contains("gateway listening"), "nothing was started: \(stderr)")
+        try await withResource(try await BridgeProcess.Environment.make()) { environment in
+            let occupier = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .bind(host: "127.0.0.1", port: 0).get()
+            defer { occupier.close(promise: nil) }
+            let port = try #require(occupier.localAddress?.port)
+            var arguments = environment.arguments
+            let index = try #require(arguments.firstIndex(of: "--feedback"))
+            arguments[index + 1] = "127.0.0.1:\(port)"
+            let (status, stderr) = try await Self.runToExit(arguments + ["--store", "sqlite:\(environment.directory)/store.sqlite"])
+            #expect(status == 78)
+            #expect(stderr.contains("feedback.listen"))
+            #expect(stderr.contains("127.0.0.1:\(port)"))
+            #expect(!FileManager.default.fileExists(atPath: "\(environment.directory)/store.sqlite"), "the store was never opened")
+            #expect(!stderr.contains("store opened") && !stderr.contains("gateway listening"), "nothing was started: \(stderr)")
+        }
     }
 
     @Test("A key that is not the certificate's, a store that is not a database: exit 78, the key named, no database created")
     func refusedBeforeAnythingStarts() async throws {
-        let environment = try await BridgeProcess.Environment.make()
-        defer { Task { await environment.close() } }
-        let other = try DevelopmentCA()
-        let otherFiles = try other.server.writePEMFiles(to: environment.directory, name: "other")
-        let store = "\(environment.directory)/never.sqlite"
+        try await withResource(try await BridgeProcess.Environment.make()) { environment in
+            let other = try DevelopmentCA()
+            let otherFiles = try other.server.writePEMFiles(to: environment.directory, name: "other")
+            let store = "\(environment.directory)/never.sqlite"
 
-        let mismatched = try await Self.runToExit(environment.arguments + ["--private-key", otherFiles.privateKey, "--store", "sqlite:\(store)"])
-        #expect(mismatched.status == 78)
-        #expect(mismatched.stderr.contains("tls.privateKey"))
-        #expect(mismatched.stderr.contains("other.key"))
-        #expect(!mismatched.stderr.contains("failedToLoadPrivateKey\n"), "never a bare library error")
-        #expect(!FileManager.default.fileExists(atPath: store))
+            let mismatched = try await Self.runToExit(environment.arguments + ["--private-key", otherFiles.privateKey, "--store", "sqlite:\(store)"])
+            #expect(mismatched.status == 78)
+            #expect(mismatched.stderr.contains("tls.privateKey"))
+            #expect(mismatched.stderr.contains("other.key"))
+            #expect(!mismatched.stderr.contains("failedToLoadPrivateKey\n"), "never a bare library error")
+            #expect(!FileManager.default.fileExists(atPath: store))
 
-        let notADatabase = "\(environment.directory)/notes.txt"
-        try "hello\n".write(toFile: notADatabase, atomically: true, encoding: .utf8)
-        let badStore = try await Self.runToExit(environment.arguments + ["--store", "sqlite:\(notADatabase)"])
-        #expect(badStore.status == 78)
-        #expect(badStore.stderr.contains("store.url"))
-        #expect(try String(contentsOfFile: notADatabase, encoding: .utf8) == "hello\n", "the file is left as it was")
+            let notADatabase = "\(environment.directory)/notes.txt"
+            try "hello\n".write(toFile: notADatabase, atomically: true, encoding: .utf8)
+            let badStore = try await Self.runToExit(environment.arguments + ["--store", "sqlite:\(notADatabase)"])
+            #expect(badStore.status == 78)
+            #expect(badStore.stderr.contains("store.url"))
+            #expect(try String(contentsOfFile: notADatabase, encoding: .utf8) == "hello\n", "the file is left as it was")
 
-        let badKeyID = try await Self.runToExit(
-            environment.arguments.map { $0.hasPrefix(UpstreamHarness.keyID + ":") ? "SHORT:" + $0.dropFirst(UpstreamHarness.keyID.count + 1) : $0 }
-                + ["--store", "sqlite:\(store)"]
-        )
-        #expect(badKeyID.status == 78)
-        #expect(badKeyID.stderr.contains("credential.default.keyId"))
-        #expect(!FileManager.default.fileExists(atPath: store))
+            let badKeyID = try await Self.runToExit(
+                environment.arguments.map { $0.hasPrefix(UpstreamHarness.keyID + ":") ? "SHORT:" + $0.dropFirst(UpstreamHarness.keyID.count + 1) : $0 }
+                    + ["--store", "sqlite:\(store)"]
+            )
+            #expect(badKeyID.status == 78)
+            #expect(badKeyID.stderr.contains("credential.default.keyId"))
+            #expect(!FileManager.default.fileExists(atPath: store))
+        }
     }
 
     @Test("A misspelt key: serve refuses to start, naming the key and the nearest known one")
     func misspeltKey() async throws {
-        let environment = try await BridgeProcess.Environment.make()
-        defer { Task { await environment.close() } }
-        let (status, stderr) = try await Self.runToExit(
-            environment.arguments + ["--set", "gateway.maximumInFlght=10", "--store", "sqlite:\(environment.directory)/never.sqlite"]
-        )
-        #expect(status == 78)
-        #expect(stderr.contains("gateway.maximumInFlght"))
-        #expect(stderr.contains("did you mean gateway.maximumInFlight?"))
-        #expect(!FileManager.default.fileExists(atPath: "\(environment.directory)/never.sqlite"))
+        try await withResource(try await BridgeProcess.Environment.make()) { environment in
+            let (status, stderr) = try await Self.runToExit(
+                environment.arguments + ["--set", "gateway.maximumInFlght=10", "--store", "sqlite:\(environment.directory)/never.sqlite"]
+            )
+            #expect(status == 78)
+            #expect(stderr.contains("gateway.maximumInFlght"))
+            #expect(stderr.contains("did you mean gateway.maximumInFlight?"))
+            #expect(!FileManager.default.fileExists(atPath: "\(environment.directory)/never.sqlite"))
+        }
     }
 
     @Test("check-config --keys lists every key of the schema with its variable, range and reload, and needs no configuration")
@@ -130,36 +127,36 @@ struct ServeStartupTests {
 
     @Test("Refusals at the connection cap are counted and logged at a bounded rate, not once per connection")
     func refusalsLoggedAtABoundedRate() async throws {
-        let environment = try await BridgeProcess.Environment.make()
-        defer { Task { await environment.close() } }
-        let bridge = try await BridgeProcess.start(
-            environment,
-            store: "sqlite:\(environment.directory)/store.sqlite",
-            extraArguments: ["--set", "gateway.maximumConnections=1"]
-        )
-        // The one connection the cap allows, admitted and through its handshake before the rest
-        // arrive: a notification through it reaching the mock proves both.
-        let holder = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
-        try await holder.send(FrameBuilder.frame(.itemized, identifier: 1, token: FrameBuilder.token(1), payload: FrameBuilder.payload()))
-        #expect(await environment.mock.ledger.waitForAccepted(1))
-        var refused = 0
-        for _ in 0..<40 {
-            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(to: bridge.gatewayAddress).get()
-            try await channel.closeFuture.get()  // closed by the bridge as soon as it is accepted
-            refused += 1
+        try await withResource(try await BridgeProcess.Environment.make()) { environment in
+            let bridge = try await BridgeProcess.start(
+                environment,
+                store: "sqlite:\(environment.directory)/store.sqlite",
+                extraArguments: ["--set", "gateway.maximumConnections=1"]
+            )
+            // The one connection the cap allows, admitted and through its handshake before the rest
+            // arrive: a notification through it reaching the mock proves both.
+            let holder = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+            try await holder.send(FrameBuilder.frame(.itemized, identifier: 1, token: FrameBuilder.token(1), payload: FrameBuilder.payload()))
+            #expect(await environment.mock.ledger.waitForAccepted(1))
+            var refused = 0
+            for _ in 0..<40 {
+                let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(to: bridge.gatewayAddress).get()
+                try await channel.closeFuture.get()  // closed by the bridge as soon as it is accepted
+                refused += 1
+            }
+            let metrics = try await ServeProcessTests.get(try #require(bridge.adminPort), "/metrics").body
+            await holder.close()
+            await bridge.terminate()
+            let lines = bridge.log.split(separator: "\n").filter { $0.contains("refusing connections: limit reached") }
+            #expect(refused == 40)
+            #expect(lines.count >= 1)
+            #expect(lines.count <= 2, "one line per interval (10 s), not one per connection: \(lines.count)")
+            // Every listener's series exists from the start: the gateway's is the one that counts.
+            let counted = metrics.split(separator: "\n").first {
+                $0.hasPrefix("apns_bridge_refused_connections_total") && $0.contains("listener=\"gateway\"") && $0.contains("reason=\"connections\"")
+            }
+            #expect(counted.flatMap { Double($0.split(separator: " ").last ?? "") } == 40)
         }
-        let metrics = try await ServeProcessTests.get(try #require(bridge.adminPort), "/metrics").body
-        await holder.close()
-        await bridge.terminate()
-        let lines = bridge.log.split(separator: "\n").filter { $0.contains("refusing connections: limit reached") }
-        #expect(refused == 40)
-        #expect(lines.count >= 1)
-        #expect(lines.count <= 2, "one line per interval (10 s), not one per connection: \(lines.count)")
-        // Every listener's series exists from the start: the gateway's is the one that counts.
-        let counted = metrics.split(separator: "\n").first {
-            $0.hasPrefix("apns_bridge_refused_connections_total") && $0.contains("listener=\"gateway\"") && $0.contains("reason=\"connections\"")
-        }
-        #expect(counted.flatMap { Double($0.split(separator: " ").last ?? "") } == 40)
     }
 
     @Test("apns-bridge healthcheck: exit 0 when /readyz answers 200, 1 when 503, 1 when nothing listens")
@@ -181,36 +178,36 @@ struct ServeStartupTests {
 
     @Test("--log-format json: every line of the log is one JSON object with timestamp, level, label and message; no whole token")
     func jsonLogs() async throws {
-        let environment = try await BridgeProcess.Environment.make()
-        defer { Task { await environment.close() } }
-        let bridge = try await BridgeProcess.start(
-            environment,
-            store: "sqlite:\(environment.directory)/store.sqlite",
-            extraArguments: ["--log-format", "json"]
-        )
-        let token = FrameBuilder.token(0x150A)
-        let bad = FrameBuilder.token(0xBAD)
-        environment.mock.script.rejectAsBadToken(bad.hexDump(format: .compact))
-        let provider = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
-        var frames = FrameBuilder.frame(.itemized, identifier: 1, token: token, payload: FrameBuilder.payload())
-        frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 2, token: bad, payload: FrameBuilder.payload()))
-        try await provider.send(frames)
-        var answer = try await provider.bytesUntilClose()
-        #expect(answer.readErrorResponse()?.status == .invalidToken)
-        await bridge.terminate()
+        try await withResource(try await BridgeProcess.Environment.make()) { environment in
+            let bridge = try await BridgeProcess.start(
+                environment,
+                store: "sqlite:\(environment.directory)/store.sqlite",
+                extraArguments: ["--log-format", "json"]
+            )
+            let token = FrameBuilder.token(0x150A)
+            let bad = FrameBuilder.token(0xBAD)
+            environment.mock.script.rejectAsBadToken(bad.hexDump(format: .compact))
+            let provider = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+            var frames = FrameBuilder.frame(.itemized, identifier: 1, token: token, payload: FrameBuilder.payload())
+            frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 2, token: bad, payload: FrameBuilder.payload()))
+            try await provider.send(frames)
+            var answer = try await provider.bytesUntilClose()
+            #expect(answer.readErrorResponse()?.status == .invalidToken)
+            await bridge.terminate()
 
-        let lines = bridge.log.split(separator: "\n")
-        #expect(lines.count > 5)
-        for line in lines {
-            let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
-            #expect(object != nil, "not a JSON object: \(line.prefix(200))")
-            for key in ["timestamp", "level", "label", "message"] {
-                #expect(object?[key] is String, "\(key) missing: \(line.prefix(200))")
+            let lines = bridge.log.split(separator: "\n")
+            #expect(lines.count > 5)
+            for line in lines {
+                let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+                #expect(object != nil, "not a JSON object: \(line.prefix(200))")
+                for key in ["timestamp", "level", "label", "message"] {
+                    #expect(object?[key] is String, "\(key) missing: \(line.prefix(200))")
+                }
+                #expect(!line.contains(token.hexDump(format: .compact)), "a whole token in the log")
+                #expect(!line.contains(bad.hexDump(format: .compact)), "a whole token in the log")
             }
-            #expect(!line.contains(token.hexDump(format: .compact)), "a whole token in the log")
-            #expect(!line.contains(bad.hexDump(format: .compact)), "a whole token in the log")
+            #expect(lines.contains { $0.contains("notification failed; closing provider connection") })
         }
-        #expect(lines.contains { $0.contains("notification failed; closing provider connection") })
     }
 
     @Test("The admin port closes a connection that sends nothing")

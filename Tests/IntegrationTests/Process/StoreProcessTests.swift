@@ -147,7 +147,7 @@ struct StoreProcessTests {
         environment.mock.script.unregister(token: gone.hexDump(format: .compact), atMilliseconds: Self.unregisteredAt)
         let provider = try await LegacyConnection.connect(to: first.gatewayAddress, identity: identity, trusting: ca)
         try await provider.send(FrameBuilder.frame(.itemized, identifier: 1, token: gone, payload: FrameBuilder.payload()))
-        try await waitUntilAsync { Self.storedTokenIDs(in: first.log).contains(Self.tokenID(gone)) }
+        try await eventually { Self.storedTokenIDs(in: first.log).contains(Self.tokenID(gone)) }
         await provider.close()
         // ...is served by the second, once.
         let served = try await FeedbackPoller.poll(second.feedbackAddress, identity: identity, trusting: ca)
@@ -179,7 +179,7 @@ struct StoreProcessTests {
         resent.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 12, token: after, payload: FrameBuilder.payload()))
         try await resending.send(resent)
         let afterHex = after.hexDump(format: .compact)
-        try await waitUntilAsync { environment.mock.ledger.accepted.contains { $0.token == afterHex } }
+        try await eventually { environment.mock.ledger.accepted.contains { $0.token == afterHex } }
         await resending.close()
         let goodHex = good.hexDump(format: .compact)
         #expect(environment.mock.ledger.accepted.filter { $0.token == goodHex }.count == 1, "frame 11 reached the upstream once")

@@ -126,13 +126,8 @@ func freeLoopbackPort() async throws -> Int {
 
 /// Waits until something accepts TCP connections on 127.0.0.1:`port` (10 s at most).
 func waitForListener(port: Int) async throws {
-    let deadline = ContinuousClock.now + .seconds(10)
-    while ContinuousClock.now < deadline {
-        if let channel = try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port).get() {
-            try? await channel.close()
-            return
-        }
-        try await Task.sleep(for: .milliseconds(20))
+    let channel = try await eventually("a listener on port \(port)", interval: .milliseconds(20)) {
+        try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port).get()
     }
-    throw TimedOut(what: "a listener on port \(port)")
+    try? await channel.close()
 }

@@ -49,27 +49,27 @@ struct TenantIsolationTests {
 
     @Test("A tenant whose topic HTTP/2 cannot carry fails alone with status 3; the other tenant's notifications on the same connections all succeed, none retried")
     func malformedTopicFailsAlone() async throws {
-        let harness = try await UpstreamHarness.start()
-        defer { Task { await harness.stop() } }
-        // One answered notification first: the connection is up and takes many streams.
-        #expect(try await harness.send(UpstreamHarness.notification(0)) == .accepted)
-        let connections = harness.mock.ledger.counters.connectionsAccepted
-        // A tenant whose topic came in without the entry checks (as a future code path might).
-        let hostile = Tenant(name: "hostile", topic: Self.hostileUserID, environment: .sandbox)
-        let outcomes = try await withThrowingTaskGroup(of: (Bool, NotificationOutcome).self) { group in
-            for seed in 1...40 {
-                let isHostile = seed % 4 == 0
-                let notification = UpstreamHarness.notification(seed, tenant: isHostile ? hostile : UpstreamHarness.tenant)
-                group.addTask { (isHostile, try await harness.send(notification)) }
+        try await withResource(try await UpstreamHarness.start()) { harness in
+            // One answered notification first: the connection is up and takes many streams.
+            #expect(try await harness.send(UpstreamHarness.notification(0)) == .accepted)
+            let connections = harness.mock.ledger.counters.connectionsAccepted
+            // A tenant whose topic came in without the entry checks (as a future code path might).
+            let hostile = Tenant(name: "hostile", topic: Self.hostileUserID, environment: .sandbox)
+            let outcomes = try await withThrowingTaskGroup(of: (Bool, NotificationOutcome).self) { group in
+                for seed in 1...40 {
+                    let isHostile = seed % 4 == 0
+                    let notification = UpstreamHarness.notification(seed, tenant: isHostile ? hostile : UpstreamHarness.tenant)
+                    group.addTask { (isHostile, try await harness.send(notification)) }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
             }
-            return try await group.reduce(into: []) { $0.append($1) }
+            #expect(outcomes.filter(\.0).allSatisfy { $0.1 == .rejected(.missingTopic) }, "the hostile tenant's: status 3, the topic is the tenant's")
+            #expect(outcomes.filter { !$0.0 }.allSatisfy { $0.1 == .accepted }, "the good tenant's: all delivered")
+            #expect(harness.mock.ledger.accepted.count == 1 + 30)
+            #expect(harness.mock.ledger.records.allSatisfy { $0.topic == UpstreamHarness.topic }, "nothing of the hostile tenant reached the wire")
+            #expect(harness.mock.ledger.counters.connectionsAccepted == connections, "no connection was closed and replaced")
+            #expect(harness.counter("apns_bridge_upstream_retries_total") == 0, "nothing was retried")
         }
-        #expect(outcomes.filter(\.0).allSatisfy { $0.1 == .rejected(.missingTopic) }, "the hostile tenant's: status 3, the topic is the tenant's")
-        #expect(outcomes.filter { !$0.0 }.allSatisfy { $0.1 == .accepted }, "the good tenant's: all delivered")
-        #expect(harness.mock.ledger.accepted.count == 1 + 30)
-        #expect(harness.mock.ledger.records.allSatisfy { $0.topic == UpstreamHarness.topic }, "nothing of the hostile tenant reached the wire")
-        #expect(harness.mock.ledger.counters.connectionsAccepted == connections, "no connection was closed and replaced")
-        #expect(harness.counter("apns_bridge_upstream_retries_total") == 0, "nothing was retried")
     }
 
     @Test(
@@ -77,44 +77,44 @@ struct TenantIsolationTests {
         arguments: [false, true]
     )
     func hostileCertificateRefusedAtHandshake(pinnedWithoutTopic: Bool) async throws {
-        let harness = try await UpstreamHarness.start()
-        defer { Task { await harness.stop() } }
-        let hostileIdentity = try harness.pki.providerIdentity(bundleID: Self.hostileUserID)
-        // Unlisted certificates accepted (their UID= is the topic), or a tenant that pins the
-        // hostile certificate's fingerprint and configures no topic (the UID= again).
-        let rules =
-            pinnedWithoutTopic
-            ? [TenantRule(name: "pinned", fingerprints: [try ProviderCertificate(hostileIdentity.certificate).fingerprint], environment: .sandbox)]
-            : []
-        let resolver = ConfiguredTenantResolver(rules: rules, defaultEnvironment: .sandbox, acceptsUnlistedCertificates: true)
-        let gateway = try await GatewayServer.start(
-            configuration: .loopback(pki: harness.pki),
-            upstream: harness.client,
-            resendRecords: InMemoryResendRecordStore(),
-            feedback: InMemoryFeedbackRecorder(),
-            tenantResolver: resolver,
-            logger: .forTests()
-        )
-        defer { Task { await gateway.close() } }
+        try await withResource(try await UpstreamHarness.start()) { harness in
+            let hostileIdentity = try harness.pki.providerIdentity(bundleID: Self.hostileUserID)
+            // Unlisted certificates accepted (their UID= is the topic), or a tenant that pins the
+            // hostile certificate's fingerprint and configures no topic (the UID= again).
+            let rules =
+                pinnedWithoutTopic
+                ? [TenantRule(name: "pinned", fingerprints: [try ProviderCertificate(hostileIdentity.certificate).fingerprint], environment: .sandbox)]
+                : []
+            let resolver = ConfiguredTenantResolver(rules: rules, defaultEnvironment: .sandbox, acceptsUnlistedCertificates: true)
+            try await withResource(try await GatewayServer.start(
+                configuration: .loopback(pki: harness.pki),
+                upstream: harness.client,
+                resendRecords: InMemoryResendRecordStore(),
+                feedback: InMemoryFeedbackRecorder(),
+                tenantResolver: resolver,
+                logger: .forTests()
+            )) { gateway in
 
-        let hostile = try await LegacyConnection.connect(to: gateway.localAddress, identity: hostileIdentity, trusting: harness.pki.caCertificate)
-        try? await hostile.send(FrameBuilder.frame(.itemized, identifier: 1, token: FrameBuilder.token(1), payload: FrameBuilder.payload()))
-        #expect(try await hostile.bytesUntilClose(timeout: .seconds(10)).readableBytes == 0, "refused during the handshake: no error-response, nothing read")
+                let hostile = try await LegacyConnection.connect(to: gateway.localAddress, identity: hostileIdentity, trusting: harness.pki.caCertificate)
+                try? await hostile.send(FrameBuilder.frame(.itemized, identifier: 1, token: FrameBuilder.token(1), payload: FrameBuilder.payload()))
+                #expect(try await hostile.bytesUntilClose(timeout: .seconds(10)).readableBytes == 0, "refused during the handshake: no error-response, nothing read")
 
-        let good = try await LegacyConnection.connect(
-            to: gateway.localAddress,
-            identity: try harness.pki.providerIdentity(bundleID: UpstreamHarness.topic, sandboxMarker: true),
-            trusting: harness.pki.caCertificate
-        )
-        var batch = ByteBuffer()
-        for seed in 2...51 {
-            batch.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: UInt32(seed), token: FrameBuilder.token(seed), payload: FrameBuilder.payload()))
+                let good = try await LegacyConnection.connect(
+                    to: gateway.localAddress,
+                    identity: try harness.pki.providerIdentity(bundleID: UpstreamHarness.topic, sandboxMarker: true),
+                    trusting: harness.pki.caCertificate
+                )
+                var batch = ByteBuffer()
+                for seed in 2...51 {
+                    batch.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: UInt32(seed), token: FrameBuilder.token(seed), payload: FrameBuilder.payload()))
+                }
+                try await good.send(batch)
+                try await good.closeOutput()
+                #expect(try await good.bytesUntilClose(timeout: .seconds(30)).readableBytes == 0, "every notification accepted")
+                #expect(harness.mock.ledger.accepted.count == 50)
+                #expect(harness.mock.ledger.records.allSatisfy { $0.topic == UpstreamHarness.topic })
+                #expect(harness.counter("apns_bridge_upstream_retries_total") == 0)
+            }
         }
-        try await good.send(batch)
-        try await good.closeOutput()
-        #expect(try await good.bytesUntilClose(timeout: .seconds(30)).readableBytes == 0, "every notification accepted")
-        #expect(harness.mock.ledger.accepted.count == 50)
-        #expect(harness.mock.ledger.records.allSatisfy { $0.topic == UpstreamHarness.topic })
-        #expect(harness.counter("apns_bridge_upstream_retries_total") == 0)
     }
 }

@@ -36,155 +36,153 @@ func sendMany(_ harness: UpstreamHarness, count: Int, concurrency: Int = 50, see
 struct UpstreamFaultTests {
     @Test("10,000 notifications with a GOAWAY every 1,000 streams: lost 0, duplicated 0")
     func goAwayEveryThousand() async throws {
-        let harness = try await UpstreamHarness.start(configureClient: { $0.connectionsPerPool = 2 })
-        defer { Task { await harness.stop() } }
-        harness.mock.script.goAway(every: 1_000, reason: .shutdown)
-        let outcomes = try await sendMany(harness, count: 10_000)
+        try await withResource(try await UpstreamHarness.start(configureClient: { $0.connectionsPerPool = 2 })) { harness throws in
+            harness.mock.script.goAway(every: 1_000, reason: .shutdown)
+            let outcomes = try await sendMany(harness, count: 10_000)
 
-        #expect(outcomes.count == 10_000)
-        #expect(outcomes.values.allSatisfy { $0 == .accepted })
-        let accepted = harness.mock.ledger.accepted
-        let perToken = Dictionary(grouping: accepted, by: \.token).mapValues(\.count)
-        #expect(perToken.count == 10_000, "lost: \(10_000 - perToken.count)")
-        #expect(perToken.values.allSatisfy { $0 == 1 }, "duplicated: \(perToken.values.filter { $0 > 1 }.count)")
-        let counters = harness.mock.ledger.counters
-        #expect(counters.goAways >= 9)
-        #expect(counters.unprocessed >= counters.goAways, "each GOAWAY left streams unprocessed")
-        // Every request the mock left unprocessed was sent again exactly once more than it was
-        // answered: answered = accepted (no other statuses were scripted).
-        #expect(counters.answered == 10_000)
-        #expect(harness.client.connectionsOpened(.sandbox) >= counters.goAways)
+            #expect(outcomes.count == 10_000)
+            #expect(outcomes.values.allSatisfy { $0 == .accepted })
+            let accepted = harness.mock.ledger.accepted
+            let perToken = Dictionary(grouping: accepted, by: \.token).mapValues(\.count)
+            #expect(perToken.count == 10_000, "lost: \(10_000 - perToken.count)")
+            #expect(perToken.values.allSatisfy { $0 == 1 }, "duplicated: \(perToken.values.filter { $0 > 1 }.count)")
+            let counters = harness.mock.ledger.counters
+            #expect(counters.goAways >= 9)
+            #expect(counters.unprocessed >= counters.goAways, "each GOAWAY left streams unprocessed")
+            // Every request the mock left unprocessed was sent again exactly once more than it was
+            // answered: answered = accepted (no other statuses were scripted).
+            #expect(counters.answered == 10_000)
+            #expect(harness.client.connectionsOpened(.sandbox) >= counters.goAways)
+        }
     }
 
     @Test("ExpiredProviderToken: exactly one new token and one retry")
     func expiredProviderToken() async throws {
-        let harness = try await UpstreamHarness.start()
-        defer { Task { await harness.stop() } }
-        #expect(try await harness.send(UpstreamHarness.notification(1)) == .accepted)
-        #expect(harness.tokens.mintCount == 1)
-        harness.clock.advance(by: 25 * 60)  // old enough to be replaced (20-minute floor)
-        harness.mock.script.fail(1, status: 403, reason: .expiredProviderToken)
-        #expect(try await harness.send(UpstreamHarness.notification(2)) == .accepted)
-        #expect(harness.tokens.mintCount == 2)
-        let records = harness.mock.ledger.records.filter { $0.token == FrameBuilder.token(2).hexDump(format: .compact) }
-        #expect(records.map(\.status) == [403, 200], "one refusal, one retry")
-        #expect(harness.counter("apns_bridge_upstream_retries_total") == 1)
+        try await withResource(try await UpstreamHarness.start()) { harness throws in
+            #expect(try await harness.send(UpstreamHarness.notification(1)) == .accepted)
+            #expect(harness.tokens.mintCount == 1)
+            harness.clock.advance(by: 25 * 60)  // old enough to be replaced (20-minute floor)
+            harness.mock.script.fail(1, status: 403, reason: .expiredProviderToken)
+            #expect(try await harness.send(UpstreamHarness.notification(2)) == .accepted)
+            #expect(harness.tokens.mintCount == 2)
+            let records = harness.mock.ledger.records.filter { $0.token == FrameBuilder.token(2).hexDump(format: .compact) }
+            #expect(records.map(\.status) == [403, 200], "one refusal, one retry")
+            #expect(harness.counter("apns_bridge_upstream_retries_total") == 1)
+        }
     }
 
     @Test("20,000 notifications over 34 simulated hours: at most one token per 20 minutes")
     func tokenMintRate() async throws {
-        let harness = try await UpstreamHarness.start(configureClient: { $0.connectionsPerPool = 2 })
-        defer { Task { await harness.stop() } }
-        let start = harness.clock.now
-        // Every 200 notifications the clock moves 20.5 minutes; every 2,000 APNs also says a
-        // token expired (which may not mint a token within 20 minutes of the last).
-        for batch in 0..<100 {
-            if batch % 10 == 5 {
-                harness.mock.script.fail(1, status: 403, reason: .expiredProviderToken)
+        try await withResource(try await UpstreamHarness.start(configureClient: { $0.connectionsPerPool = 2 })) { harness in
+            let start = harness.clock.now
+            // Every 200 notifications the clock moves 20.5 minutes; every 2,000 APNs also says a
+            // token expired (which may not mint a token within 20 minutes of the last).
+            for batch in 0..<100 {
+                if batch % 10 == 5 {
+                    harness.mock.script.fail(1, status: 403, reason: .expiredProviderToken)
+                }
+                let outcomes = try await sendMany(harness, count: 200, seedOffset: batch * 200)
+                #expect(outcomes.values.allSatisfy { $0 == .accepted })
+                harness.clock.advance(by: 20.5 * 60)
             }
-            let outcomes = try await sendMany(harness, count: 200, seedOffset: batch * 200)
-            #expect(outcomes.values.allSatisfy { $0 == .accepted })
-            harness.clock.advance(by: 20.5 * 60)
+            let elapsed = harness.clock.now.timeIntervalSince(start)
+            let mints = harness.tokens.mintCount
+            #expect(harness.mock.ledger.counters.accepted == 20_000)
+            #expect(mints <= Int(elapsed / (20 * 60)) + 1, "\(mints) tokens in \(elapsed / 3600) hours")
+            // Tokens were refreshed (every 50 minutes), never used past APNs' one-hour limit.
+            #expect(mints >= Int(elapsed / (60 * 60)))
+            let ages = harness.mock.ledger.records.compactMap(\.tokenIssuedAt)
+            #expect(Set(ages).count == mints)
         }
-        let elapsed = harness.clock.now.timeIntervalSince(start)
-        let mints = harness.tokens.mintCount
-        #expect(harness.mock.ledger.counters.accepted == 20_000)
-        #expect(mints <= Int(elapsed / (20 * 60)) + 1, "\(mints) tokens in \(elapsed / 3600) hours")
-        // Tokens were refreshed (every 50 minutes), never used past APNs' one-hour limit.
-        #expect(mints >= Int(elapsed / (60 * 60)))
-        let ages = harness.mock.ledger.records.compactMap(\.tokenIssuedAt)
-        #expect(Set(ages).count == mints)
     }
 
     @Test("The stream limit is never exceeded while the mock changes MAX_CONCURRENT_STREAMS (500 → 1 → 500)")
     func streamLimitChanges() async throws {
-        let harness = try await UpstreamHarness.start(
+        try await withResource(try await UpstreamHarness.start(
             configureMock: { $0.maximumConcurrentStreams = 500 },
             configureClient: { $0.connectionsPerPool = 1 }
-        )
-        defer { Task { await harness.stop() } }
-        harness.mock.script.delayResponses(by: .milliseconds(2))
-        async let outcomes = sendMany(harness, count: 6_000, concurrency: 1_000)
-        #expect(await harness.mock.ledger.waitForAccepted(1_000))
-        harness.mock.setMaximumConcurrentStreams(1)
-        #expect(await harness.mock.ledger.waitForAccepted(1_300))
-        let openDuringLimitOfOne = harness.mock.ledger.counters.maximumOpenStreams
-        harness.mock.setMaximumConcurrentStreams(500)
-        let results = try await outcomes
-        #expect(results.values.allSatisfy { $0 == .accepted })
-        #expect(harness.mock.ledger.counters.accepted == 6_000)
-        #expect(harness.mock.ledger.counters.streamLimitViolations == 0)
-        #expect(harness.mock.ledger.counters.maximumOpenStreams <= 500)
-        #expect(openDuringLimitOfOne <= 500)
+        )) { harness in
+            harness.mock.script.delayResponses(by: .milliseconds(2))
+            async let outcomes = sendMany(harness, count: 6_000, concurrency: 1_000)
+            #expect(await harness.mock.ledger.waitForAccepted(1_000))
+            harness.mock.setMaximumConcurrentStreams(1)
+            #expect(await harness.mock.ledger.waitForAccepted(1_300))
+            let openDuringLimitOfOne = harness.mock.ledger.counters.maximumOpenStreams
+            harness.mock.setMaximumConcurrentStreams(500)
+            let results = try await outcomes
+            #expect(results.values.allSatisfy { $0 == .accepted })
+            #expect(harness.mock.ledger.counters.accepted == 6_000)
+            #expect(harness.mock.ledger.counters.streamLimitViolations == 0)
+            #expect(harness.mock.ledger.counters.maximumOpenStreams <= 500)
+            #expect(openDuringLimitOfOne <= 500)
+        }
     }
 
     @Test("An upstream that answers PINGs but never a stream: each attempt's stream is reset, retried within the budget, then status 1")
     func unansweredStreamsAreBounded() async throws {
-        let harness = try await UpstreamHarness.start(configureClient: {
+        try await withResource(try await UpstreamHarness.start(configureClient: {
             $0.retryBudget = .seconds(2)
             $0.requestTimeout = .milliseconds(400)
             $0.pingInterval = .milliseconds(200)
-        })
-        defer { Task { await harness.stop() } }
-        harness.mock.script.delayResponses(by: .seconds(150))
-        let outcomes = try await sendMany(harness, count: 3, concurrency: 3)
-        #expect(outcomes.count == 3)
-        #expect(outcomes.values.allSatisfy { $0 == .gaveUp(.processingError) })
-        #expect(harness.mock.ledger.counters.answered == 0, "nothing was answered: the budget, not an answer, ended the wait")
-        #expect(harness.mock.ledger.counters.pingsReceived > 0, "the connection stayed healthy by its PINGs")
-        #expect(harness.counter("apns_bridge_upstream_retries_total") >= 3, "each notification was tried again after its first stream was reset")
+        })) { harness in
+            harness.mock.script.delayResponses(by: .seconds(150))
+            let outcomes = try await sendMany(harness, count: 3, concurrency: 3)
+            #expect(outcomes.count == 3)
+            #expect(outcomes.values.allSatisfy { $0 == .gaveUp(.processingError) })
+            #expect(harness.mock.ledger.counters.answered == 0, "nothing was answered: the budget, not an answer, ended the wait")
+            #expect(harness.mock.ledger.counters.pingsReceived > 0, "the connection stayed healthy by its PINGs")
+            #expect(harness.counter("apns_bridge_upstream_retries_total") >= 3, "each notification was tried again after its first stream was reset")
+        }
     }
 
     @Test("A connection whose PINGs go unanswered is replaced within two ping intervals")
     func unansweredPings() async throws {
-        let harness = try await UpstreamHarness.start(configureClient: {
+        try await withResource(try await UpstreamHarness.start(configureClient: {
             $0.pingInterval = .milliseconds(500)
             $0.connectionsPerPool = 1
-        })
-        defer { Task { await harness.stop() } }
-        #expect(try await harness.send(UpstreamHarness.notification(1)) == .accepted)
-        #expect(harness.client.connectionsOpened(.sandbox) == 1)
-        harness.mock.script.ignorePings(true)
-        let stalled = ContinuousClock.now
-        // Detected and closed within two intervals (1 s), plus slack for a loaded machine.
-        while harness.mock.connectionCount > 0, ContinuousClock.now - stalled < .seconds(5) {
-            try await Task.sleep(for: .milliseconds(10))
+        })) { harness throws in
+            #expect(try await harness.send(UpstreamHarness.notification(1)) == .accepted)
+            #expect(harness.client.connectionsOpened(.sandbox) == 1)
+            harness.mock.script.ignorePings(true)
+            let stalled = ContinuousClock.now
+            // Detected and closed within two intervals (1 s), plus slack for a loaded machine.
+            _ = try? await eventually("the stalled connection to close", timeout: .seconds(5)) { harness.mock.connectionCount == 0 }
+            let detection = ContinuousClock.now - stalled
+            #expect(harness.mock.connectionCount == 0)
+            #expect(detection < .milliseconds(1_000 + 500), "closed after \(detection)")
+            #expect(harness.mock.ledger.counters.pingsIgnored >= 1)
+            harness.mock.script.ignorePings(false)
+            #expect(try await harness.send(UpstreamHarness.notification(2)) == .accepted)
+            // Replaced. (On a very loaded machine a slow PING answer may replace a healthy
+            // connection too, so this is a lower bound.)
+            #expect(harness.client.connectionsOpened(.sandbox) >= 2)
         }
-        let detection = ContinuousClock.now - stalled
-        #expect(harness.mock.connectionCount == 0)
-        #expect(detection < .milliseconds(1_000 + 500), "closed after \(detection)")
-        #expect(harness.mock.ledger.counters.pingsIgnored >= 1)
-        harness.mock.script.ignorePings(false)
-        #expect(try await harness.send(UpstreamHarness.notification(2)) == .accepted)
-        // Replaced. (On a very loaded machine a slow PING answer may replace a healthy
-        // connection too, so this is a lower bound.)
-        #expect(harness.client.connectionsOpened(.sandbox) >= 2)
     }
 
     @Test("300 REFUSED_STREAM resets in 30 s: the connection is replaced, refused streams resent, nothing lost")
     func refusedStreams() async throws {
-        let harness = try await UpstreamHarness.start(configureClient: { $0.connectionsPerPool = 1 })
-        defer { Task { await harness.stop() } }
-        #expect(try await harness.send(UpstreamHarness.notification(0)) == .accepted)
-        harness.mock.script.refuseStreams(300)
-        let outcomes = try await sendMany(harness, count: 2_000, seedOffset: 1)
-        #expect(outcomes.values.allSatisfy { $0 == .accepted })
-        let perToken = Dictionary(grouping: harness.mock.ledger.accepted, by: \.token).mapValues(\.count)
-        #expect(perToken.count == 2_001)
-        #expect(perToken.values.allSatisfy { $0 == 1 })
-        #expect(harness.mock.ledger.counters.refused == 300)
-        #expect(harness.client.connectionsOpened(.sandbox) >= 2, "the refusing connection was replaced")
+        try await withResource(try await UpstreamHarness.start(configureClient: { $0.connectionsPerPool = 1 })) { harness in
+            #expect(try await harness.send(UpstreamHarness.notification(0)) == .accepted)
+            harness.mock.script.refuseStreams(300)
+            let outcomes = try await sendMany(harness, count: 2_000, seedOffset: 1)
+            #expect(outcomes.values.allSatisfy { $0 == .accepted })
+            let perToken = Dictionary(grouping: harness.mock.ledger.accepted, by: \.token).mapValues(\.count)
+            #expect(perToken.count == 2_001)
+            #expect(perToken.values.allSatisfy { $0 == 1 })
+            #expect(harness.mock.ledger.counters.refused == 300)
+            #expect(harness.client.connectionsOpened(.sandbox) >= 2, "the refusing connection was replaced")
+        }
     }
 
     @Test("A dropped connection: interrupted requests are retried on a new connection")
     func droppedConnection() async throws {
-        let harness = try await UpstreamHarness.start(configureClient: { $0.connectionsPerPool = 1 })
-        defer { Task { await harness.stop() } }
-        harness.mock.script.dropConnections(after: 50)
-        let outcomes = try await sendMany(harness, count: 120, concurrency: 20)
-        harness.mock.script.dropConnections(after: nil)
-        #expect(outcomes.values.allSatisfy { $0 == .accepted })
-        #expect(Set(harness.mock.ledger.accepted.map(\.token)).count == 120)
-        #expect(harness.mock.ledger.counters.dropped >= 2)
+        try await withResource(try await UpstreamHarness.start(configureClient: { $0.connectionsPerPool = 1 })) { harness in
+            harness.mock.script.dropConnections(after: 50)
+            let outcomes = try await sendMany(harness, count: 120, concurrency: 20)
+            harness.mock.script.dropConnections(after: nil)
+            #expect(outcomes.values.allSatisfy { $0 == .accepted })
+            #expect(Set(harness.mock.ledger.accepted.map(\.token)).count == 120)
+            #expect(harness.mock.ledger.counters.dropped >= 2)
+        }
     }
 }
