@@ -15,6 +15,11 @@ import UpstreamAPNs
 /// listeners, the admin port, the reloader and the periodic jobs, run as one
 /// swift-service-lifecycle `ServiceGroup` that SIGTERM and SIGINT shut down gracefully
 /// (CONTRACT §1.8) and SIGHUP reloads (``ConfigurationReloader``).
+///
+/// The services are listed in dependency order: the store, the upstream clients, the usage
+/// writer and the jobs, the reloader, the admin port, the legacy listeners. ServiceGroup shuts
+/// them down in reverse, each once the one after it has finished: the listeners first (every
+/// provider gets its farewell), the store last, after the final usage write.
 public final class BridgeRuntime: Sendable {
     /// The settings the bridge started with.
     public let settings: BridgeSettings
@@ -26,9 +31,8 @@ public final class BridgeRuntime: Sendable {
     public let reloader: ConfigurationReloader
     /// The migration view: usage per tenant, written to the store; the per-tenant gauges.
     let migration: MigrationView
-    private let configFileWatch: ReloadingFileProvider<YAMLSnapshot>?
-    private let reloadSignals: UnixSignalsSequence
-    private let statusPage: StatusPage?
+    /// Every part as a service, in dependency order; ``run()`` runs it.
+    private let group: ServiceGroup
     private let logger: Logger
 
     private init(
@@ -47,9 +51,6 @@ public final class BridgeRuntime: Sendable {
     ) {
         self.migration = migration
         self.settings = settings
-        self.configFileWatch = configFileWatch
-        self.reloadSignals = reloadSignals
-        self.statusPage = statusPage
         self.gateway = gateway
         self.feedback = feedback
         self.admin = admin
@@ -57,6 +58,23 @@ public final class BridgeRuntime: Sendable {
         self.store = store
         self.reloader = reloader
         self.logger = logger
+        self.group = Self.serviceGroup(
+            settings: settings,
+            store: store,
+            upstream: upstream,
+            migration: migration,
+            statusPage: statusPage,
+            reload: ReloadService(
+                reloader: reloader,
+                signals: reloadSignals,
+                configFileWatch: configFileWatch,
+                watchInterval: settings.watchInterval,
+                logger: logger
+            ),
+            admin: admin,
+            listeners: LegacyListenersService(gateway: gateway, feedback: feedback, logger: logger),
+            logger: logger
+        )
     }
 
     /// Opens the store, binds every listener and opens the upstream connections. What was
@@ -222,72 +240,111 @@ public final class BridgeRuntime: Sendable {
         }
     }
 
-    /// Stops everything without waiting for a signal (the demo): the same order as ``run()``.
-    public func stop() async {
-        await self.feedback.close()
-        await self.gateway.shutdownGracefully()
-        await self.admin?.close()
-        self.upstream.shutdown()
-        await self.migration.write()
-        await self.store.close()
+    /// Runs until SIGTERM or SIGINT (or ``stop()``), then shuts the services down gracefully in
+    /// reverse order: the listeners first (each provider gets `08 0A id`, within the grace
+    /// period), then the admin port, the reloader and the jobs (the usage writer writes once
+    /// more), then the upstream connections, and last the store.
+    public func run() async throws {
+        do {
+            try await self.group.run()
+        } catch {
+            self.logger.error("a service failed", metadata: ["error": "\(error)"])
+        }
+        self.logger.info("stopped")
     }
 
-    /// Runs until SIGTERM or SIGINT, then shuts down gracefully: the listeners first (each
-    /// provider gets `08 0A id`, within the grace period), then the admin port and the jobs;
-    /// last, the upstream connections and the store.
-    public func run() async throws {
+    /// Asks a running bridge to shut down as SIGTERM does; ``run()`` returns when it has.
+    public func shutdown() async {
+        await self.group.triggerGracefulShutdown()
+    }
+
+    /// Stops a bridge whose ``run()`` was never called (the demo, after its round trip): its
+    /// services start and at once shut down, in the same order as on SIGTERM.
+    public func stop() async {
+        await self.shutdown()
+        try? await self.run()
+    }
+
+    private static func serviceGroup(
+        settings: BridgeSettings,
+        store: any BridgeStore,
+        upstream: ReloadableUpstream,
+        migration: MigrationView,
+        statusPage: StatusPage?,
+        reload: ReloadService,
+        admin: AdminServer?,
+        listeners: LegacyListenersService,
+        logger: Logger
+    ) -> ServiceGroup {
+        let reclaimer = MemoryReclaimer(logger: logger)
         var services: [any Service] = [
-            PeriodicJob(name: "store maintenance", every: .seconds(600), logger: self.logger) { [store, logger] in
+            StoreService(store: store, logger: logger),
+            UpstreamService(upstream: upstream, logger: logger),
+            // Last of the jobs to stop, and once more at shutdown: what the listeners counted
+            // until they closed.
+            PeriodicJob(name: "usage writer", every: MigrationView.writeInterval, runsAtShutdown: true, logger: logger) {
+                await migration.write()
+            },
+            PeriodicJob(name: "store maintenance", every: .seconds(600), logger: logger) {
                 await BridgeStoreMaintenance.sweepOnce(store, logger: logger)
             },
-            PeriodicJob(name: "feedback and tenant gauges", every: MigrationView.gaugeInterval, runsAtStart: true, logger: self.logger) {
-                [store, migration, reloader] in
+            PeriodicJob(name: "feedback and tenant gauges", every: MigrationView.gaugeInterval, runsAtStart: true, logger: logger) {
+                [reloader = reload.reloader] in
                 if let pending = try? await store.pendingCount() {
                     BridgeGauges.shared.feedbackPending(pending)
                 }
                 await migration.updateGauges(knownTenants: await reloader.settings.tenants.rules.map(\.name))
             },
-            PeriodicJob(name: "usage writer", every: MigrationView.writeInterval, logger: self.logger) { [migration] in
-                await migration.write()
+            PeriodicJob(name: "memory reclaimer", every: MemoryReclaimer.interval, runsAtStart: true, logger: logger) {
+                reclaimer.reclaimIfWorthwhile()
             },
         ]
-        let reclaimer = MemoryReclaimer(logger: self.logger)
-        services.append(PeriodicJob(name: "memory reclaimer", every: MemoryReclaimer.interval, runsAtStart: true, logger: self.logger) { reclaimer.reclaimIfWorthwhile() })
-        if let statusPage = self.statusPage {
-            services.append(PeriodicJob(name: "status page sample", every: .seconds(5), runsAtStart: true, logger: self.logger) { statusPage.sample() })
+        if let statusPage {
+            services.append(PeriodicJob(name: "status page sample", every: .seconds(5), runsAtStart: true, logger: logger) { statusPage.sample() })
         }
-        services.append(
-            ReloadService(
-                reloader: self.reloader,
-                signals: self.reloadSignals,
-                configFileWatch: self.configFileWatch,
-                watchInterval: self.settings.watchInterval,
-                logger: self.logger
-            )
-        )
-        if let admin = self.admin {
+        services.append(reload)
+        if let admin {
             services.append(admin)
         }
-        services.append(LegacyListenersService(gateway: self.gateway, feedback: self.feedback, logger: self.logger))
+        services.append(listeners)
 
-        let grace = Duration.nanoseconds(self.settings.gateway.shutdownGracePeriod.nanoseconds + self.settings.gateway.errorDrainTime.nanoseconds)
+        let grace = Duration.nanoseconds(settings.gateway.shutdownGracePeriod.nanoseconds + settings.gateway.errorDrainTime.nanoseconds)
         var configuration = ServiceGroupConfiguration(
-            services: services.map { .init(service: $0) },
+            // A service that fails shuts the others down in the same order as a signal does, so
+            // the store is still closed cleanly.
+            services: services.map { .init(service: $0, failureTerminationBehavior: .gracefullyShutdownGroup) },
             gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: self.logger
+            logger: logger
         )
         configuration.maximumGracefulShutdownDuration = grace + .seconds(10)
-        let group = ServiceGroup(configuration: configuration)
-        do {
-            try await group.run()
-        } catch {
-            self.logger.error("a service failed", metadata: ["error": "\(error)"])
-        }
-        self.upstream.shutdown()
-        // What the listeners counted until they closed.
-        await self.migration.write()
+        return ServiceGroup(configuration: configuration)
+    }
+}
+
+/// The store as a service: first to start, last to stop. At shutdown it commits what is queued
+/// and gives up this instance's claims (``BridgeStore/close()``).
+struct StoreService: Service {
+    var store: any BridgeStore
+    var logger: Logger
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        self.logger.debug("closing the store")
         await self.store.close()
-        self.logger.info("stopped")
+    }
+}
+
+/// The upstream clients as a service: at shutdown (after the listeners, so every notification
+/// in flight has had its answer or its farewell) their connections close, and it returns once
+/// they have.
+struct UpstreamService: Service {
+    var upstream: ReloadableUpstream
+    var logger: Logger
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        self.logger.debug("closing the upstream connections")
+        await self.upstream.shutdownAndWait()
     }
 }
 
@@ -312,13 +369,16 @@ struct PeriodicJob: Service {
     var every: Duration
     /// Runs once at start too, not only after the first interval.
     var runsAtStart: Bool
+    /// Runs once more at graceful shutdown.
+    var runsAtShutdown: Bool
     var logger: Logger
     var job: @Sendable () async -> Void
 
-    init(name: String, every: Duration, runsAtStart: Bool = false, logger: Logger, job: @escaping @Sendable () async -> Void) {
+    init(name: String, every: Duration, runsAtStart: Bool = false, runsAtShutdown: Bool = false, logger: Logger, job: @escaping @Sendable () async -> Void) {
         self.name = name
         self.every = every
         self.runsAtStart = runsAtStart
+        self.runsAtShutdown = runsAtShutdown
         self.logger = logger
         self.job = job
     }
@@ -332,6 +392,9 @@ struct PeriodicJob: Service {
                 try await Task.sleep(for: self.every)
                 await self.job()
             }
+        }
+        if self.runsAtShutdown {
+            await self.job()
         }
     }
 }

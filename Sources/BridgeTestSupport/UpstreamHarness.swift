@@ -154,7 +154,7 @@ public final class UpstreamHarness: Sendable {
     }
 
     public func stop() async {
-        self.client.shutdown()
+        await self.client.shutdownAndWait()
         await self.mock.close()
     }
 }

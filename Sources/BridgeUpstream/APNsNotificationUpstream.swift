@@ -115,6 +115,13 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         }
     }
 
+    /// ``shutdown()``, then waits until every connection that was open is closed.
+    public func shutdownAndWait() async {
+        for client in Array(self.clients.values) + Array(self.broadcastClients.values) {
+            await client.shutdownAndWait()
+        }
+    }
+
     /// The HTTP/2 request of a legacy notification (CONTRACT §2).
     public static func request(for notification: UpstreamNotification, apnsID: String) -> APNsRequest {
         let frame = notification.frame

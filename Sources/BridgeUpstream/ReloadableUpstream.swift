@@ -128,4 +128,12 @@ public final class ReloadableUpstream: NotificationUpstream {
             member.client.shutdown()
         }
     }
+
+    /// ``shutdown()``, then waits until every client's connections are closed.
+    public func shutdownAndWait() async {
+        self.shutdown()
+        for member in self.members.values {
+            await member.client.shutdownAndWait()
+        }
+    }
 }

@@ -121,7 +121,8 @@ struct DemoCommand: AsyncParsableCommand {
                     throw ValidationError("the mock APNs did not receive the notifications")
                 }
                 print("  ← nothing (accepted); the connection stays open")
-                await connection.close()
+                // close_notify first, so that the gateway's answer ends the close at once.
+                _ = await connection.finish()
             }
         }
 
