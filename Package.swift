@@ -364,6 +364,23 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "BridgeServerTests",
+            dependencies: [
+                "LegacyProtocol",
+                "BridgeCore",
+                "BridgeServer",
+                "BridgeTestSupport",
+                "DevelopmentPKI",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "IntegrationTests",
             dependencies: [
                 "LegacyProtocol",

@@ -27,7 +27,8 @@ public struct LegacyStreamFuzzRun {
                 return configuration
             }()
         )
-        precondition(machine.handshakeCompleted(tenant: Tenant(name: "fuzz", topic: topic, environment: .sandbox)) == .prepare)
+        let tenant = Tenant(name: "fuzz", topic: topic, environment: .sandbox)
+        precondition(machine.handshakeCompleted(tenant: tenant) == .prepare(tenant))
         var outstanding: [ProviderSessionStateMachine.Sequence] = []
         var step = 0
         var closed = false
@@ -35,6 +36,16 @@ public struct LegacyStreamFuzzRun {
         func checkFarewell(_ farewell: ProviderSessionStateMachine.Farewell?) {
             if let farewell {
                 precondition(farewell.packet?.status != .noErrors, "status 0 is never sent")
+            }
+        }
+
+        /// What the gateway does with an action that follows an outcome.
+        func follow(_ action: ProviderConnectionStateMachine.Action) {
+            switch action {
+            case .farewell(let farewell): checkFarewell(farewell)
+            case .close: closed = true
+            case .decode: decode()
+            case .none, .read, .prepare, .startGraceTimer, .drain: break
             }
         }
 
@@ -69,36 +80,34 @@ public struct LegacyStreamFuzzRun {
             let pick = step % outstanding.count
             let sequence = outstanding.remove(at: pick)
             let outcomes: [NotificationOutcome] = [.accepted, .accepted, .unregistered(timestamp: 1), .rejected(.invalidToken), .dropped]
-            guard let action = machine.upstreamCompleted(sequence, outcome: outcomes[step % outcomes.count]) else { return }
-            checkFarewell(action.farewell)
-            if action.closeDrained { closed = true }
-            if case .unregistered = action.feedback {
-                // The store commits the 410's entry: the notification is done.
-                if let stored = machine.feedbackStored(sequence) {
-                    checkFarewell(stored.farewell)
-                    if stored.closeDrained { closed = true }
-                }
+            let completion = machine.upstreamCompleted(sequence, outcome: outcomes[step % outcomes.count])
+            if case .add(_, let stored) = completion.feedback {
+                precondition(stored == sequence, "a 410 reports its own notification")
             }
-            decode()
+            follow(completion.then)
+            if case .add = completion.feedback {
+                // The store commits the 410's entry: the notification is done.
+                follow(machine.feedbackStored(sequence))
+            }
         }
 
         // Bytes before the store is ready are buffered, not decoded.
         var offset = self.input.startIndex
         if offset < self.input.endIndex {
             let end = min(offset + self.chunkSize, self.input.endIndex)
-            precondition(!machine.bytesReceived(ByteBuffer(bytes: self.input[offset..<end])), "decoded before the store was ready")
+            precondition(machine.bytesReceived(ByteBuffer(bytes: self.input[offset..<end])) == .none, "decoded before the store was ready")
             offset = end
         }
-        precondition(machine.storeReady())
+        precondition(machine.storeReady() == .decode)
         decode()
         while offset < self.input.endIndex {
             let end = min(offset + self.chunkSize, self.input.endIndex)
-            if machine.bytesReceived(ByteBuffer(bytes: self.input[offset..<end])) {
+            if machine.bytesReceived(ByteBuffer(bytes: self.input[offset..<end])) == .decode {
                 decode()
             }
             offset = end
             step += 1
-            if !machine.readRequested() { completeOne() }
+            if machine.readRequested() == .none { completeOne() }
             if step % 7 == 0 { completeOne() }
             if step == 50, case .farewell(let farewell) = machine.shutdownRequested() { checkFarewell(farewell) }
         }
@@ -109,7 +118,7 @@ public struct LegacyStreamFuzzRun {
             step += 1
             completeOne()
         }
-        checkFarewell(machine.shutdownGraceExpired())
+        if case .farewell(let farewell) = machine.shutdownGraceExpired() { checkFarewell(farewell) }
         if closed {
             precondition(machine.nextFrameStep() == nil, "a closed connection decodes nothing")
         }

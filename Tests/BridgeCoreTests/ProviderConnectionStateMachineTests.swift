@@ -25,9 +25,9 @@ struct ProviderConnectionStateMachineTests {
     static func openMachine(maximumInFlight: Int = 256) -> ProviderConnectionStateMachine {
         var machine = Self.machine(maximumInFlight: maximumInFlight)
         let handshake = machine.handshakeCompleted(tenant: Self.tenant)
-        #expect(handshake == .prepare)
+        #expect(handshake == .prepare(Self.tenant))
         let ready = machine.storeReady()
-        #expect(ready)
+        #expect(ready == .decode)
         return machine
     }
 
@@ -45,42 +45,43 @@ struct ProviderConnectionStateMachineTests {
         }
     }
 
-    @Test("Before the handshake nothing is decoded; a certificate with no tenant is refused and closes")
+    @Test("Before the handshake nothing is decoded; a shutdown then closes, and a late handshake changes nothing")
     func handshake() {
         var machine = Self.machine()
-        #expect(machine.isHandshaking)
         let decodesNow = machine.bytesReceived(Self.bytes(1...1))
-        #expect(!decodesNow)
+        #expect(decodesNow == .none)
         let step = machine.nextFrameStep()
         #expect(step == nil)
         let reads1 = machine.readRequested()
-        #expect(reads1, "the handshake needs bytes")
-        let handshake1 = machine.handshakeCompleted(tenant: nil)
-        #expect(handshake1 == .refuse)
-        let reads2 = machine.readRequested()
-        #expect(!reads2, "closed")
-        let handshake2 = machine.handshakeCompleted(tenant: Self.tenant)
-        #expect(handshake2 == .ignore)
+        #expect(reads1 == .read, "the handshake needs bytes")
         let endOfInput = machine.inputClosed()
-        #expect(endOfInput == .close)
+        #expect(endOfInput == .close, "a client that leaves during its handshake")
+        let shutdown = machine.shutdownRequested()
+        #expect(shutdown == .close)
+        _ = machine.channelInactive()
+        let reads2 = machine.readRequested()
+        #expect(reads2 == .none, "closed")
+        let handshake = machine.handshakeCompleted(tenant: Self.tenant)
+        #expect(handshake == .none)
+        #expect(machine.tenant == nil)
     }
 
     @Test("Bytes that arrive while the store is asked about the tenant wait, then are decoded in order")
     func preparingBuffers() {
         var machine = Self.machine()
         let handshake = machine.handshakeCompleted(tenant: Self.tenant)
-        #expect(handshake == .prepare)
+        #expect(handshake == .prepare(Self.tenant))
         #expect(machine.tenant == Self.tenant)
         let decodesNow1 = machine.bytesReceived(Self.bytes(1...2))
-        #expect(!decodesNow1, "not decoded while preparing")
+        #expect(decodesNow1 == .none, "not decoded while preparing")
         let step = machine.nextFrameStep()
         #expect(step == nil)
         let decodesNow2 = machine.bytesReceived(Self.bytes(3...3))
-        #expect(!decodesNow2)
+        #expect(decodesNow2 == .none)
         let ready1 = machine.storeReady()
-        #expect(ready1)
+        #expect(ready1 == .decode)
         let ready2 = machine.storeReady()
-        #expect(!ready2, "once")
+        #expect(ready2 == .none, "once")
         let steps = Self.drain(&machine)
         #expect(Self.forwardedSequences(steps) == [0, 1, 2])
         #expect(machine.bufferedBytes == 0)
@@ -92,12 +93,12 @@ struct ProviderConnectionStateMachineTests {
         var bytes = Self.bytes(1...1)
         let head = bytes.readSlice(length: 10)!
         let decodesNow1 = machine.bytesReceived(head)
-        #expect(decodesNow1)
+        #expect(decodesNow1 == .decode)
         let steps1 = Self.drain(&machine)
         #expect(steps1.isEmpty)
         #expect(machine.bufferedBytes == 10)
         let decodesNow2 = machine.bytesReceived(bytes)
-        #expect(decodesNow2)
+        #expect(decodesNow2 == .decode)
         let steps2 = Self.drain(&machine)
         #expect(Self.forwardedSequences(steps2) == [0])
     }
@@ -106,33 +107,32 @@ struct ProviderConnectionStateMachineTests {
     func backpressure() throws {
         var machine = Self.openMachine(maximumInFlight: 2)
         let decodesNow = machine.bytesReceived(Self.bytes(1...5))
-        #expect(decodesNow)
+        #expect(decodesNow == .decode)
         let steps1 = Self.drain(&machine)
         #expect(Self.forwardedSequences(steps1) == [0, 1])
         let reads = machine.readRequested()
-        #expect(!reads, "paused: the socket is not read")
-        let resumes1 = machine.resumeReading()
-        #expect(!resumes1)
+        #expect(reads == .none, "paused: the socket is not read")
+        let resumes1 = machine.decodingPaused()
+        #expect(resumes1 == .none)
         let completed = machine.upstreamCompleted(0, outcome: .accepted)
-        let action = try #require(completed)
-        #expect(action.farewell == nil && !action.closeDrained)
+        #expect(completed.then == .decode, "no farewell, no close: decode again")
         let steps2 = Self.drain(&machine)
         #expect(Self.forwardedSequences(steps2) == [2], "room for one more")
-        let resumes2 = machine.resumeReading()
-        #expect(!resumes2, "full again")
+        let resumes2 = machine.decodingPaused()
+        #expect(resumes2 == .none, "full again")
         _ = machine.upstreamCompleted(1, outcome: .accepted)
         _ = machine.upstreamCompleted(2, outcome: .accepted)
         let steps3 = Self.drain(&machine)
         #expect(Self.forwardedSequences(steps3) == [3, 4])
-        let resumes3 = machine.resumeReading()
-        #expect(!resumes3, "the window is full again")
+        let resumes3 = machine.decodingPaused()
+        #expect(resumes3 == .none, "the window is full again")
         _ = machine.upstreamCompleted(3, outcome: .accepted)
         let steps4 = Self.drain(&machine)
         #expect(steps4.isEmpty, "everything received is forwarded")
-        let resumes4 = machine.resumeReading()
-        #expect(resumes4, "the held-back read happens now")
-        let resumes5 = machine.resumeReading()
-        #expect(!resumes5, "once")
+        let resumes4 = machine.decodingPaused()
+        #expect(resumes4 == .read, "the held-back read happens now")
+        let resumes5 = machine.decodingPaused()
+        #expect(resumes5 == .none, "once")
     }
 
     @Test("A malformed stream: its status, the rest dropped, a farewell, and nothing decoded after")
@@ -142,7 +142,7 @@ struct ProviderConnectionStateMachineTests {
         bytes.writeBytes([9, 0, 0, 0, 0])  // an unknown command
         bytes.writeImmutableBuffer(Self.bytes(2...2))
         let decodesNow1 = machine.bytesReceived(bytes)
-        #expect(decodesNow1)
+        #expect(decodesNow1 == .decode)
         let steps = Self.drain(&machine)
         #expect(steps.count == 2)
         guard case .malformed(let error, .waitForPredecessors(let status)) = steps.last else {
@@ -152,13 +152,18 @@ struct ProviderConnectionStateMachineTests {
         #expect(error.status == .protocolError && status == .protocolError)
         #expect(machine.bufferedBytes == 0, "what follows a malformed frame is dropped")
         let action = machine.upstreamCompleted(0, outcome: .accepted)
-        #expect(action?.farewell?.packet == ErrorResponsePacket(status: .protocolError, identifier: .zero))
+        guard case .farewell(let farewell) = action.then else {
+            Issue.record("expected the farewell, got \(action.then)")
+            return
+        }
+        #expect(farewell.packet == ErrorResponsePacket(status: .protocolError, identifier: .zero))
         let decodesNow2 = machine.bytesReceived(Self.bytes(3...3))
-        #expect(!decodesNow2, "draining: dropped")
+        #expect(decodesNow2 == .none, "draining: dropped")
         #expect(machine.bufferedBytes == 0)
         let reads = machine.readRequested()
-        #expect(reads, "the drain reads and drops")
-        #expect(!machine.isReviewable)
+        #expect(reads == .read, "the drain reads and drops")
+        let review = machine.tenantReviewed(resolvesTo: nil, remainingCredentials: [])
+        #expect(review == .unchanged, "a farewell is under way: a reload does not close it again")
     }
 
     @Test("The end of input in the middle of a frame: complete frames are forwarded, the cut one dropped, and the connection closes after the last outcome")
@@ -167,7 +172,7 @@ struct ProviderConnectionStateMachineTests {
         var bytes = Self.bytes(1...3)
         bytes.writeImmutableBuffer(Self.bytes(4...4).getSlice(at: 0, length: 20)!)
         let decodesNow = machine.bytesReceived(bytes)
-        #expect(decodesNow)
+        #expect(decodesNow == .decode)
         let steps1 = Self.drain(&machine)
         #expect(Self.forwardedSequences(steps1) == [0, 1])
         let endOfInput = machine.inputClosed()
@@ -181,7 +186,7 @@ struct ProviderConnectionStateMachineTests {
         let steps4 = Self.drain(&machine)
         #expect(steps4 == [.partialFrameDropped(bytes: 20)], "no complete frame left: the cut one is dropped")
         let last = machine.upstreamCompleted(2, outcome: .accepted)
-        #expect(last?.closeDrained == true)
+        #expect(last.then == .close)
         let step = machine.nextFrameStep()
         #expect(step == nil)
     }
@@ -196,18 +201,18 @@ struct ProviderConnectionStateMachineTests {
         let endOfInput2 = machine.inputClosed()
         #expect(endOfInput2 == .close)
         let decodesAfterReset = machine.channelInactive()
-        #expect(!decodesAfterReset)
+        #expect(decodesAfterReset == .none)
     }
 
     @Test("A connection gone (a reset) still forwards what it had buffered")
     func channelGone() {
         var machine = Self.openMachine(maximumInFlight: 1)
         let decodesNow = machine.bytesReceived(Self.bytes(1...2))
-        #expect(decodesNow)
+        #expect(decodesNow == .decode)
         let steps1 = Self.drain(&machine)
         #expect(Self.forwardedSequences(steps1) == [0])
         let decodesAfterReset = machine.channelInactive()
-        #expect(decodesAfterReset, "decode what is buffered")
+        #expect(decodesAfterReset == .decode, "decode what is buffered")
         let steps2 = Self.drain(&machine)
         #expect(steps2.isEmpty, "the window is full")
         _ = machine.upstreamCompleted(0, outcome: .accepted)
@@ -237,7 +242,7 @@ struct ProviderConnectionStateMachineTests {
 
         var busy = Self.openMachine()
         let decodesNow = busy.bytesReceived(Self.bytes(1...2))
-        #expect(decodesNow)
+        #expect(decodesNow == .decode)
         let steps1 = Self.drain(&busy)
         #expect(Self.forwardedSequences(steps1) == [0, 1])
         let shutdown3 = busy.shutdownRequested()
@@ -245,28 +250,119 @@ struct ProviderConnectionStateMachineTests {
         let steps2 = Self.drain(&busy)
         #expect(steps2.isEmpty, "no more reading")
         let completed = busy.upstreamCompleted(0, outcome: .accepted)
-        #expect(completed?.farewell == nil)
-        let expired = busy.shutdownGraceExpired()
-        #expect(expired?.packet == ErrorResponsePacket(status: .shutdown, identifier: NotificationIdentifier(rawValue: 1)))
+        #expect(completed.then == .decode, "no farewell yet")
+        #expect(Self.drain(&busy).isEmpty, "shutting down: the session reads nothing more")
+        guard case .farewell(let expired) = busy.shutdownGraceExpired() else {
+            Issue.record("the grace period's end says goodbye")
+            return
+        }
+        #expect(expired.packet == ErrorResponsePacket(status: .shutdown, identifier: NotificationIdentifier(rawValue: 1)))
         // Notification 2 is still in flight, and some clients resend the one status 10 names.
-        #expect(expired?.resendRecords.map(\.frame.identifier.rawValue).sorted() == [1, 2])
+        #expect(expired.resendRecords.map(\.frame.identifier.rawValue).sorted() == [1, 2])
         let graceExpired = busy.shutdownGraceExpired()
-        #expect(graceExpired == nil, "once")
+        #expect(graceExpired == .none, "once")
     }
 
-    @Test("Idle only when open with nothing in flight")
+    @Test("The idle timeout closes only an open connection with nothing in flight")
     func idle() {
         var machine = Self.machine()
-        #expect(!machine.isIdle)
+        #expect(machine.idleTimeout() == .none)
         _ = machine.handshakeCompleted(tenant: Self.tenant)
-        #expect(!machine.isIdle)
+        #expect(machine.idleTimeout() == .none)
         _ = machine.storeReady()
-        #expect(machine.isIdle)
+        #expect(machine.idleTimeout() == .close)
         let decodesNow = machine.bytesReceived(Self.bytes(1...1))
-        #expect(decodesNow)
+        #expect(decodesNow == .decode)
         _ = Self.drain(&machine)
-        #expect(!machine.isIdle)
+        #expect(machine.idleTimeout() == .none)
         _ = machine.upstreamCompleted(0, outcome: .accepted)
-        #expect(machine.isIdle)
+        #expect(machine.idleTimeout() == .close)
     }
+
+    @Test("The store's choreography: a 200 removes only a token that may be listed; a 410 is done once its entry is stored")
+    func feedbackWrites() {
+        let listed = FrameBuilderToken.listed
+        var machine = ProviderConnectionStateMachine { $0.deviceToken == listed }
+        _ = machine.handshakeCompleted(tenant: Self.tenant)
+        _ = machine.storeReady()
+        var bytes = ByteBuffer()
+        bytes.writeNotificationFrame(ProviderSessionStateMachineTests.frame(1))
+        bytes.writeNotificationFrame(NotificationFrame(command: .itemized, identifier: NotificationIdentifier(rawValue: 2), deviceToken: listed, payload: ByteBuffer(string: "{}")))
+        bytes.writeNotificationFrame(ProviderSessionStateMachineTests.frame(3))
+        _ = machine.bytesReceived(bytes)
+        #expect(Self.forwardedSequences(Self.drain(&machine)) == [0, 1, 2])
+
+        let unlisted = machine.upstreamCompleted(0, outcome: .accepted)
+        #expect(unlisted.feedback == nil, "a 200 for a token on no feedback list changes nothing in the store")
+        let onList = machine.upstreamCompleted(1, outcome: .accepted)
+        #expect(onList.feedback == .remove(FeedbackKey(tenant: Self.tenant.name, environment: Self.tenant.environment, deviceToken: listed)))
+
+        let gone = machine.upstreamCompleted(2, outcome: .unregistered(timestamp: 7))
+        guard case .add(let entry, let sequence) = gone.feedback else {
+            Issue.record("a 410 adds the token to the list, got \(String(describing: gone.feedback))")
+            return
+        }
+        #expect(sequence == 2 && entry.timestamp == 7)
+        let endOfInput = machine.inputClosed()
+        #expect(endOfInput == .decode)
+        #expect(Self.drain(&machine).isEmpty, "the 410's notification is not done until its entry is stored")
+        #expect(machine.feedbackStored(2) == .close, "now everything has an outcome: the connection closes")
+    }
+
+    @Test("A reload: channels changed keep the connection; a tenant or credentials removed close it as at shutdown")
+    func tenantReview() {
+        var machine = Self.openMachine()
+        #expect(machine.tenantReviewed(resolvesTo: Self.tenant, remainingCredentials: []) == .unchanged)
+        var renamed = Self.tenant
+        renamed.channels = BroadcastChannels([BroadcastChannel(name: "live", id: "AAAA", token: ByteBuffer(repeating: 7, count: 32), storesMessages: nil)])
+        #expect(machine.tenantReviewed(resolvesTo: renamed, remainingCredentials: []) == .channelsChanged(renamed.channels))
+        #expect(machine.tenant?.channels == renamed.channels)
+
+        guard case .removed(false, true, .farewell(let farewell)) = machine.tenantReviewed(resolvesTo: nil, remainingCredentials: []) else {
+            Issue.record("a tenant removed: status 10 at once, nothing being in flight")
+            return
+        }
+        #expect(farewell.status == .shutdown)
+        #expect(machine.farewellRecordsStored() == .drain(read: false), "the provider's input is open: drain before the close")
+
+        var busy = Self.openMachine()
+        _ = busy.bytesReceived(Self.bytes(1...1))
+        _ = Self.drain(&busy)
+        var withCredentials = Self.tenant
+        withCredentials.credentials = "old"
+        var other = Self.machine()
+        _ = other.handshakeCompleted(tenant: withCredentials)
+        #expect(other.tenantReviewed(resolvesTo: withCredentials, remainingCredentials: ["new"]) == .removed(tenantResolves: true, credentialsRemain: false, then: .close), "still preparing: nothing forwarded, close")
+        #expect(busy.tenantReviewed(resolvesTo: nil, remainingCredentials: []) == .removed(tenantResolves: false, credentialsRemain: true, then: .startGraceTimer))
+    }
+
+    @Test("After a farewell's records are stored: close at once when the provider's input has ended, else drain with the held-back read")
+    func afterFarewell() {
+        var ended = Self.openMachine()
+        _ = ended.bytesReceived(Self.bytes(1...1))
+        _ = Self.drain(&ended)
+        #expect(ended.inputClosed() == .decode)
+        #expect(ended.shutdownRequested() == .startGraceTimer, "the provider sent its last frame: what it sent is still forwarded")
+        guard case .farewell = ended.shutdownGraceExpired() else {
+            Issue.record("the grace period's end says goodbye")
+            return
+        }
+        #expect(ended.farewellRecordsStored() == .close)
+
+        var open = Self.openMachine(maximumInFlight: 1)
+        _ = open.bytesReceived(Self.bytes(1...1))
+        _ = Self.drain(&open)
+        #expect(open.readRequested() == .none, "the window is full: the read is held back")
+        let failed = open.upstreamCompleted(0, outcome: .rejected(.invalidToken))
+        guard case .farewell = failed.then else {
+            Issue.record("a failure's farewell, got \(failed.then)")
+            return
+        }
+        #expect(open.farewellRecordsStored() == .drain(read: true))
+    }
+}
+
+/// A token the feedback-list filter of ``ProviderConnectionStateMachineTests/feedbackWrites()`` says may be listed.
+enum FrameBuilderToken {
+    static let listed = ByteBuffer(repeating: 0xAB, count: 32)
 }

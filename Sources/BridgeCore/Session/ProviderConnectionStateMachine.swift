@@ -1,19 +1,21 @@
 import LegacyProtocol
 import NIOCore
 
-/// One provider connection from accept to close, without any I/O: its phases, its read buffer
-/// and decoder, and (from the handshake on) its ``ProviderSessionStateMachine``.
+/// One provider connection from its verified handshake to its close, without any I/O: its
+/// phases, its read buffer and decoder, its ``ProviderSessionStateMachine``, and the order of
+/// its store writes.
 ///
-/// The gateway's channel handler is a thin adapter around this: it feeds it the channel's
-/// events and does what it answers (the stream fuzzer drives the same machine). The session
+/// The gateway's channel handler only executes: it feeds this machine the channel's events and
+/// does the ``Action`` each one answers (the stream fuzzer drives the same machine). The session
 /// machine decides about notifications (what is forwarded, which failure is reported, what
 /// becomes a resend record); this one decides about the connection (when bytes are buffered,
-/// decoded or dropped, when to read, when to close).
+/// decoded or dropped, when to read, when to close), which outcomes change the store, and what
+/// a reloaded configuration means for the connection.
 ///
 /// ## Phases
 /// ```
 /// handshaking ──handshakeCompleted(tenant)──▶ preparing ──storeReady──▶ open
-///      │ no tenant / shutdown                    │ shutdown                │ a farewell (failure,
+///      │ shutdown                                │ shutdown                │ a farewell (failure,
 ///      ▼                                         ▼                         ▼ status 10)
 ///   closed ◀──────────channelInactive──────── draining ◀──────────────────┘
 ///      ▲                                                                   │ input ended and
@@ -25,7 +27,10 @@ import NIOCore
 /// - `open`: frames are decoded while the session reads (backpressure: it stops at its
 ///   in-flight bound, and reads are held back until it drains).
 /// - `draining`: the farewell is being written; whatever arrives is read and dropped (§1.5).
-/// - `closed`.
+/// - `closed`: outcomes of notifications still in flight keep arriving, to resolve resend records.
+///
+/// The session lives inside the phase it belongs to, so no phase can reach a session it does
+/// not have; it is mutated in place (see ``withSession(_:)``), never copied out and back.
 ///
 /// A connection whose input ended (FIN, with or without close_notify) or that is gone stays in
 /// its phase: complete frames already buffered are still decoded and forwarded as the window
@@ -33,35 +38,373 @@ import NIOCore
 public struct ProviderConnectionStateMachine {
     private enum Phase {
         case handshaking
-        case preparing
-        case open
-        case draining
-        case closed
+        case preparing(ProviderSessionStateMachine)
+        case open(ProviderSessionStateMachine)
+        case draining(ProviderSessionStateMachine)
+        case closed(ProviderSessionStateMachine?)
+        /// Only while a session is being mutated: it is out of the enum, so it has no second
+        /// reference and its in-flight window is not copied.
+        case modifying
     }
 
     private var phase = Phase.handshaking
-    /// Set by the handshake; mutated in place (a copy taken out and stored back would copy the
-    /// whole in-flight window at every event).
-    private var session: ProviderSessionStateMachine?
     private let sessionConfiguration: ProviderSessionStateMachine.Configuration
+    /// Whether a token may be on its feedback list (the store's filter): a 200 for a token on
+    /// no list changes nothing in the store.
+    private let mayBeOnFeedbackList: @Sendable (FeedbackKey) -> Bool
     private var decoder = NotificationFrameDecoder()
     private var buffered = ByteBuffer()
     /// A read the channel asked for while the session was not reading: done when it reads again.
     private var readPending = false
 
-    public init(sessionConfiguration: ProviderSessionStateMachine.Configuration = .init()) {
+    public init(
+        sessionConfiguration: ProviderSessionStateMachine.Configuration = .init(),
+        mayBeOnFeedbackList: @escaping @Sendable (FeedbackKey) -> Bool = { _ in true }
+    ) {
         self.sessionConfiguration = sessionConfiguration
+        self.mayBeOnFeedbackList = mayBeOnFeedbackList
     }
 
-    // MARK: Actions
+    // MARK: State for the adapter
 
-    public enum HandshakeAction: Hashable, Sendable {
-        /// The tenant is known: ask the resend store about it, then report ``storeReady()``.
-        case prepare
-        /// No tenant for this certificate: close.
-        case refuse
-        /// The connection is past its handshake (closing): nothing to do.
-        case ignore
+    /// The connection's tenant, from the handshake on.
+    public var tenant: Tenant? { self.session?.tenant }
+
+    /// Bytes buffered and not decoded yet.
+    public var bufferedBytes: Int { self.buffered.readableBytes }
+
+    // MARK: Events
+
+    /// The TLS handshake completed with a verified certificate that resolved to `tenant`.
+    public mutating func handshakeCompleted(tenant: Tenant) -> Action {
+        guard case .handshaking = self.phase else { return .none }
+        self.phase = .preparing(ProviderSessionStateMachine(tenant: tenant, configuration: self.sessionConfiguration))
+        return .prepare(tenant)
+    }
+
+    /// The resend store knows about the tenant: decoding may start.
+    public mutating func storeReady() -> Action {
+        guard case .preparing(let session) = self.phase else { return .none }
+        self.phase = .open(session)
+        return .decode
+    }
+
+    /// Bytes arrived from the provider.
+    public mutating func bytesReceived(_ incoming: ByteBuffer) -> Action {
+        switch self.phase {
+        case .preparing, .open:
+            if self.buffered.readableBytes == 0 {
+                self.buffered = incoming
+            } else {
+                // Compact once per read, not once per frame: forwarded frames hold slices of
+                // the storage, so compacting copies what is left into new storage.
+                var incoming = incoming
+                self.buffered.discardReadBytes()
+                self.buffered.writeBuffer(&incoming)
+            }
+            if case .open = self.phase { return .decode }
+            return .none
+        case .handshaking, .draining, .closed, .modifying:
+            return .none  // after a farewell, frames are dropped (§1.5)
+        }
+    }
+
+    /// The channel wants to read from the socket: `.read` now, or the read is held back until
+    /// the session reads again (``decodingPaused()``).
+    public mutating func readRequested() -> Action {
+        let wantsData: Bool
+        switch self.phase {
+        case .handshaking, .preparing, .draining: wantsData = true
+        case .open(let session): wantsData = session.isReading
+        case .closed, .modifying: wantsData = false
+        }
+        if !wantsData {
+            self.readPending = true
+        }
+        return wantsData ? .read : .none
+    }
+
+    /// Decodes the next frame, while the connection is open and its session reads. After
+    /// `.decode`, call until it returns `nil`, then ``decodingPaused()``.
+    public mutating func nextFrameStep() -> FrameStep? {
+        guard case .open(var session) = self.phase else { return nil }
+        self.phase = .modifying
+        let step = self.decodeStep(&session)
+        self.phase = .open(session)
+        switch step {
+        case .frame(.close, _), .malformed(_, .close):
+            self.enterDraining()
+        case .closeDrained:
+            self.enterClosed()
+        case .frame, .malformed, .partialFrameDropped, nil:
+            break
+        }
+        if step == nil, self.buffered.readableBytes == 0 {
+            // Let go of the storage (forwarded frames may still hold slices of it), so the next
+            // read is adopted without a copy. Frames left over stay where they are until the
+            // next read (see bytesReceived): compacting here would copy them at every outcome.
+            self.buffered = ByteBuffer()
+        }
+        return step
+    }
+
+    private mutating func decodeStep(_ session: inout ProviderSessionStateMachine) -> FrameStep? {
+        guard session.isReading else { return nil }
+        do {
+            if let frame = try self.decoder.decode(buffer: &self.buffered) {
+                return .frame(session.frameReceived(frame), command: frame.command)
+            }
+        } catch let error as LegacyProtocolError {
+            self.buffered = ByteBuffer()
+            return .malformed(error, session.decodeFailed(error))
+        } catch {
+            preconditionFailure("the decoder throws LegacyProtocolError only: \(error)")
+        }
+        // No complete frame left. After the end of input that is the end: a partial frame is
+        // dropped, and the connection closes once everything has an outcome.
+        guard session.isInputClosed else { return nil }
+        if self.buffered.readableBytes > 0 {
+            let bytes = self.buffered.readableBytes
+            self.buffered = ByteBuffer()
+            return .partialFrameDropped(bytes: bytes)
+        }
+        return session.inputExhausted() ? .closeDrained : nil
+    }
+
+    /// Decoding stopped (``nextFrameStep()`` returned `nil`): `.read` when a held-back read can
+    /// be done now (the session reads again).
+    public mutating func decodingPaused() -> Action {
+        guard self.readPending, case .open(let session) = self.phase, session.isReading else { return .none }
+        self.readPending = false
+        return .read
+    }
+
+    /// A forwarded notification's outcome: what to store, and what to do next.
+    public mutating func upstreamCompleted(_ sequence: ProviderSessionStateMachine.Sequence, outcome: NotificationOutcome) -> Completion {
+        guard let action = self.withSession({ $0.upstreamCompleted(sequence, outcome: outcome) }) else {
+            return Completion(then: .none)
+        }
+        var completion = Completion(then: self.next(after: action))
+        switch action.feedback {
+        case .registered(let key) where !self.mayBeOnFeedbackList(key):
+            break  // almost every 200: the token is on no list, nothing to remove
+        case .registered(let key):
+            completion.feedback = .remove(key)
+        case .unregistered(let entry):
+            completion.feedback = .add(entry, sequence: sequence)
+        case nil:
+            break
+        }
+        if let record = action.resolvedRecord, record.outcome != nil {
+            completion.resolvedRecord = record
+        }
+        return completion
+    }
+
+    /// A 410's feedback entry is stored (or could not be: that was logged): its notification
+    /// is done.
+    public mutating func feedbackStored(_ sequence: ProviderSessionStateMachine.Sequence) -> Action {
+        guard let action = self.withSession({ $0.feedbackStored(sequence) }) else { return .none }
+        return self.next(after: action)
+    }
+
+    /// The provider's input ended (`ChannelEvent.inputClosed`).
+    public mutating func inputClosed() -> Action {
+        switch self.phase {
+        case .preparing, .open:
+            return self.endInput()
+        case .draining:
+            return .none  // the drain timer closes the connection
+        case .handshaking, .closed, .modifying:
+            return .close
+        }
+    }
+
+    /// The channel is gone (a reset, or an error closed it). What was received is still
+    /// forwarded; there is just nobody left to answer.
+    public mutating func channelInactive() -> Action {
+        switch self.phase {
+        case .preparing, .open:
+            return self.endInput()
+        case .handshaking, .draining:
+            self.enterClosed()
+            return .none
+        case .closed, .modifying:
+            return .none
+        }
+    }
+
+    /// The read timeout fired: `.close` when nothing would be lost (open, nothing in flight).
+    public mutating func idleTimeout() -> Action {
+        guard case .open(let session) = self.phase, session.isIdle else { return .none }
+        return .close
+    }
+
+    /// The server is stopping (CONTRACT §1.8), or a reload removed this connection's tenant.
+    public mutating func shutdownRequested() -> Action {
+        switch self.phase {
+        case .handshaking, .preparing:
+            // Nothing forwarded yet: the provider resends it all.
+            return .close
+        case .open:
+            guard let farewell = self.withSession({ $0.shutdownRequested() }).flatMap({ $0 }) else { return .startGraceTimer }
+            self.enterDraining()
+            return .farewell(farewell)
+        case .draining, .closed, .modifying:
+            return .none
+        }
+    }
+
+    /// The shutdown grace period ended.
+    public mutating func shutdownGraceExpired() -> Action {
+        guard case .open = self.phase, let farewell = self.withSession({ $0.shutdownGraceExpired() }).flatMap({ $0 }) else { return .none }
+        self.enterDraining()
+        return .farewell(farewell)
+    }
+
+    /// The farewell's resend records are stored (or could not be: that was logged), and the
+    /// connection is still there: write the packet, then `.close` when the provider's input has
+    /// ended (nothing will arrive to drain), else `.drain`.
+    public mutating func farewellRecordsStored() -> Action {
+        guard let session = self.session else { return .none }
+        if session.isInputClosed { return .close }
+        defer { self.readPending = false }
+        return .drain(read: self.readPending)
+    }
+
+    /// A farewell could not be written (the channel was gone): nothing is left to do but resolve
+    /// the outcomes still in flight.
+    public mutating func channelClosed() {
+        self.enterClosed()
+    }
+
+    /// A reloaded configuration: `resolved` is what the connection's certificate resolves to
+    /// now, `remainingCredentials` the upstream credentials that remain. A connection whose
+    /// certificate no longer resolves, or whose tenant's credentials are gone, closes with
+    /// status 10 once what is in flight is answered; a tenant whose channels changed keeps its
+    /// connection and reads its next frames with the new channels.
+    public mutating func tenantReviewed(resolvesTo resolved: Tenant?, remainingCredentials: Set<String>) -> TenantReview {
+        // A handshake in progress is checked against the new tenants anyway; a farewell is
+        // already under way.
+        guard let current = self.tenant, self.isReviewable else { return .unchanged }
+        let credentialsRemain = current.credentials.map { remainingCredentials.contains($0) } ?? true
+        guard let resolved, credentialsRemain else {
+            return .removed(tenantResolves: resolved != nil, credentialsRemain: credentialsRemain, then: self.shutdownRequested())
+        }
+        guard resolved.name == current.name, resolved.channels != current.channels else { return .unchanged }
+        _ = self.withSession { $0.channelsChanged(resolved.channels) }
+        return .channelsChanged(resolved.channels)
+    }
+
+    // MARK: Internals
+
+    /// Whether a reloaded configuration can close this connection (it has a tenant and no
+    /// farewell yet).
+    private var isReviewable: Bool {
+        switch self.phase {
+        case .preparing, .open: true
+        case .handshaking, .draining, .closed, .modifying: false
+        }
+    }
+
+    /// The session of the current phase (a copy, for reading).
+    private var session: ProviderSessionStateMachine? {
+        switch self.phase {
+        case .preparing(let session), .open(let session), .draining(let session): session
+        case .closed(let session): session
+        case .handshaking, .modifying: nil
+        }
+    }
+
+    /// Runs `body` on the session in place: the phase holds `.modifying` meanwhile, so the
+    /// session's storage has one reference and is mutated without a copy.
+    private mutating func withSession<Result>(_ body: (inout ProviderSessionStateMachine) -> Result) -> Result? {
+        switch self.phase {
+        case .preparing(var session):
+            self.phase = .modifying
+            defer { self.phase = .preparing(session) }
+            return body(&session)
+        case .open(var session):
+            self.phase = .modifying
+            defer { self.phase = .open(session) }
+            return body(&session)
+        case .draining(var session):
+            self.phase = .modifying
+            defer { self.phase = .draining(session) }
+            return body(&session)
+        case .closed(.some(var session)):
+            self.phase = .modifying
+            defer { self.phase = .closed(session) }
+            return body(&session)
+        case .handshaking, .closed(.none), .modifying:
+            return nil
+        }
+    }
+
+    /// After a notification became done: the farewell it decided, the close of a drained
+    /// connection, or more frames from the buffer.
+    private mutating func next(after action: ProviderSessionStateMachine.UpstreamCompletedAction) -> Action {
+        if let farewell = action.farewell {
+            self.enterDraining()
+            return .farewell(farewell)
+        }
+        if action.closeDrained {
+            self.enterClosed()
+            return .close
+        }
+        if case .open = self.phase { return .decode }
+        return .none
+    }
+
+    private mutating func endInput() -> Action {
+        let ended =
+            self.withSession { session -> Bool in
+                guard !session.isInputClosed else { return false }
+                session.inputClosed()
+                return true
+            } ?? false
+        guard ended, case .open = self.phase else { return .none }
+        return .decode
+    }
+
+    private mutating func enterDraining() {
+        switch self.phase {
+        case .preparing(let session), .open(let session), .draining(let session):
+            self.phase = .draining(session)
+        case .handshaking, .closed, .modifying:
+            break
+        }
+        self.buffered = ByteBuffer()
+    }
+
+    private mutating func enterClosed() {
+        self.phase = .closed(self.session)
+    }
+}
+
+extension ProviderConnectionStateMachine {
+    /// What the adapter does after an event.
+    public enum Action: Hashable, Sendable {
+        case none
+        /// The tenant is known: ask the resend store about it (then ``storeReady()``), and start
+        /// the idle clock.
+        case prepare(Tenant)
+        /// Decode what is buffered: ``nextFrameStep()`` until `nil`, then ``decodingPaused()``.
+        case decode
+        /// Ask the socket for more bytes.
+        case read
+        /// Close the connection.
+        case close
+        /// Notifications are in flight: start the grace timer, and report
+        /// ``shutdownGraceExpired()`` when it fires.
+        case startGraceTimer
+        /// Say this farewell: store its resend records first (a resend must be recognised on
+        /// any instance before the provider can learn to resend it), then report
+        /// ``farewellRecordsStored()``.
+        case farewell(ProviderSessionStateMachine.Farewell)
+        /// The farewell's packet is out: close the output, read and drop what still comes for
+        /// the drain time, then close; `read`: a read was held back, do it now.
+        case drain(read: Bool)
     }
 
     /// One step of decoding what is buffered.
@@ -76,276 +419,45 @@ public struct ProviderConnectionStateMachine {
         case closeDrained
     }
 
-    public enum InputClosedAction: Hashable, Sendable {
-        /// Decode what is buffered (``nextFrameStep()``).
-        case decode
-        /// Close the connection: there is nothing to finish.
-        case close
-        case none
-    }
+    /// What an outcome changes in the store, and what the adapter does next.
+    public struct Completion: Hashable, Sendable {
+        /// A change of the tenant's feedback list to store.
+        public var feedback: FeedbackWrite?
+        /// The outcome of a notification that is already a resend record: store it after the
+        /// farewell's records (a shared store must never see an outcome before its record).
+        public var resolvedRecord: ProviderSessionStateMachine.RecordDraft?
+        public var then: Action
 
-    public enum ShutdownAction: Hashable, Sendable {
-        /// Nothing was forwarded (still in the handshake or preparing): close.
-        case close
-        /// Nothing is in flight: say this and close.
-        case farewell(ProviderSessionStateMachine.Farewell)
-        /// Notifications are in flight: the farewell comes when they finish, or at
-        /// ``shutdownGraceExpired()``.
-        case startGraceTimer
-        case none
-    }
-
-    // MARK: State for the adapter
-
-    /// The connection's tenant, from the handshake on.
-    public var tenant: Tenant? { self.session?.tenant }
-
-    public var isHandshaking: Bool {
-        if case .handshaking = self.phase { return true }
-        return false
-    }
-
-    /// A reload changed the channels of this connection's tenant (everything else about a
-    /// tenant is fixed at the handshake).
-    public mutating func tenantChannelsChanged(_ channels: BroadcastChannels) {
-        self.session?.channelsChanged(channels)
-    }
-
-    /// Whether a reloaded configuration can close this connection (it has a tenant and no
-    /// farewell yet).
-    public var isReviewable: Bool {
-        switch self.phase {
-        case .preparing, .open: true
-        case .handshaking, .draining, .closed: false
+        public init(feedback: FeedbackWrite? = nil, resolvedRecord: ProviderSessionStateMachine.RecordDraft? = nil, then: Action) {
+            self.feedback = feedback
+            self.resolvedRecord = resolvedRecord
+            self.then = then
         }
     }
 
-    /// Whether the connection may be closed for idleness without losing anything.
-    public var isIdle: Bool {
-        guard case .open = self.phase else { return false }
-        return self.session?.isIdle ?? false
-    }
+    /// A feedback list change an outcome causes.
+    public enum FeedbackWrite: Hashable, Sendable {
+        /// A 410: the token goes on the list; report ``feedbackStored(_:)`` with `sequence` once
+        /// stored (the notification is done only then).
+        case add(FeedbackEntry, sequence: ProviderSessionStateMachine.Sequence)
+        /// A 200 for a token that may be on the list: it comes off.
+        case remove(FeedbackKey)
 
-    /// Whether the provider's input has ended (a farewell then closes at once, with no drain).
-    public var isInputClosed: Bool { self.session?.isInputClosed ?? false }
-
-    /// Bytes buffered and not decoded yet.
-    public var bufferedBytes: Int { self.buffered.readableBytes }
-
-    // MARK: Events
-
-    /// The TLS handshake completed; `tenant` is what the client certificate resolves to.
-    public mutating func handshakeCompleted(tenant: Tenant?) -> HandshakeAction {
-        guard case .handshaking = self.phase else { return .ignore }
-        guard let tenant else {
-            self.phase = .closed
-            return .refuse
-        }
-        self.session = ProviderSessionStateMachine(tenant: tenant, configuration: self.sessionConfiguration)
-        self.phase = .preparing
-        return .prepare
-    }
-
-    /// The resend store knows about the tenant: decoding may start.
-    ///
-    /// - Returns: whether to decode now (``nextFrameStep()``) and resume reading.
-    public mutating func storeReady() -> Bool {
-        guard case .preparing = self.phase else { return false }
-        self.phase = .open
-        return true
-    }
-
-    /// Bytes arrived from the provider.
-    ///
-    /// - Returns: whether to decode now (``nextFrameStep()``).
-    public mutating func bytesReceived(_ incoming: ByteBuffer) -> Bool {
-        switch self.phase {
-        case .preparing, .open:
-            if self.buffered.readableBytes == 0 {
-                self.buffered = incoming
-            } else {
-                // Compact once per read, not once per frame: forwarded frames hold slices of
-                // the storage, so compacting copies what is left into new storage.
-                var incoming = incoming
-                self.buffered.discardReadBytes()
-                self.buffered.writeBuffer(&incoming)
-            }
-            if case .open = self.phase { return true }
-            return false
-        case .handshaking, .draining, .closed:
-            return false  // after a farewell, frames are dropped (§1.5)
-        }
-    }
-
-    /// The channel wants to read from the socket.
-    ///
-    /// - Returns: whether to read now. If not, the read is held until ``resumeReading()``.
-    public mutating func readRequested() -> Bool {
-        let wantsData: Bool
-        switch self.phase {
-        case .handshaking, .preparing, .draining: wantsData = true
-        case .open: wantsData = self.session?.isReading ?? false
-        case .closed: wantsData = false
-        }
-        if !wantsData {
-            self.readPending = true
-        }
-        return wantsData
-    }
-
-    /// After the session drained: whether a held-back read should be done now.
-    public mutating func resumeReading() -> Bool {
-        guard self.readPending, case .open = self.phase, self.session?.isReading == true else { return false }
-        self.readPending = false
-        return true
-    }
-
-    /// The farewell was written: a held-back read, if any, is done now (the drain reads and
-    /// drops what arrives).
-    public mutating func takePendingRead() -> Bool {
-        defer { self.readPending = false }
-        return self.readPending
-    }
-
-    /// Decodes the next frame, while the connection is open and its session reads. Call until
-    /// it returns `nil`.
-    public mutating func nextFrameStep() -> FrameStep? {
-        guard case .open = self.phase, self.session != nil else { return nil }
-        if self.session!.isReading {
-            do {
-                if let frame = try self.decoder.decode(buffer: &self.buffered) {
-                    let action = self.session!.frameReceived(frame)
-                    if case .close = action { self.enterDraining() }
-                    return .frame(action, command: frame.command)
-                }
-            } catch let error as LegacyProtocolError {
-                self.buffered = ByteBuffer()
-                let action = self.session!.decodeFailed(error)
-                if case .close = action { self.enterDraining() }
-                return .malformed(error, action)
-            } catch {
-                preconditionFailure("the decoder throws LegacyProtocolError only: \(error)")
-            }
-            // No complete frame left. After the end of input that is the end: a partial frame
-            // is dropped, and the connection closes once everything has an outcome.
-            if self.session!.isInputClosed {
-                if self.buffered.readableBytes > 0 {
-                    let bytes = self.buffered.readableBytes
-                    self.buffered = ByteBuffer()
-                    return .partialFrameDropped(bytes: bytes)
-                }
-                if self.session!.inputExhausted() {
-                    self.phase = .closed
-                    return .closeDrained
-                }
+        public var change: FeedbackChange {
+            switch self {
+            case .add(let entry, _): .unregistered(entry)
+            case .remove(let key): .registered(key)
             }
         }
-        if self.buffered.readableBytes == 0 {
-            // Let go of the storage (forwarded frames may still hold slices of it), so the next
-            // read is adopted without a copy. Frames left over stay where they are until the
-            // next read (see bytesReceived): compacting here would copy them at every outcome.
-            self.buffered = ByteBuffer()
-        }
-        return nil
     }
 
-    /// A forwarded notification's outcome. `nil` before the handshake (never happens).
-    ///
-    /// After it (with no farewell and no close), decode again: the window may have room.
-    public mutating func upstreamCompleted(
-        _ sequence: ProviderSessionStateMachine.Sequence,
-        outcome: NotificationOutcome
-    ) -> ProviderSessionStateMachine.UpstreamCompletedAction? {
-        guard self.session != nil else { return nil }
-        let action = self.session!.upstreamCompleted(sequence, outcome: outcome)
-        self.apply(action)
-        return action
-    }
-
-    /// A 410's feedback entry is stored: its notification is done.
-    public mutating func feedbackStored(_ sequence: ProviderSessionStateMachine.Sequence) -> ProviderSessionStateMachine.UpstreamCompletedAction? {
-        guard self.session != nil else { return nil }
-        let action = self.session!.feedbackStored(sequence)
-        self.apply(action)
-        return action
-    }
-
-    /// The provider's input ended (`ChannelEvent.inputClosed`).
-    public mutating func inputClosed() -> InputClosedAction {
-        switch self.phase {
-        case .preparing, .open:
-            return self.endInput()
-        case .draining:
-            return .none  // the drain timer closes the connection
-        case .handshaking, .closed:
-            return .close
-        }
-    }
-
-    /// The channel is gone (a reset, or an error closed it). What was received is still
-    /// forwarded; there is just nobody left to answer.
-    ///
-    /// - Returns: whether to decode now (``nextFrameStep()``).
-    public mutating func channelInactive() -> Bool {
-        switch self.phase {
-        case .preparing, .open:
-            return self.endInput() == .decode
-        case .handshaking, .draining:
-            self.phase = .closed
-            return false
-        case .closed:
-            return false
-        }
-    }
-
-    /// A farewell could not be written (the channel was gone): nothing is left to do.
-    public mutating func channelClosed() {
-        self.phase = .closed
-    }
-
-    /// The server is stopping (CONTRACT §1.8), or a reload removed this connection's tenant.
-    public mutating func shutdownRequested() -> ShutdownAction {
-        switch self.phase {
-        case .handshaking, .preparing:
-            // Nothing forwarded yet: the provider resends it all.
-            return .close
-        case .open:
-            if let farewell = self.session!.shutdownRequested() {
-                self.enterDraining()
-                return .farewell(farewell)
-            }
-            return .startGraceTimer
-        case .draining, .closed:
-            return .none
-        }
-    }
-
-    /// The shutdown grace period ended.
-    public mutating func shutdownGraceExpired() -> ProviderSessionStateMachine.Farewell? {
-        guard case .open = self.phase, let farewell = self.session!.shutdownGraceExpired() else { return nil }
-        self.enterDraining()
-        return farewell
-    }
-
-    // MARK: Internals
-
-    private mutating func endInput() -> InputClosedAction {
-        guard self.session?.isInputClosed == false else { return .none }
-        self.session!.inputClosed()
-        if case .open = self.phase { return .decode }
-        return .none
-    }
-
-    private mutating func apply(_ action: ProviderSessionStateMachine.UpstreamCompletedAction) {
-        if action.farewell != nil {
-            self.enterDraining()
-        } else if action.closeDrained {
-            self.phase = .closed
-        }
-    }
-
-    private mutating func enterDraining() {
-        self.phase = .draining
-        self.buffered = ByteBuffer()
+    /// What a reloaded configuration means for the connection.
+    public enum TenantReview: Hashable, Sendable {
+        case unchanged
+        /// The tenant's channels changed: frames from now on are read with these.
+        case channelsChanged(BroadcastChannels)
+        /// The certificate no longer resolves, or the tenant's credentials are gone: the
+        /// connection shuts down as at a server shutdown (`then`).
+        case removed(tenantResolves: Bool, credentialsRemain: Bool, then: Action)
     }
 }

@@ -53,19 +53,20 @@ public final class FeedbackServer: Sendable {
         let registry = ConnectionRegistry(gauge: GatewayMetrics.shared.feedbackConnections)
         let drains = DrainCounter()
         let serverChannel = try await LegacyListener.bind(
-            name: "feedback",
+            listener: .feedback,
             host: configuration.host,
             port: configuration.port,
             tls: tls,
             registry: registry,
             admission: configuration.admission,
+            handshakeTimeout: configuration.handshakeTimeout,
+            usage: usage,
             group: group,
             logger: logger
         ) { connectionLogger in
             FeedbackConnectionHandler(
                 configuration: configuration,
                 store: store,
-                tenantResolver: tenantResolver,
                 drains: drains,
                 usage: usage,
                 logger: connectionLogger
@@ -128,56 +129,30 @@ final class DrainCounter: Sendable {
     }
 }
 
-/// One poller connection: waits for the handshake, resolves the tenant, and hands the channel
-/// to a task that drains the tenant's list into it. Whatever the poller sends is dropped.
+/// One poller connection: at ``ProviderVerified`` (the shared handshake adapter's event) it
+/// hands the channel to a task that drains the tenant's list into it. Whatever the poller sends
+/// is dropped.
 final class FeedbackConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
 
     private let configuration: FeedbackConfiguration
     private let store: any FeedbackStore
-    private let tenantResolver: any TenantResolver
     private let drains: DrainCounter
     private let usage: UsageRecorder?
     private var logger: Logger
-    private var handshakeTimeout: Scheduled<Void>?
-    private var handshakeDone = false
 
     init(
         configuration: FeedbackConfiguration,
         store: any FeedbackStore,
-        tenantResolver: any TenantResolver,
         drains: DrainCounter,
         usage: UsageRecorder?,
         logger: Logger
     ) {
         self.configuration = configuration
         self.store = store
-        self.tenantResolver = tenantResolver
         self.drains = drains
         self.usage = usage
         self.logger = logger
-    }
-
-    func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive { self.startHandshakeTimer(context: context) }
-    }
-
-    func channelActive(context: ChannelHandlerContext) {
-        self.startHandshakeTimer(context: context)
-        context.fireChannelActive()
-    }
-
-    func handlerRemoved(context: ChannelHandlerContext) {
-        self.handshakeTimeout?.cancel()
-    }
-
-    private func startHandshakeTimer(context: ChannelHandlerContext) {
-        guard self.handshakeTimeout == nil else { return }
-        self.handshakeTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: self.configuration.handshakeTimeout) {
-            guard !self.handshakeDone else { return }
-            self.logger.debug("TLS handshake timed out")
-            context.close(promise: nil)
-        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -190,18 +165,9 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted = tlsEvent {
-            self.handshakeDone = true
-            self.handshakeTimeout?.cancel()
-            let certificate = try? context.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self).peerCertificate
-            guard let certificate, let tenant = self.tenantResolver.tenant(for: certificate) else {
-                self.logger.warning("refusing feedback connection: no tenant for its client certificate")
-                context.close(promise: nil)
-                return
-            }
-            self.logger[metadataKey: "tenant"] = "\(tenant.name)"
-            self.usage?.connected(tenant: tenant.name, context: context, certificate: certificate, feedback: true)
-            self.serve(tenant, channel: context.channel)
+        if let verified = event as? ProviderVerified {
+            self.logger[metadataKey: "tenant"] = "\(verified.tenant.name)"
+            self.serve(verified.tenant, channel: context.channel)
         }
         context.fireUserInboundEventTriggered(event)
     }

@@ -3,11 +3,14 @@ import LegacyProtocol
 import Logging
 import NIOCore
 import NIOSSL
-import NIOTLS
 
 /// Sent down a gateway connection's pipeline to start the graceful shutdown of CONTRACT §1.8.
-struct GatewayShutdownEvent: Sendable {
+package struct GatewayShutdownEvent: Sendable {
     var gracePeriod: TimeAmount
+
+    package init(gracePeriod: TimeAmount) {
+        self.gracePeriod = gracePeriod
+    }
 }
 
 /// Sent down a gateway connection's pipeline after a configuration reload: a connection whose
@@ -18,21 +21,23 @@ struct GatewayTenantReviewEvent: Sendable {
     var credentials: Set<String>
 }
 
-/// The I/O edge of one provider connection: a thin adapter around a
-/// ``ProviderConnectionStateMachine``. It feeds the machine the channel's events (bytes, reads,
-/// the TLS handshake, the end of input, outcomes, shutdown) and does what the machine answers:
-/// forward, write a farewell, read, close. It holds no phase of its own; what it keeps is I/O:
-/// the context, the timers, the counters, and the future of the farewell's resend records.
+/// The I/O edge of one provider connection: it only executes. It feeds a
+/// ``ProviderConnectionStateMachine`` the channel's events (the verified tenant, bytes, reads,
+/// the end of input, outcomes, store writes done, timers, shutdown, a reload's review) and does
+/// the action each answers: forward, store, write a farewell, read, close. It holds no phase and
+/// decides nothing; what it keeps is I/O: the context, the timers, the counters, and the future
+/// of the farewell's resend records.
 ///
-/// Sits after the `NIOSSLServerHandler`. Decoding happens in the machine rather than in a
-/// separate `ByteToMessageHandler` so that decoding stops exactly when the session stops
-/// reading: what is not decoded stays buffered, and no more is read from the socket.
-final class GatewayConnectionHandler: ChannelDuplexHandler {
-    typealias InboundIn = ByteBuffer
-    typealias OutboundIn = ByteBuffer
-    typealias OutboundOut = ByteBuffer
+/// Sits after the shared ``ProviderHandshakeHandler`` (which sends ``ProviderVerified``).
+/// Decoding happens in the machine rather than in a separate `ByteToMessageHandler` so that
+/// decoding stops exactly when the session stops reading: what is not decoded stays buffered,
+/// and no more is read from the socket.
+package final class GatewayConnectionHandler: ChannelDuplexHandler {
+    package typealias InboundIn = ByteBuffer
+    package typealias OutboundIn = ByteBuffer
+    package typealias OutboundOut = ByteBuffer
 
-    struct Dependencies: Sendable {
+    package struct Dependencies: Sendable {
         var dispatcher: NotificationDispatcher
         var feedback: any FeedbackRecorder
         var tenantResolver: any TenantResolver
@@ -40,12 +45,28 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         var inFlight: InFlightWork
         /// The migration view's counts (`nil`: not kept).
         var usage: UsageRecorder?
+
+        package init(
+            dispatcher: NotificationDispatcher,
+            feedback: any FeedbackRecorder,
+            tenantResolver: any TenantResolver,
+            inFlight: InFlightWork,
+            usage: UsageRecorder? = nil
+        ) {
+            self.dispatcher = dispatcher
+            self.feedback = feedback
+            self.tenantResolver = tenantResolver
+            self.inFlight = inFlight
+            self.usage = usage
+        }
     }
 
     private let configuration: GatewayConfiguration
     private let dependencies: Dependencies
     private var logger: Logger
     private var connection: ProviderConnectionStateMachine
+    /// The client certificate, from the handshake: a reload resolves it again.
+    private var certificate: NIOSSLCertificate?
     /// The tenant's outcome counters, known from the handshake.
     private var outcomes: TenantOutcomeCounters?
     /// The tenant's usage counters (the migration view), known from the handshake.
@@ -53,91 +74,74 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
     private var context: ChannelHandlerContext?
     /// Kept after the handler is removed: outcomes still arrive then, to resolve resend records.
     private var eventLoop: (any EventLoop)?
-    private var handshakeTimeout: Scheduled<Void>?
     private var drainTimeout: Scheduled<Void>?
     private var graceTimeout: Scheduled<Void>?
     /// Completes when the farewell's resend records are stored: their outcomes are written
     /// after it, or a shared store could see an outcome before its record.
     private var recordsStored: EventLoopFuture<Void>?
 
-    init(configuration: GatewayConfiguration, dependencies: Dependencies, logger: Logger) {
+    package init(configuration: GatewayConfiguration, dependencies: Dependencies, logger: Logger) {
         self.configuration = configuration
         self.dependencies = dependencies
         self.logger = logger
-        self.connection = ProviderConnectionStateMachine(sessionConfiguration: configuration.session)
+        let feedback = dependencies.feedback
+        self.connection = ProviderConnectionStateMachine(sessionConfiguration: configuration.session) { feedback.mayBeOnList($0) }
     }
 
     // MARK: Channel events
 
-    func handlerAdded(context: ChannelHandlerContext) {
+    package func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         self.eventLoop = context.eventLoop
-        if context.channel.isActive {
-            self.startHandshakeTimer(context: context)
-        }
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
+    package func handlerRemoved(context: ChannelHandlerContext) {
         self.cancelTimers()
         self.context = nil
     }
 
-    func channelActive(context: ChannelHandlerContext) {
-        self.startHandshakeTimer(context: context)
-        context.fireChannelActive()
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        self.execute(self.connection.bytesReceived(self.unwrapInboundIn(data)))
     }
 
-    private func startHandshakeTimer(context: ChannelHandlerContext) {
-        guard self.handshakeTimeout == nil else { return }
-        self.handshakeTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: self.configuration.handshakeTimeout) {
-            guard self.connection.isHandshaking else { return }
-            self.logger.debug("TLS handshake timed out")
-            self.context?.close(promise: nil)
-        }
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if self.connection.bytesReceived(self.unwrapInboundIn(data)) {
-            self.decodeFrames()
-        }
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         self.cancelTimers()
-        if self.connection.channelInactive() {
+        let action = self.connection.channelInactive()
+        if action == .decode {
             self.logger.debug("provider connection gone", metadata: ["buffered_bytes": "\(self.connection.bufferedBytes)"])
-            self.decodeFrames()
         }
+        self.execute(action)
         context.fireChannelInactive()
     }
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted = tlsEvent {
-            self.handshakeCompleted(context: context)
-        } else if let channelEvent = event as? ChannelEvent, channelEvent == .inputClosed {
-            switch self.connection.inputClosed() {
-            case .decode:
+    package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        switch event {
+        case let verified as ProviderVerified:
+            self.certificate = verified.certificate
+            self.execute(self.connection.handshakeCompleted(tenant: verified.tenant))
+        case let channelEvent as ChannelEvent where channelEvent == .inputClosed:
+            let action = self.connection.inputClosed()
+            if action == .decode {
                 self.logger.debug("provider closed its side", metadata: ["buffered_bytes": "\(self.connection.bufferedBytes)"])
-                self.decodeFrames()
-            case .close:
-                context.close(promise: nil)
-            case .none:
-                break
             }
-        } else if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .read {
-            if self.connection.isIdle {
+            self.execute(action)
+        case let idle as IdleStateHandler.IdleStateEvent where idle == .read:
+            let action = self.connection.idleTimeout()
+            if action == .close {
                 self.logger.debug("closing idle provider connection")
-                context.close(promise: nil)
             }
-        } else if let shutdown = event as? GatewayShutdownEvent {
-            self.beginShutdown(context: context, gracePeriod: shutdown.gracePeriod)
-        } else if let review = event as? GatewayTenantReviewEvent {
-            self.reviewTenant(context: context, review)
+            self.execute(action)
+        case let shutdown as GatewayShutdownEvent:
+            self.execute(self.connection.shutdownRequested(), gracePeriod: shutdown.gracePeriod)
+        case let review as GatewayTenantReviewEvent:
+            self.reviewTenant(review)
+        default:
+            break
         }
         context.fireUserInboundEventTriggered(event)
     }
 
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+    package func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if let tlsError = error as? NIOSSLError, case .uncleanShutdown = tlsError {
             // A FIN without close_notify, as most legacy clients close: the same end of input
             // as a clean one (`ChannelEvent.inputClosed` follows), not a broken stream.
@@ -149,46 +153,57 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         context.close(promise: nil)
     }
 
-    func read(context: ChannelHandlerContext) {
-        if self.connection.readRequested() {
-            context.read()
-        }
+    package func read(context: ChannelHandlerContext) {
+        self.execute(self.connection.readRequested())
     }
 
     // MARK: Executing the machine's actions
 
-    private func handshakeCompleted(context: ChannelHandlerContext) {
-        self.handshakeTimeout?.cancel()
-        self.handshakeTimeout = nil
-        let certificate = try? context.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self).peerCertificate
-        let tenant = certificate.flatMap { self.dependencies.tenantResolver.tenant(for: $0) }
-        switch self.connection.handshakeCompleted(tenant: tenant) {
-        case .refuse:
-            self.logger.warning("refusing provider connection: no tenant for its client certificate")
-            context.close(promise: nil)
-            return
-        case .ignore:
-            return
-        case .prepare:
+    /// Does what the machine answered. `gracePeriod`: how long a shutdown's grace timer runs.
+    private func execute(_ action: ProviderConnectionStateMachine.Action, gracePeriod: TimeAmount? = nil) {
+        switch action {
+        case .none:
             break
+        case .prepare(let tenant):
+            self.prepare(tenant)
+        case .decode:
+            self.decodeFrames()
+        case .read:
+            self.context?.read()
+        case .close:
+            self.context?.close(promise: nil)
+        case .startGraceTimer:
+            self.graceTimeout = self.eventLoop?.assumeIsolated().scheduleTask(in: gracePeriod ?? self.configuration.shutdownGracePeriod) {
+                self.execute(self.connection.shutdownGraceExpired())
+            }
+        case .farewell(let farewell):
+            self.sayFarewell(farewell)
+        case .drain(let read):
+            guard let context = self.context else { return }
+            context.close(mode: .output, promise: nil)
+            self.drainTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: self.configuration.errorDrainTime) {
+                self.context?.close(promise: nil)
+            }
+            if read {
+                context.read()
+            }
         }
-        guard let tenant else { return }
+    }
+
+    /// The tenant is known: counters, the resend store's view of the tenant, the idle clock.
+    private func prepare(_ tenant: Tenant) {
+        guard let context = self.context else { return }
         self.logger[metadataKey: "tenant"] = "\(tenant.name)"
         self.logger.debug("provider connected")
         self.outcomes = GatewayMetrics.shared.outcomes(tenant: tenant.name)
-        if let usage = self.dependencies.usage {
-            self.usage = usage.counters(tenant: tenant.name)
-            usage.connected(tenant: tenant.name, context: context, certificate: certificate, feedback: false)
-        }
+        self.usage = self.dependencies.usage?.counters(tenant: tenant.name)
         // Immediate for a store only this process writes; one query for a shared one, so that
         // records another instance wrote before this connection are recognised (§1.6).
         self.dependencies.dispatcher.resendRecords.refreshLiveRecords(tenant: tenant.name, on: context.eventLoop)
             .hop(to: context.eventLoop)
             .assumeIsolated()
             .whenComplete { _ in
-                guard self.connection.storeReady() else { return }
-                self.decodeFrames()
-                self.resumeReadingIfWanted()
+                self.execute(self.connection.storeReady())
             }
         // The idle clock starts now: the handshake has its own timeout, and a slow handshake
         // must not eat into the time a provider has to send its first frame.
@@ -203,7 +218,8 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
     }
 
     /// Decodes what is buffered and does what each frame asks, for as long as the machine
-    /// decodes (it stops when the session stops reading, or at a farewell).
+    /// decodes (it stops when the session stops reading, or at a farewell); then a held-back
+    /// read, if the session reads again.
     private func decodeFrames() {
         while let step = self.connection.nextFrameStep() {
             switch step {
@@ -223,6 +239,7 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
                 self.closeDrained()
             }
         }
+        self.execute(self.connection.decodingPaused())
     }
 
     /// `failureReason` labels the failure metric when the frame is refused here; `command` is
@@ -263,18 +280,15 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         }
     }
 
+    /// Stores what the machine says an outcome changes, then does what comes next.
     private func upstreamCompleted(_ sequence: ProviderSessionStateMachine.Sequence, outcome: NotificationOutcome) {
-        guard let action = self.connection.upstreamCompleted(sequence, outcome: outcome) else { return }
+        let completion = self.connection.upstreamCompleted(sequence, outcome: outcome)
         let eventLoop = self.eventLoop!
         var entryStored: EventLoopFuture<Void>?
-
-        // A 200 for a token on no feedback list (almost every 200) changes nothing in the store.
-        if let change = action.feedback, case .registered(let key) = change, !self.dependencies.feedback.mayBeOnList(key) {
-            // Nothing to remove.
-        } else if let change = action.feedback {
-            let stored = self.dependencies.feedback.apply(change, on: eventLoop)
+        if let write = completion.feedback {
+            let stored = self.dependencies.feedback.apply(write.change, on: eventLoop)
             self.dependencies.inFlight.track(stored)
-            if case .unregistered(let entry) = change {
+            if case .add(let entry, _) = write {
                 let token = LogRedaction.token(entry.deviceToken)
                 self.logger.debug("token unregistered upstream", metadata: ["token": "\(token)"])
                 stored.whenSuccess { [logger] in
@@ -287,7 +301,7 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
                 logger.error("could not store a feedback change", metadata: ["error": "\(error)"])
             }
         }
-        if let record = action.resolvedRecord, let outcome = record.outcome, let tenant = self.connection.tenant {
+        if let record = completion.resolvedRecord, let outcome = record.outcome, let tenant = self.connection.tenant {
             let key = ResendRecordKey(tenant: tenant.name, frame: record.frame)
             let store = self.dependencies.dispatcher.resendRecords
             let resolved = (self.recordsStored ?? eventLoop.makeSucceededVoidFuture())
@@ -298,31 +312,21 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
                 logger.error("could not store a resend record's outcome", metadata: ["error": "\(error)"])
             }
         }
-        self.proceed(after: action)
+        if completion.then == .close {
+            self.closeDrained()
+        } else {
+            self.execute(completion.then)
+        }
         // A 410's notification is done once its feedback entry is committed (or could not be).
         // Registered last: the future may be complete already, and its callback then runs now.
         entryStored?.hop(to: eventLoop).assumeIsolated().whenComplete { _ in
-            guard let next = self.connection.feedbackStored(sequence) else { return }
-            self.proceed(after: next)
+            let next = self.connection.feedbackStored(sequence)
+            if next == .close {
+                self.closeDrained()
+            } else {
+                self.execute(next)
+            }
         }
-    }
-
-    /// After a notification became done: the farewell it decided, the close of a drained
-    /// connection, or more frames from the buffer and the socket.
-    private func proceed(after action: ProviderSessionStateMachine.UpstreamCompletedAction) {
-        if let farewell = action.farewell {
-            self.sayFarewell(farewell)
-        } else if action.closeDrained {
-            self.closeDrained()
-        } else {
-            self.decodeFrames()
-            self.resumeReadingIfWanted()
-        }
-    }
-
-    private func resumeReadingIfWanted() {
-        guard let context = self.context, self.connection.resumeReading() else { return }
-        context.read()
     }
 
     /// Every frame the provider sent before it closed its side has an outcome.
@@ -331,51 +335,27 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
         self.context?.close(promise: nil)
     }
 
-    private func beginShutdown(context: ChannelHandlerContext, gracePeriod: TimeAmount) {
-        switch self.connection.shutdownRequested() {
-        case .close:
-            context.close(promise: nil)
-        case .farewell(let farewell):
-            self.sayFarewell(farewell)
-        case .startGraceTimer:
-            self.graceTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: gracePeriod) {
-                if let farewell = self.connection.shutdownGraceExpired() {
-                    self.sayFarewell(farewell)
-                }
-            }
-        case .none:
+    /// A reload: the certificate is resolved against the new tenants, and the machine decides.
+    private func reviewTenant(_ review: GatewayTenantReviewEvent) {
+        let resolved = self.certificate.flatMap { self.dependencies.tenantResolver.tenant(for: $0) }
+        switch self.connection.tenantReviewed(resolvesTo: resolved, remainingCredentials: review.credentials) {
+        case .unchanged:
             break
+        case .channelsChanged(let channels):
+            self.logger.info("the reloaded configuration changed this tenant's channels", metadata: ["channels": "\(channels.count)"])
+        case .removed(let tenantResolves, let credentialsRemain, let then):
+            self.logger.notice(
+                "the reloaded configuration removed this connection's tenant or its credentials; closing it with status 10",
+                metadata: ["tenant_resolves": "\(tenantResolves)", "credentials_remain": "\(credentialsRemain)"]
+            )
+            self.execute(then, gracePeriod: review.gracePeriod)
         }
     }
 
-    /// A reload removed tenants or credentials: if this connection's certificate no longer
-    /// resolves, or its tenant's credentials are gone, it is closed with status 10 once what is
-    /// in flight is answered (or the grace period ends). A tenant whose channels changed keeps
-    /// its connection and reads its next frames with the new channels.
-    private func reviewTenant(context: ChannelHandlerContext, _ review: GatewayTenantReviewEvent) {
-        // A handshake in progress is checked against the new tenants anyway.
-        guard self.connection.isReviewable else { return }
-        let certificate = try? context.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self).peerCertificate
-        let resolved = certificate.flatMap { self.dependencies.tenantResolver.tenant(for: $0) }
-        let stillResolves = resolved != nil
-        let credentialsRemain = self.connection.tenant?.credentials.map { review.credentials.contains($0) } ?? true
-        if let resolved, credentialsRemain, let current = self.connection.tenant {
-            if resolved.name == current.name, resolved.channels != current.channels {
-                self.connection.tenantChannelsChanged(resolved.channels)
-                self.logger.info("the reloaded configuration changed this tenant's channels", metadata: ["channels": "\(resolved.channels.count)"])
-            }
-        }
-        guard !stillResolves || !credentialsRemain else { return }
-        self.logger.notice(
-            "the reloaded configuration removed this connection's tenant or its credentials; closing it with status 10",
-            metadata: ["tenant_resolves": "\(stillResolves)", "credentials_remain": "\(credentialsRemain)"]
-        )
-        self.beginShutdown(context: context, gracePeriod: review.gracePeriod)
-    }
-
-    /// §1.5: remember what the provider will resend, then write the packet, flush, send
-    /// close_notify and FIN, read and drop what still arrives for a moment, and close. (The
-    /// machine is already draining: it decided the farewell.)
+    /// §1.5: remember what the provider will resend, then write the packet, flush, and do what
+    /// the machine says (close at once when the provider's input has ended, else send
+    /// close_notify and FIN, read and drop what still arrives for a moment, and close). The
+    /// machine is already draining: it decided the farewell.
     ///
     /// When the connection is already gone, nobody can be told and nobody will resend: the
     /// failure is logged and counted, and no records are made.
@@ -426,23 +406,11 @@ final class GatewayConnectionHandler: ChannelDuplexHandler {
                 GatewayMetrics.shared.errorResponseSent(packet.status)
             }
             context.flush()
-            if self.connection.isInputClosed {
-                // Nothing more will arrive to drain: close once the packet is out.
-                context.close(promise: nil)
-                return
-            }
-            context.close(mode: .output, promise: nil)
-            self.drainTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: self.configuration.errorDrainTime) {
-                self.context?.close(promise: nil)
-            }
-            if self.connection.takePendingRead() {
-                context.read()
-            }
+            self.execute(self.connection.farewellRecordsStored())
         }
     }
 
     private func cancelTimers() {
-        self.handshakeTimeout?.cancel()
         self.drainTimeout?.cancel()
         self.graceTimeout?.cancel()
     }

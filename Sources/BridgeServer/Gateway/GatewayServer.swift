@@ -71,12 +71,14 @@ public final class GatewayServer: Sendable {
         let registry = ConnectionRegistry(gauge: GatewayMetrics.shared.gatewayConnections)
 
         let serverChannel = try await LegacyListener.bind(
-            name: "gateway",
+            listener: .gateway,
             host: configuration.host,
             port: configuration.port,
             tls: tls,
             registry: registry,
             admission: configuration.admission,
+            handshakeTimeout: configuration.handshakeTimeout,
+            usage: usage,
             allowHalfClosure: true,
             group: group,
             logger: logger

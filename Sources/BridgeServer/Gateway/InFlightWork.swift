@@ -6,7 +6,7 @@ import Synchronization
 /// its notifications are still in flight (the provider wrote and closed, or a farewell was
 /// said); graceful shutdown waits for this count to reach zero before the upstream client and
 /// the store close, so that no outcome, resend record or feedback entry is cut off.
-final class InFlightWork: Sendable {
+package final class InFlightWork: Sendable {
     private struct State {
         var count = 0
         var nextWaiter = 0
@@ -15,7 +15,9 @@ final class InFlightWork: Sendable {
 
     private let state = Mutex(State())
 
-    var count: Int {
+    package init() {}
+
+    package var count: Int {
         self.state.withLock { $0.count }
     }
 

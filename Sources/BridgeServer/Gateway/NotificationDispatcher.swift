@@ -7,9 +7,14 @@ import NIOCore
 ///
 /// While the tenant can hold no live resend record (the normal case: no error and no shutdown
 /// in the record window), the notification goes straight upstream: no digest, no store.
-struct NotificationDispatcher: Sendable {
+package struct NotificationDispatcher: Sendable {
     var upstream: any NotificationUpstream
     var resendRecords: any ResendRecordStore
+
+    package init(upstream: any NotificationUpstream, resendRecords: any ResendRecordStore) {
+        self.upstream = upstream
+        self.resendRecords = resendRecords
+    }
 
     func dispatch(_ notification: UpstreamNotification, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome> {
         guard self.resendRecords.mayHoldLiveRecords(tenant: notification.tenant.name) else {

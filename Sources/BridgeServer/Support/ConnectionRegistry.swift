@@ -10,19 +10,25 @@ import Synchronization
 /// closes). Unauthenticated sockets are bounded separately from providers: a flood of stalled
 /// or half-sent handshakes, which could otherwise sit out the handshake timeout on every slot of
 /// the connection cap, is refused at accept while providers with certificates still get in.
-struct ConnectionAdmission: Sendable, Hashable {
+package struct ConnectionAdmission: Sendable, Hashable {
     /// Open connections, authenticated or not.
     var maximumConnections: Int
     /// Connections accepted whose TLS handshake has not completed yet.
     var maximumHandshakes: Int
     /// The same, from one source address (the IP address, without the port).
     var maximumHandshakesPerAddress: Int
+
+    package init(maximumConnections: Int, maximumHandshakes: Int, maximumHandshakesPerAddress: Int) {
+        self.maximumConnections = maximumConnections
+        self.maximumHandshakes = maximumHandshakes
+        self.maximumHandshakesPerAddress = maximumHandshakesPerAddress
+    }
 }
 
 /// The open connections of a listener, shared with its child channel initializer before the
 /// server object exists: admission against the limits, and the list to close on shutdown.
-final class ConnectionRegistry: Sendable {
-    enum Refusal: String {
+package final class ConnectionRegistry: Sendable {
+    package enum Refusal: String {
         case shuttingDown = "shutting_down"
         case connections
         case handshakes
@@ -46,22 +52,22 @@ final class ConnectionRegistry: Sendable {
     private let connections = Mutex(Connections())
     private let gauge: Meter?
 
-    init(gauge: Meter? = nil) {
+    package init(gauge: Meter? = nil) {
         self.gauge = gauge
     }
 
-    var count: Int {
+    package var count: Int {
         self.connections.withLock { $0.channels.count }
     }
 
     /// Connections whose handshake has not completed.
-    var handshakingCount: Int {
+    package var handshakingCount: Int {
         self.connections.withLock { $0.handshaking.count }
     }
 
     /// Registers the channel as handshaking (and unregisters it when it closes), unless the
     /// listener is shutting down or a limit is reached: then the refusal says which.
-    func admit(_ channel: any Channel, limits: ConnectionAdmission) -> Refusal? {
+    package func admit(_ channel: any Channel, limits: ConnectionAdmission) -> Refusal? {
         let id = ObjectIdentifier(channel)
         let address = Self.sourceAddress(of: channel)
         let refusal: Refusal? = self.connections.withLock { connections in
@@ -113,27 +119,3 @@ final class ConnectionRegistry: Sendable {
         channel.remoteAddress?.ipAddress ?? "unknown"
     }
 }
-
-/// Tells the registry when a connection's TLS handshake completes, then leaves the pipeline.
-final class HandshakeAdmissionHandler: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = ByteBuffer
-
-    private let registry: ConnectionRegistry
-
-    init(registry: ConnectionRegistry) {
-        self.registry = registry
-    }
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted = tlsEvent {
-            self.registry.handshakeCompleted(context.channel)
-            context.fireUserInboundEventTriggered(event)
-            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
-            return
-        }
-        context.fireUserInboundEventTriggered(event)
-    }
-}
-
-@available(*, unavailable)
-extension HandshakeAdmissionHandler: Sendable {}

@@ -1,3 +1,4 @@
+import BridgeCore
 import Logging
 import NIOCore
 import NIOPosix
@@ -5,25 +6,29 @@ import NIOSSL
 import Synchronization
 
 /// The listening socket of a legacy port (the gateway's, the feedback service's): each accepted
-/// connection is admitted against the limits, then gets NIOSSL, a handler that tells the
-/// registry when the handshake is done, and the port's own handler.
+/// connection is admitted against the limits, then gets NIOSSL, the shared
+/// ``ProviderHandshakeHandler`` (handshake timeout, the verified tenant) and the port's own
+/// handler, which starts at ``ProviderVerified``.
 enum LegacyListener {
     /// - Parameters:
-    ///   - name: the listener's name in metrics and logs (`gateway`, `feedback`).
+    ///   - listener: which port (its name in metrics and logs: `gateway`, `feedback`).
     ///   - allowHalfClosure: whether the port's handler deals with the end of a client's input
     ///     itself (`ChannelEvent.inputClosed`), keeping its output open until it is done.
     static func bind(
-        name: String,
+        listener: ProviderHandshakeHandler.Port,
         host: String,
         port: Int,
         tls: LegacyTLSContext,
         registry: ConnectionRegistry,
         admission: ConnectionAdmission,
+        handshakeTimeout: TimeAmount,
+        usage: UsageRecorder?,
         allowHalfClosure: Bool = false,
         group: any EventLoopGroup,
         logger: Logger,
         makeHandler: @escaping @Sendable (_ connectionLogger: Logger) -> any ChannelHandler
     ) async throws -> any Channel {
+        let name = listener == .gateway ? "gateway" : "feedback"
         let refusals = RefusalLog(listener: name, logger: logger)
         return try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
@@ -39,8 +44,18 @@ enum LegacyListener {
                     var connectionLogger = logger
                     connectionLogger[metadataKey: "peer"] = "\(channel.remoteAddress.map { "\($0)" } ?? "?")"
                     let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(tls.makeServerHandler(logger: connectionLogger))
-                    try sync.addHandler(HandshakeAdmissionHandler(registry: registry))
+                    let peer = VerifiedPeer()
+                    try sync.addHandler(tls.makeServerHandler(peer: peer, logger: connectionLogger))
+                    try sync.addHandler(
+                        ProviderHandshakeHandler(
+                            peer: peer,
+                            registry: registry,
+                            timeout: handshakeTimeout,
+                            port: listener,
+                            usage: usage,
+                            logger: connectionLogger
+                        )
+                    )
                     try sync.addHandler(makeHandler(connectionLogger))
                 }
             }

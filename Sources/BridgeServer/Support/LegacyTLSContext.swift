@@ -48,14 +48,16 @@ public final class LegacyTLSContext: Sendable {
         )
     }
 
-    /// A TLS handler for one new connection.
-    func makeServerHandler(logger: Logger) -> NIOSSLServerHandler {
+    /// A TLS handler for one new connection; what the verifier accepts (the tenant and the
+    /// certificate) goes into `peer` before the handshake completes.
+    func makeServerHandler(peer: VerifiedPeer, logger: Logger) -> NIOSSLServerHandler {
         let current = self.current.withLock { $0 }
         let verifier = current.verifier
         return NIOSSLServerHandler(context: current.sslContext) { chain, promise in
             Task {
                 switch await verifier.verify(chain) {
-                case .trusted:
+                case .trusted(let verified):
+                    peer.record(verified)
                     promise.succeed(.certificateVerified)
                 case .refused(let why):
                     GatewayMetrics.shared.handshakeRefused()
@@ -69,8 +71,9 @@ public final class LegacyTLSContext: Sendable {
 
 /// Decides whether a presented client certificate chain is accepted (see ``LegacyTLSContext``).
 struct ClientCertificateVerifier: Sendable {
-    enum Verdict: Equatable, Sendable {
-        case trusted
+    enum Verdict: Sendable {
+        /// Trusted, and resolved to this tenant.
+        case trusted(ProviderVerified)
         case refused(String)
     }
 
@@ -94,12 +97,12 @@ struct ClientCertificateVerifier: Sendable {
                 return .refused("does not chain to a configured client CA (or has expired): \(subject)")
             }
         }
-        guard self.tenantResolver.tenant(for: leaf) != nil else {
+        guard let tenant = self.tenantResolver.tenant(for: leaf) else {
             if let userID = provider.userID, !Tenant.isValidTopic(userID) {
                 return .refused("its UID= is not a valid bundle id and would become the apns-topic: \(subject)")
             }
             return .refused("no tenant matches: \(subject)")
         }
-        return .trusted
+        return .trusted(ProviderVerified(tenant: tenant, certificate: leaf))
     }
 }

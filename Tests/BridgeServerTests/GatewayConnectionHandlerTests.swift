@@ -1,0 +1,200 @@
+import BridgeCore
+import BridgeServer
+import BridgeTestSupport
+import DevelopmentPKI
+import LegacyProtocol
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOEmbedded
+import NIOSSL
+import Testing
+
+/// The gateway's channel handler on an `EmbeddedChannel`: no socket, no TLS (the shared
+/// handshake adapter's `ProviderVerified` event starts it), and the timers driven by
+/// `advanceTime(by:)`, so a test of a 60 s idle timeout takes no time at all.
+@Suite("Gateway connection handler (EmbeddedChannel)")
+struct GatewayConnectionHandlerTests {
+    static let tenant = Tenant(name: "com.example.app", topic: "com.example.app", environment: .sandbox)
+
+    /// An upstream that answers each notification only when the test says which outcome.
+    final class HeldUpstream: NotificationUpstream {
+        private let received = NIOLockedValueBox([(notification: UpstreamNotification, answer: EventLoopPromise<NotificationOutcome>)]())
+
+        func send(_ notification: UpstreamNotification, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome> {
+            let promise = eventLoop.makePromise(of: NotificationOutcome.self)
+            self.received.withLockedValue { $0.append((notification, promise)) }
+            return promise.futureResult
+        }
+
+        var ledger: [UpstreamNotification] {
+            self.received.withLockedValue { $0.map(\.notification) }
+        }
+
+        func answer(_ index: Int, _ outcome: NotificationOutcome) {
+            self.received.withLockedValue { $0[index].answer }.succeed(outcome)
+        }
+    }
+
+    /// Records the closes the handler asks for; a close of the output stops here (an
+    /// `EmbeddedChannel` cannot half-close), so the drain that follows it can be observed.
+    final class CloseRecorder: ChannelOutboundHandler {
+        typealias OutboundIn = ByteBuffer
+        private(set) var modes: [CloseMode] = []
+
+        func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+            self.modes.append(mode)
+            if mode == .output {
+                promise?.succeed()
+            } else {
+                context.close(mode: mode, promise: promise)
+            }
+        }
+    }
+
+    /// One handler on an embedded channel, its upstream answering only when a test says so.
+    final class Connection {
+        let channel = EmbeddedChannel()
+        let upstream = HeldUpstream()
+        let feedback = InMemoryFeedbackRecorder()
+        let resendRecords = InMemoryResendRecordStore()
+        let inFlight = InFlightWork()
+        let configuration: GatewayConfiguration
+        let closes = CloseRecorder()
+
+        init(configure: (inout GatewayConfiguration) -> Void = { _ in }) throws {
+            let pki = try DevelopmentCA()
+            var configuration = GatewayConfiguration.loopback(pki: pki)
+            configuration.idleTimeout = nil
+            configure(&configuration)
+            self.configuration = configuration
+            let handler = GatewayConnectionHandler(
+                configuration: configuration,
+                dependencies: .init(
+                    dispatcher: NotificationDispatcher(upstream: self.upstream, resendRecords: self.resendRecords),
+                    feedback: self.feedback,
+                    tenantResolver: CertificateSubjectTenantResolver(environment: .sandbox),
+                    inFlight: self.inFlight
+                ),
+                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+            )
+            try self.channel.pipeline.syncOperations.addHandler(self.closes)
+            try self.channel.pipeline.syncOperations.addHandler(handler)
+            try self.channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 2195)).wait()
+            let certificate = try pki.providerIdentity(bundleID: Self.tenantName).certificate
+            self.channel.pipeline.fireUserInboundEventTriggered(ProviderVerified(tenant: GatewayConnectionHandlerTests.tenant, certificate: certificate))
+        }
+
+        static let tenantName = "com.example.app"
+
+        /// Writes frames as the provider would.
+        func send(_ identifiers: ClosedRange<UInt32>, token: UInt8? = nil) throws {
+            var bytes = ByteBuffer()
+            for identifier in identifiers {
+                bytes.writeNotificationFrame(
+                    NotificationFrame(
+                        command: .itemized,
+                        identifier: NotificationIdentifier(rawValue: identifier),
+                        deviceToken: ByteBuffer(repeating: token ?? UInt8(truncatingIfNeeded: identifier), count: 32),
+                        payload: ByteBuffer(string: #"{"aps":{}}"#)
+                    )
+                )
+            }
+            try self.channel.writeInbound(bytes)
+        }
+
+        /// Answers the `index`th notification the upstream received.
+        func answer(_ index: Int, _ outcome: NotificationOutcome) {
+            self.upstream.answer(index, outcome)
+            self.channel.embeddedEventLoop.run()
+        }
+
+        /// Everything the handler wrote to the provider so far.
+        func written() throws -> ByteBuffer {
+            var all = ByteBuffer()
+            while var part = try self.channel.readOutbound(as: ByteBuffer.self) {
+                all.writeBuffer(&part)
+            }
+            return all
+        }
+    }
+
+    @Test("A failure upstream: the error-response names it, the output closes, and the connection closes after the drain time")
+    func failureFarewellAndDrain() throws {
+        let connection = try Connection()
+        try connection.send(1...2)
+        #expect(connection.upstream.ledger.count == 2)
+        connection.answer(0, .accepted)
+        #expect(try connection.written().readableBytes == 0, "an accepted notification gets no answer")
+        connection.answer(1, .rejected(.invalidToken))
+        var written = try connection.written()
+        #expect(written.readErrorResponse() == ErrorResponsePacket(status: .invalidToken, identifier: NotificationIdentifier(rawValue: 2)))
+        #expect(connection.closes.modes == [.output], "close_notify and FIN; still reading")
+        #expect(connection.channel.isActive, "still reading and dropping for the drain time")
+        try connection.send(3...3)
+        #expect(connection.upstream.ledger.count == 2, "nothing is forwarded after the failure")
+        connection.channel.embeddedEventLoop.advanceTime(by: connection.configuration.errorDrainTime - .milliseconds(1))
+        #expect(connection.channel.isActive)
+        connection.channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
+        #expect(connection.closes.modes == [.output, .all])
+        #expect(!connection.channel.isActive)
+        #expect(connection.inFlight.count == 0)
+    }
+
+    @Test("The idle timer starts at the handshake; its event closes a silent connection, but not while a notification is in flight")
+    func idleTimeout() throws {
+        let connection = try Connection { $0.idleTimeout = .seconds(60) }
+        // NIO's IdleStateHandler reads the wall clock, not the embedded loop's: its event is
+        // fired here by hand, and the handler's answer to it is what is tested.
+        let idle = try connection.channel.pipeline.syncOperations.handler(type: IdleStateHandler.self)
+        #expect(idle.readTimeout == .seconds(60))
+        try connection.send(1...1)
+        connection.channel.pipeline.fireUserInboundEventTriggered(IdleStateHandler.IdleStateEvent.read)
+        #expect(connection.channel.isActive, "a notification is in flight")
+        connection.answer(0, .accepted)
+        connection.channel.pipeline.fireUserInboundEventTriggered(IdleStateHandler.IdleStateEvent.write)
+        #expect(connection.channel.isActive, "only a read timeout counts")
+        connection.channel.pipeline.fireUserInboundEventTriggered(IdleStateHandler.IdleStateEvent.read)
+        #expect(!connection.channel.isActive)
+    }
+
+    @Test("Shutdown with notifications in flight: status 10 at the grace period's end names the last one completed; the rest become resend records")
+    func shutdownGrace() throws {
+        let connection = try Connection()
+        try connection.send(1...3)
+        connection.answer(0, .accepted)
+        connection.channel.pipeline.fireUserInboundEventTriggered(GatewayShutdownEvent(gracePeriod: .seconds(10)))
+        connection.channel.embeddedEventLoop.advanceTime(by: .seconds(9))
+        #expect(try connection.written().readableBytes == 0, "within the grace period: waiting")
+        connection.answer(1, .accepted)
+        #expect(try connection.written().readableBytes == 0, "notification 3 is still in flight")
+        connection.channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+        var written = try connection.written()
+        #expect(written.readErrorResponse() == ErrorResponsePacket(status: .shutdown, identifier: NotificationIdentifier(rawValue: 2)))
+        // Notification 3 is in flight, and some clients resend the one status 10 names.
+        #expect(connection.resendRecords.count == 2)
+        connection.answer(2, .accepted)
+        connection.channel.embeddedEventLoop.advanceTime(by: connection.configuration.errorDrainTime)
+        #expect(!connection.channel.isActive)
+    }
+
+    @Test("Shutdown with nothing in flight: status 10 at once")
+    func shutdownIdle() throws {
+        let connection = try Connection()
+        connection.channel.pipeline.fireUserInboundEventTriggered(GatewayShutdownEvent(gracePeriod: .seconds(10)))
+        var written = try connection.written()
+        #expect(written.readErrorResponse() == ErrorResponsePacket(status: .shutdown, identifier: .zero))
+    }
+
+    @Test("A 410: the token goes on the feedback list, and the connection that ended closes once the entry is stored")
+    func unregistered() throws {
+        let connection = try Connection()
+        try connection.send(1...1)
+        connection.channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        #expect(connection.channel.isActive, "a notification is in flight")
+        connection.answer(0, .unregistered(timestamp: 1_700_000_000))
+        #expect(connection.feedback.allEntries.count == 1)
+        #expect(!connection.channel.isActive, "everything answered after the end of input: closed")
+        #expect(try connection.written().readableBytes == 0, "a 410 is no error-response")
+    }
+}
