@@ -23,45 +23,55 @@ struct APNsConnectionPoolStateMachineTests {
             self.machine = Machine(configuration: configuration)
         }
 
-        /// Opens a connection as the pool would: asked for (a warm-up counts it as connecting),
-        /// an id, set up, then its stream limit.
+        /// Connections asked for and not opened yet, by id.
+        var connecting: [Int] = []
+
+        /// Opens a connection as the pool would: asked for (a warm-up counts it as connecting,
+        /// with an id), set up, then its stream limit.
         mutating func open(limit: Int) -> Int {
-            _ = self.machine.warmUp(using: &self.random)
-            let id = self.machine.makeConnectionID()
+            self.note(self.machine.warmUp(using: &self.random).connect)
+            let id = self.connecting.removeFirst()
             _ = self.machine.connectionOpened(id, id * 100)
             _ = self.machine.limitChanged(on: id, to: limit, using: &self.random)
             return id
         }
 
-        mutating func place(_ request: Int, avoiding: Int? = nil, deadline: NIODeadline = now + .seconds(10)) -> (Machine.PlaceAction, Machine.ConnectAction) {
-            self.machine.place(request, avoiding: avoiding, deadline: deadline, using: &self.random)
+        /// Remembers the ids of connections the machine asked to open.
+        mutating func note(_ connect: Machine.ConnectAction) {
+            if case .open(let ids) = connect { self.connecting += ids }
+        }
+
+        mutating func place(_ request: Int, avoiding: Int? = nil, deadline: NIODeadline = now + .seconds(10)) -> Machine.Action {
+            let action = self.machine.place(request, avoiding: avoiding, deadline: deadline, using: &self.random)
+            self.note(action.connect)
+            return action
         }
     }
 
-    static func connection(_ action: Machine.PlaceAction) -> Int? {
-        if case .send(let placement) = action { return placement.connectionID }
-        return nil
+    static func connection(_ action: Machine.Action) -> Int? {
+        action.send.first?.connectionID
+    }
+
+    static func isQueued(_ action: Machine.Action) -> Bool {
+        action.send.isEmpty && action.fail.isEmpty
     }
 
     @Test("The first request opens the pool's connections and waits for one; nothing is opened twice")
     func opensOnDemand() {
         var pool = Pool(size: 2)
-        let (action, connect) = pool.place(1)
-        guard case .queued(let startSweep) = action else {
-            Issue.record("no connection yet: the request waits")
-            return
-        }
-        #expect(startSweep)
-        #expect(connect == .open(2))
-        let secondConnect = pool.place(2).1
+        let action = pool.place(1)
+        #expect(Self.isQueued(action), "no connection yet: the request waits")
+        #expect(action.sweepQueue)
+        #expect(action.connect == .open([1, 2]))
+        let secondConnect = pool.place(2).connect
         #expect(secondConnect == .none, "two are already connecting")
         let warmUp = pool.machine.warmUp(using: &pool.random)
-        #expect(warmUp == .none)
-        let id = pool.machine.makeConnectionID()
-        let kept = pool.machine.connectionOpened(id, 100)
-        #expect(kept)
+        #expect(warmUp.connect == .none)
+        let id = pool.connecting.removeFirst()
+        let opened = pool.machine.connectionOpened(id, 100)
+        #expect(opened.close.isEmpty, "kept")
         // Limit 1 until the connection reports its own: the oldest waiter goes first.
-        let (_, placements) = pool.machine.limitChanged(on: id, to: 10, using: &pool.random)
+        let placements = pool.machine.limitChanged(on: id, to: 10, using: &pool.random).send
         #expect(placements.map(\.request) == [1, 2])
         #expect(pool.machine.usableConnections == 1 && pool.machine.connectionsOpened == 1)
     }
@@ -71,12 +81,12 @@ struct APNsConnectionPoolStateMachineTests {
         var pool = Pool(size: 2)
         let a = pool.open(limit: 3)
         let b = pool.open(limit: 5)
-        let first = Self.connection(pool.place(1).0)
+        let first = Self.connection(pool.place(1))
         #expect(first == b)
-        let second = Self.connection(pool.place(2, avoiding: b).0)
+        let second = Self.connection(pool.place(2, avoiding: b))
         #expect(second == a)
         _ = pool.machine.limitChanged(on: a, to: 0, using: &pool.random)  // a goes away
-        let third = Self.connection(pool.place(3, avoiding: b).0)
+        let third = Self.connection(pool.place(3, avoiding: b))
         #expect(third == b, "the avoided connection, rather than none")
     }
 
@@ -84,20 +94,15 @@ struct APNsConnectionPoolStateMachineTests {
     func queue() {
         var pool = Pool(size: 1, maximumQueued: 2)
         let a = pool.open(limit: 1)
-        let placed = Self.connection(pool.place(1).0)
+        let placed = Self.connection(pool.place(1))
         #expect(placed == a)
-        guard case .queued = pool.place(2).0, case .queued = pool.place(3).0 else {
-            Issue.record("no room: queued")
-            return
-        }
-        guard case .fail(let request, let failure) = pool.place(4).0 else {
-            Issue.record("a full queue refuses")
-            return
-        }
-        #expect(request == 4 && failure.kind == .unprocessed)
-        let afterFirst = pool.machine.streamFinished(on: a, answered: true).map(\.request)
+        #expect(Self.isQueued(pool.place(2)) && Self.isQueued(pool.place(3)), "no room: queued")
+        let refused = pool.place(4).fail
+        #expect(refused.map(\.request) == [4], "a full queue refuses")
+        #expect(refused.first?.failure.kind == .unprocessed)
+        let afterFirst = pool.machine.streamFinished(on: a, answered: true).send.map(\.request)
         #expect(afterFirst == [2])
-        let afterSecond = pool.machine.streamFinished(on: a, answered: true).map(\.request)
+        let afterSecond = pool.machine.streamFinished(on: a, answered: true).send.map(\.request)
         #expect(afterSecond == [3])
         #expect(pool.machine.queuedRequests == 0)
     }
@@ -108,29 +113,31 @@ struct APNsConnectionPoolStateMachineTests {
         _ = pool.place(1, deadline: Self.now + .seconds(1))
         _ = pool.place(2, deadline: Self.now + .seconds(5))
         let first = pool.machine.sweepQueue(now: Self.now + .seconds(2))
-        #expect(first.expired == [1] && first.sweepAgain)
+        #expect(first.fail.map(\.request) == [1] && first.sweepQueue)
         let second = pool.machine.sweepQueue(now: Self.now + .seconds(6))
-        #expect(second.expired == [2] && !second.sweepAgain)
+        #expect(second.fail.map(\.request) == [2] && !second.sweepQueue)
     }
 
     @Test("After failed connects: one connection at a time, after a backoff that doubles with jitter; the first answer ends the streak")
     func reconnectBackoff() {
         var pool = Pool(size: 2)
-        let firstConnect = pool.place(1).1
-        #expect(firstConnect == .open(2))
+        let firstConnect = pool.place(1).connect
+        #expect(firstConnect == .open([1, 2]))
         var delays: [TimeAmount] = []
-        var connect = pool.machine.connectFailed(using: &pool.random)
+        var connect = pool.machine.connectFailed(using: &pool.random).connect
         for _ in 0..<6 {
             guard case .openAfter(let delay) = connect else {
                 Issue.record("expected a backoff, got \(connect)")
                 return
             }
             delays.append(delay)
-            let meanwhile = pool.machine.warmUp(using: &pool.random)
+            let meanwhile = pool.machine.warmUp(using: &pool.random).connect
             #expect(meanwhile == .none, "nothing more while a reconnect is scheduled")
-            let due = pool.machine.reconnectDue()
-            #expect(due)
-            connect = pool.machine.connectFailed(using: &pool.random)
+            guard case .open(let ids) = pool.machine.reconnectDue().connect, ids.count == 1 else {
+                Issue.record("the backoff's end opens one connection")
+                return
+            }
+            connect = pool.machine.connectFailed(using: &pool.random).connect
         }
         // The first failure was one of two connecting; the streak counts from there.
         for (index, delay) in delays.enumerated() {
@@ -139,20 +146,25 @@ struct APNsConnectionPoolStateMachineTests {
         }
         // A connection finally opens and answers: the next one opens at once.
         guard case .openAfter = connect else { return }
-        let finallyDue = pool.machine.reconnectDue()
-        #expect(finallyDue)
-        let id = pool.machine.makeConnectionID()
+        guard case .open(let finallyDue) = pool.machine.reconnectDue().connect, let id = finallyDue.first else {
+            Issue.record("the backoff's end opens one connection")
+            return
+        }
         _ = pool.machine.connectionOpened(id, 1)
         _ = pool.machine.limitChanged(on: id, to: 10, using: &pool.random)
         _ = pool.machine.streamFinished(on: id, answered: true)  // request 1, dispatched from the queue
         // The other connect of the first pair opens too; then one connection goes away while
         // a request is in flight: its replacement opens at once, without a backoff.
-        let other = pool.machine.makeConnectionID()
+        let other = 2  // the second of the first pair
         _ = pool.machine.connectionOpened(other, 2)
         _ = pool.machine.limitChanged(on: other, to: 10, using: &pool.random)
         _ = pool.place(2)
-        let (replacement, _) = pool.machine.limitChanged(on: id, to: 0, using: &pool.random)
-        #expect(replacement == .open(1), "no backoff once a connection answered")
+        let replacement = pool.machine.limitChanged(on: id, to: 0, using: &pool.random).connect
+        guard case .open(let ids) = replacement else {
+            Issue.record("no backoff once a connection answered, got \(replacement)")
+            return
+        }
+        #expect(ids.count == 1)
     }
 
     @Test("A connection going away (GOAWAY: limit 0) is replaced at once while there is traffic, not when idle")
@@ -160,15 +172,15 @@ struct APNsConnectionPoolStateMachineTests {
         var busy = Pool(size: 1)
         let a = busy.open(limit: 10)
         _ = busy.place(1)
-        let (connect, _) = busy.machine.limitChanged(on: a, to: 0, using: &busy.random)
-        #expect(connect == .open(1))
+        let connect = busy.machine.limitChanged(on: a, to: 0, using: &busy.random).connect
+        #expect(connect == .open([2]))
 
         var idle = Pool(size: 1)
         let b = idle.open(limit: 10)
-        let (idleConnect, _) = idle.machine.limitChanged(on: b, to: 0, using: &idle.random)
+        let idleConnect = idle.machine.limitChanged(on: b, to: 0, using: &idle.random).connect
         #expect(idleConnect == .none)
-        let nextRequest = idle.place(1).1
-        #expect(nextRequest == .open(1), "the next request opens one")
+        let nextRequest = idle.place(1).connect
+        #expect(nextRequest == .open([2]), "the next request opens one")
     }
 
     @Test("A connection that closes before answering anything counts as a failure: its replacement waits for the backoff")
@@ -177,7 +189,7 @@ struct APNsConnectionPoolStateMachineTests {
         let a = pool.open(limit: 1)
         _ = pool.place(1)
         _ = pool.place(2)  // queued behind 1
-        guard case .openAfter = pool.machine.connectionClosed(a, using: &pool.random) else {
+        guard case .openAfter = pool.machine.connectionClosed(a, using: &pool.random).connect else {
             Issue.record("expected a backoff")
             return
         }
@@ -189,12 +201,10 @@ struct APNsConnectionPoolStateMachineTests {
         let a = pool.open(limit: 1)
         _ = pool.place(1)
         _ = pool.place(2)
-        let (requests, connections) = pool.machine.shutDown()
-        #expect(requests == [2] && connections == [a * 100])
-        guard case .fail(3, let failure) = pool.place(3).0 else {
-            Issue.record("a shut-down pool refuses")
-            return
-        }
-        #expect(failure.kind == .unprocessed)
+        let shutDown = pool.machine.shutDown()
+        #expect(shutDown.fail.map(\.request) == [2] && shutDown.close == [a * 100])
+        let refused = pool.place(3).fail
+        #expect(refused.map(\.request) == [3], "a shut-down pool refuses")
+        #expect(refused.first?.failure.kind == .unprocessed)
     }
 }

@@ -211,4 +211,29 @@ struct APNsConnectionStateMachineTests {
         #expect(machine.phase == .draining)
         #expect(Self.write(&machine, 4) == nil)
     }
+
+    @Test("Settling after events: each new stream limit is told to the pool once; a drained connection closes, with a warning unless the server's GOAWAY drained it")
+    func settled() throws {
+        var machine = Self.machine(oneStreamFirst: true, maximumStreams: 500)
+        #expect(machine.poolAttached() == 0, "not set up yet")
+        #expect(machine.settled() == .init(), "nothing changed")
+        _ = machine.settingsReceived(maximumConcurrentStreams: 100)
+        #expect(machine.settled() == .init(limitChanged: 1), "one stream until the first success")
+        #expect(machine.settled() == .init(), "told once")
+        let stream = try #require(Self.write(&machine, 1))
+        _ = Self.answer(&machine, stream)
+        #expect(machine.settled() == .init(limitChanged: 100))
+
+        let open = try #require(Self.write(&machine, 2))
+        machine.drain("stream ids nearly exhausted")
+        #expect(machine.settled() == .init(limitChanged: 0), "draining: nothing new, but a stream is still open")
+        _ = Self.answer(&machine, open)
+        #expect(machine.settled() == .init(close: true, replacing: "stream ids nearly exhausted"))
+
+        var goingAway = Self.machine()
+        _ = goingAway.settingsReceived(maximumConcurrentStreams: 10)
+        _ = goingAway.poolAttached()
+        _ = goingAway.goAwayReceived(lastStreamID: 0)
+        #expect(goingAway.settled() == .init(limitChanged: 0, close: true), "the server's GOAWAY: no warning of our own")
+    }
 }

@@ -66,7 +66,6 @@ package final class APNsConnectionHandler: ChannelInboundHandler {
     private var context: ChannelHandlerContext?
     private var state: StateMachine
     private var headerEncoder: APNsRequestHeaderEncoder
-    private var reportedLimit = 0
     private var flushScheduled = false
     private var pingTask: Scheduled<Void>?
     private var deadlineSweep: Scheduled<Void>?
@@ -82,8 +81,7 @@ package final class APNsConnectionHandler: ChannelInboundHandler {
 
     package func setEvents(_ events: Events) {
         self.events = events
-        self.reportedLimit = self.state.streamLimit
-        events.limitChanged(self.reportedLimit)
+        events.limitChanged(self.state.poolAttached())
     }
 
     // MARK: Requests
@@ -158,7 +156,7 @@ package final class APNsConnectionHandler: ChannelInboundHandler {
             self.readyPromise.fail(APNsStreamFailure.unprocessed("the connection closed before HTTP/2 was set up"))
         }
         self.complete(self.state.closed())
-        self.reportLimit()
+        self.afterEvent(context: context)
         self.events?.closed()
         self.events = nil
         context.fireChannelInactive()
@@ -232,7 +230,7 @@ package final class APNsConnectionHandler: ChannelInboundHandler {
             if self.state.settingsReceived(maximumConcurrentStreams: maximum) {
                 self.readyPromise.succeed()
             }
-            self.reportLimit()
+            self.afterEvent(context: context)
         case .ping(_, ack: true):
             self.state.pingAcknowledged()
         case .goAway(let lastStreamID, let errorCode, let debugData):
@@ -264,22 +262,19 @@ package final class APNsConnectionHandler: ChannelInboundHandler {
         }
     }
 
-    /// After an event that may change the stream limit or finish a drain.
+    /// After an event that may change the stream limit or finish a drain: does what the
+    /// machine's ``APNsConnectionStateMachine/settled()`` answers.
     private func afterEvent(context: ChannelHandlerContext) {
-        self.reportLimit()
-        if self.state.shouldClose {
-            if let reason = self.state.drainReason, reason != "GOAWAY" {
+        let action = self.state.settled()
+        if let limit = action.limitChanged {
+            self.events?.limitChanged(limit)
+        }
+        if action.close {
+            if let reason = action.replacing {
                 self.logger.warning("replacing the upstream connection", metadata: ["why": "\(reason)"])
             }
             context.close(promise: nil)
         }
-    }
-
-    private func reportLimit() {
-        let limit = self.state.streamLimit
-        guard limit != self.reportedLimit else { return }
-        self.reportedLimit = limit
-        self.events?.limitChanged(limit)
     }
 
     // MARK: Timers

@@ -65,6 +65,24 @@ package struct APNsConnectionStateMachine<Request> {
         case fail(Request, APNsStreamFailure)
     }
 
+    /// What the connection does once an event is handled; both engines' handlers execute it
+    /// the same way (``settled()``).
+    package struct ConnectionAction: Hashable, Sendable {
+        /// Tell the pool this stream limit: it changed since the last one told.
+        package var limitChanged: Int?
+        /// Close the connection: it drained (nothing open, nothing new taken).
+        package var close = false
+        /// Why it is being replaced, when it closes for a reason of its own (not the server's
+        /// GOAWAY): worth a warning.
+        package var replacing: String?
+
+        package init(limitChanged: Int? = nil, close: Bool = false, replacing: String? = nil) {
+            self.limitChanged = limitChanged
+            self.close = close
+            self.replacing = replacing
+        }
+    }
+
     package enum PingAction: Hashable, Sendable {
         case send(HTTP2PingData)
         /// The last PING was not answered: close the connection.
@@ -97,6 +115,8 @@ package struct APNsConnectionStateMachine<Request> {
     private var refusedTimes: [NIODeadline] = []
     /// Streams NIOHTTP2 reported closed before their last frame was handed over.
     private var closedDuringRead: [HTTP2StreamID] = []
+    /// The stream limit last told to the pool.
+    private var reportedLimit = 0
 
     package init(configuration: Configuration) {
         self.configuration = configuration
@@ -117,6 +137,30 @@ package struct APNsConnectionStateMachine<Request> {
     /// Draining with nothing left open: the handler closes the connection.
     package var shouldClose: Bool {
         self.phase == .draining && self.streams.isEmpty
+    }
+
+    /// The pool subscribed to the connection's events: the stream limit to tell it now.
+    package mutating func poolAttached() -> Int {
+        self.reportedLimit = self.streamLimit
+        return self.reportedLimit
+    }
+
+    /// After an event (or a read's events): a stream limit the pool has not been told yet, and
+    /// whether the connection closes now.
+    package mutating func settled() -> ConnectionAction {
+        var action = ConnectionAction()
+        let limit = self.streamLimit
+        if limit != self.reportedLimit {
+            self.reportedLimit = limit
+            action.limitChanged = limit
+        }
+        if self.shouldClose {
+            action.close = true
+            if let reason = self.drainReason, reason != "GOAWAY" {
+                action.replacing = reason
+            }
+        }
+        return action
     }
 
     // MARK: Set-up and health

@@ -45,7 +45,6 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
     private var context: ChannelHandlerContext?
     private var state: StateMachine
     private var headerEncoder: APNsRequestHeaderEncoder
-    private var reportedLimit = 0
     private var flushScheduled = false
     private var pingTask: Scheduled<Void>?
     private var deadlineSweep: Scheduled<Void>?
@@ -74,8 +73,7 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
 
     package func setEvents(_ events: APNsConnectionHandler.Events) {
         self.events = events
-        self.reportedLimit = self.state.streamLimit
-        events.limitChanged(self.reportedLimit)
+        events.limitChanged(self.state.poolAttached())
     }
 
     // MARK: Requests
@@ -279,7 +277,7 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
         self.payloads.removeAll()
         self.runCompletions()  // decided before the close, not yet run
         self.complete(self.state.closed())
-        self.reportLimit()
+        self.afterEvent(context: context)
         self.events?.closed()
         self.events = nil
         context.fireChannelInactive()
@@ -498,23 +496,20 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
         }
     }
 
-    /// After an event that may change the stream limit or finish a drain.
+    /// After an event that may change the stream limit or finish a drain: does what the
+    /// machine's ``APNsConnectionStateMachine/settled()`` answers.
     private func afterEvent(context: ChannelHandlerContext) {
-        self.reportLimit()
-        if self.state.shouldClose {
-            if let reason = self.state.drainReason, reason != "GOAWAY" {
+        let action = self.state.settled()
+        if let limit = action.limitChanged {
+            self.events?.limitChanged(limit)
+        }
+        if action.close {
+            if let reason = action.replacing {
                 self.logger.warning("replacing the upstream connection", metadata: ["why": "\(reason)"])
             }
             if !self.inNghttp2 { self.flushOutput() }
             context.close(promise: nil)
         }
-    }
-
-    private func reportLimit() {
-        let limit = self.state.streamLimit
-        guard limit != self.reportedLimit else { return }
-        self.reportedLimit = limit
-        self.events?.limitChanged(limit)
     }
 
     private static func errorText(_ code: Int32) -> String {

@@ -7,8 +7,9 @@ import Synchronization
 ///
 /// Which connection gets a request, when connections are opened, the queue and the reconnect
 /// backoff are an ``APNsConnectionPoolStateMachine``, kept under a lock (requests come from any
-/// event loop); this class executes its actions: sends on a connection, fails or completes
-/// requests, opens connections (now, or after the backoff on a timer), sweeps the queue.
+/// event loop); this class feeds it events and executes the one action each answers
+/// (``execute(_:sweepOn:)``): sends on connections, fails requests, opens connections (now, or
+/// after the backoff on a timer), closes connections, sweeps the queue.
 final class APNsConnectionPool: Sendable {
     struct Configuration: Sendable {
         var endpoint: APNsEndpoint
@@ -90,105 +91,81 @@ final class APNsConnectionPool: Sendable {
         completion: @escaping @Sendable (AttemptResult) -> Void
     ) {
         let pending = PendingAttempt(request: request, authorization: authorization, completion: completion)
-        let (action, connect) = self.state.withLock { state in
+        let action = self.state.withLock { state in
             var random = SystemRandomNumberGenerator()
             return state.place(pending, avoiding: avoid, deadline: deadline, using: &random)
         }
-        switch action {
-        case .send(let placement):
-            self.send(placement)
-        case .queued(let startSweep):
-            if startSweep {
-                self.scheduleQueueSweep(on: eventLoop)
-            }
-        case .fail(let pending, let failure):
-            pending.fail(failure)
-        }
-        self.execute(connect)
+        self.execute(action, sweepOn: eventLoop)
     }
 
     /// Opens the pool's connections now rather than at the first request (start-up, readiness).
     func warmUp() {
-        let connect = self.state.withLock { state in
+        let action = self.state.withLock { state in
             var random = SystemRandomNumberGenerator()
             return state.warmUp(using: &random)
         }
-        self.execute(connect)
+        self.execute(action)
     }
 
     /// Fails the requests still waiting and closes every open connection; the futures complete
     /// when those connections are closed.
     @discardableResult
     func shutdown() -> [EventLoopFuture<Void>] {
-        let (requests, connections) = self.state.withLock { $0.shutDown() }
-        for pending in requests {
-            pending.fail(.unprocessed("the upstream client is shut down"))
-        }
-        for connection in connections {
-            connection.close()
-        }
-        return connections.map(\.channel.closeFuture)
+        let action = self.state.withLock { $0.shutDown() }
+        self.execute(action)
+        return action.close.map(\.channel.closeFuture)
     }
 
     // MARK: Executing the state machine's actions
+
+    /// Does what the machine answered; a queue sweep runs on `sweepOn` (else on any loop).
+    private func execute(_ action: StateMachine.Action, sweepOn eventLoop: (any EventLoop)? = nil) {
+        if action.send.count > 1 {
+            self.logger.trace("dispatched queued requests", metadata: ["count": "\(action.send.count)"])
+        }
+        for placement in action.send {
+            self.send(placement)
+        }
+        for (pending, failure) in action.fail {
+            pending.fail(failure)
+        }
+        for connection in action.close {
+            connection.close()
+        }
+        switch action.connect {
+        case .none:
+            break
+        case .open(let ids):
+            for id in ids {
+                self.openConnection(id)
+            }
+        case .openAfter(let delay):
+            self.logger.info("reconnecting to the upstream after a backoff", metadata: ["delay_ms": "\(delay.nanoseconds / 1_000_000)"])
+            self.group.any().scheduleTask(in: delay) {
+                self.execute(self.state.withLock { $0.reconnectDue() })
+            }
+        }
+        if action.sweepQueue {
+            let loop = eventLoop ?? self.group.any()
+            // Fails the queued requests whose deadline has passed (at most one sweep interval
+            // late); the machine asks for another sweep while any request waits.
+            loop.scheduleTask(in: Self.deadlineSweepInterval) {
+                self.execute(self.state.withLock { $0.sweepQueue(now: .now()) }, sweepOn: loop)
+            }
+        }
+    }
 
     private func send(_ placement: StateMachine.Placement) {
         let id = placement.connectionID
         let pending = placement.request
         placement.connection.send(pending.request, authorization: pending.authorization, deadline: placement.deadline) { result in
             let attempt = AttemptResult(connectionID: id, result: result)
-            let placements = self.state.withLock { $0.streamFinished(on: id, answered: attempt.isAnswer) }
-            self.send(placements)
+            self.execute(self.state.withLock { $0.streamFinished(on: id, answered: attempt.isAnswer) })
             pending.completion(attempt)
         }
     }
 
-    private func send(_ placements: [StateMachine.Placement]) {
-        guard !placements.isEmpty else { return }
-        self.logger.trace("dispatched queued requests", metadata: ["count": "\(placements.count)"])
-        for placement in placements {
-            self.send(placement)
-        }
-    }
-
-    private func execute(_ connect: StateMachine.ConnectAction) {
-        switch connect {
-        case .none:
-            return
-        case .open(let count):
-            for _ in 0..<count {
-                self.openConnection()
-            }
-        case .openAfter(let delay):
-            self.logger.info("reconnecting to the upstream after a backoff", metadata: ["delay_ms": "\(delay.nanoseconds / 1_000_000)"])
-            self.group.any().scheduleTask(in: delay) {
-                if self.state.withLock({ $0.reconnectDue() }) {
-                    self.openConnection()
-                }
-            }
-        }
-    }
-
-    private func scheduleQueueSweep(on eventLoop: any EventLoop) {
-        eventLoop.scheduleTask(in: Self.deadlineSweepInterval) {
-            self.sweepQueue(on: eventLoop)
-        }
-    }
-
-    /// Fails the queued requests whose deadline has passed (at most one sweep interval late);
-    /// keeps sweeping while any request waits.
-    private func sweepQueue(on eventLoop: any EventLoop) {
-        let (expired, again) = self.state.withLock { $0.sweepQueue(now: .now()) }
-        for pending in expired {
-            pending.fail(.unprocessed("no upstream connection had room before the deadline"))
-        }
-        if again {
-            self.scheduleQueueSweep(on: eventLoop)
-        }
-    }
-
-    private func openConnection() {
-        let id = self.state.withLock { $0.makeConnectionID() }
+    private func openConnection(_ id: Int) {
         APNsConnection.connect(
             id: id,
             endpoint: self.configuration.endpoint,
@@ -200,10 +177,9 @@ final class APNsConnectionPool: Sendable {
         ).whenComplete { result in
             switch result {
             case .success(let connection):
-                guard self.state.withLock({ $0.connectionOpened(id, connection) }) else {
-                    connection.close()
-                    return
-                }
+                let opened = self.state.withLock { $0.connectionOpened(id, connection) }
+                self.execute(opened)
+                guard opened.close.isEmpty else { return }  // the pool was shut down meanwhile
                 self.logger.debug("upstream connection ready", metadata: ["upstream_connection": "\(id)"])
                 connection.setEvents(
                     limitChanged: { limit in self.limitChanged(on: id, to: limit) },
@@ -214,32 +190,31 @@ final class APNsConnectionPool: Sendable {
                     "could not connect to the upstream",
                     metadata: ["endpoint": "\(self.configuration.endpoint.host):\(self.configuration.endpoint.port)", "error": "\(error)"]
                 )
-                let connect = self.state.withLock { state in
+                let action = self.state.withLock { state in
                     var random = SystemRandomNumberGenerator()
                     return state.connectFailed(using: &random)
                 }
-                self.execute(connect)
+                self.execute(action)
             }
         }
     }
 
     private func limitChanged(on id: Int, to limit: Int) {
         self.logger.trace("stream limit changed", metadata: ["upstream_connection": "\(id)", "limit": "\(limit)"])
-        let (connect, placements) = self.state.withLock { state in
+        let action = self.state.withLock { state in
             var random = SystemRandomNumberGenerator()
             return state.limitChanged(on: id, to: limit, using: &random)
         }
-        self.execute(connect)
-        self.send(placements)
+        self.execute(action)
     }
 
     private func connectionClosed(_ id: Int) {
-        let connect = self.state.withLock { state in
+        let action = self.state.withLock { state in
             var random = SystemRandomNumberGenerator()
             return state.connectionClosed(id, using: &random)
         }
         self.logger.debug("upstream connection closed", metadata: ["upstream_connection": "\(id)"])
-        self.execute(connect)
+        self.execute(action)
     }
 }
 

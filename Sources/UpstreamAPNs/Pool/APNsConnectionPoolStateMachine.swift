@@ -4,9 +4,10 @@ import NIOCore
 ///
 /// ``APNsConnectionPool`` keeps it under a lock, feeds it events (a request to place, a stream
 /// finished, a connection's stream limit changed, a connection opened, failed or closed, a timer
-/// fired) and executes what it returns: send a request on a connection, queue it, fail it, open
-/// connections now or after a backoff. Time and the backoff's randomness are inputs. `Connection`
-/// and `Request` are whatever the pool sends on and completes (the tests use numbers).
+/// fired, the shutdown) and executes the one ``Action`` each returns: send requests on
+/// connections, fail requests, open connections now or after a backoff, close connections, sweep
+/// the queue. Time and the backoff's randomness are inputs. `Connection` and `Request` are
+/// whatever the pool sends on and completes (the tests use numbers).
 ///
 /// The rules:
 /// - **Placement**: a request goes to the connection with the most room (its stream limit less
@@ -34,10 +35,25 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
     /// Connections to open.
     package enum ConnectAction: Hashable, Sendable {
         case none
-        /// Open this many now (already counted as connecting).
-        case open(Int)
-        /// Call ``reconnectDue()`` after this delay, and open one connection if it says so.
+        /// Open connections with these ids now (already counted as connecting).
+        case open([Int])
+        /// Report ``reconnectDue()`` after this delay.
         case openAfter(TimeAmount)
+    }
+
+    /// What the pool does after an event; every event answers one.
+    package struct Action {
+        /// Send each request on its connection.
+        package var send: [Placement] = []
+        /// Fail each request, with why.
+        package var fail: [(request: Request, failure: APNsStreamFailure)] = []
+        package var connect: ConnectAction = .none
+        /// Close these connections.
+        package var close: [Connection] = []
+        /// Report ``sweepQueue(now:)`` after the sweep interval.
+        package var sweepQueue = false
+
+        package init() {}
     }
 
     /// A request placed on a connection: send it there.
@@ -46,13 +62,6 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         package var connectionID: Int
         package var connection: Connection
         package var deadline: NIODeadline
-    }
-
-    package enum PlaceAction {
-        case send(Placement)
-        /// Queued; start the queue's deadline sweep when `startSweep`.
-        case queued(startSweep: Bool)
-        case fail(Request, APNsStreamFailure)
     }
 
     private struct Entry {
@@ -112,41 +121,50 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         avoiding avoid: Int?,
         deadline: NIODeadline,
         using random: inout some RandomNumberGenerator
-    ) -> (PlaceAction, ConnectAction) {
-        if self.isShutDown { return (.fail(request, .unprocessed("the upstream client is shut down")), .none) }
+    ) -> Action {
+        var action = Action()
+        if self.isShutDown {
+            action.fail = [(request, .unprocessed("the upstream client is shut down"))]
+            return action
+        }
         if let id = self.pickConnection(avoiding: avoid) {
             self.entries[id]!.inFlight += 1
-            let placement = Placement(request: request, connectionID: id, connection: self.entries[id]!.connection, deadline: deadline)
-            return (.send(placement), self.connectionsToOpen(using: &random))
+            action.send = [Placement(request: request, connectionID: id, connection: self.entries[id]!.connection, deadline: deadline)]
+            action.connect = self.connectionsToOpen(using: &random)
+            return action
         }
         guard self.waiters.count < self.configuration.maximumQueuedRequests else {
-            return (.fail(request, .unprocessed("too many requests waiting for an upstream connection")), .none)
+            action.fail = [(request, .unprocessed("too many requests waiting for an upstream connection"))]
+            return action
         }
         self.waiters.append(Waiter(request: request, avoid: avoid, deadline: deadline))
-        let startSweep = !self.deadlineSweepScheduled
+        action.sweepQueue = !self.deadlineSweepScheduled
         self.deadlineSweepScheduled = true
-        return (.queued(startSweep: startSweep), self.connectionsToOpen(using: &random))
+        action.connect = self.connectionsToOpen(using: &random)
+        return action
     }
 
-    /// A request placed on `connectionID` is over; returns queued requests that now have room.
-    package mutating func streamFinished(on connectionID: Int, answered: Bool) -> [Placement] {
-        guard self.entries[connectionID] != nil else { return [] }
+    /// A request placed on `connectionID` is over: queued requests that now have room go out.
+    package mutating func streamFinished(on connectionID: Int, answered: Bool) -> Action {
+        var action = Action()
+        guard self.entries[connectionID] != nil else { return action }
         self.entries[connectionID]!.inFlight -= 1
         if answered, !self.entries[connectionID]!.hasAnswered {
             self.entries[connectionID]!.hasAnswered = true
             self.consecutiveFailures = 0
         }
-        return self.dispatchWaiters()
+        action.send = self.dispatchWaiters()
+        return action
     }
 
-    /// The queue's sweep: requests whose deadline has passed fail; `sweepAgain` while any wait.
-    package mutating func sweepQueue(now: NIODeadline) -> (expired: [Request], sweepAgain: Bool) {
-        var expired: [Request] = []
+    /// The queue's sweep: requests whose deadline has passed fail; it sweeps again while any wait.
+    package mutating func sweepQueue(now: NIODeadline) -> Action {
+        var action = Action()
         if self.waiters.contains(where: { $0.deadline <= now }) {
             var kept = CircularBuffer<Waiter>(initialCapacity: self.waiters.count)
             for waiter in self.waiters {
                 if waiter.deadline <= now {
-                    expired.append(waiter.request)
+                    action.fail.append((waiter.request, .unprocessed("no upstream connection had room before the deadline")))
                 } else {
                     kept.append(waiter)
                 }
@@ -154,44 +172,49 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
             self.waiters = kept
         }
         self.deadlineSweepScheduled = !self.waiters.isEmpty && !self.isShutDown
-        return (expired, self.deadlineSweepScheduled)
+        action.sweepQueue = self.deadlineSweepScheduled
+        return action
     }
 
     // MARK: Connections
 
     /// Opens the connections now rather than at the first request.
-    package mutating func warmUp(using random: inout some RandomNumberGenerator) -> ConnectAction {
-        self.connectionsToOpen(using: &random)
+    package mutating func warmUp(using random: inout some RandomNumberGenerator) -> Action {
+        var action = Action()
+        action.connect = self.connectionsToOpen(using: &random)
+        return action
     }
 
-    /// An id for a connection about to be opened.
-    package mutating func makeConnectionID() -> Int {
-        defer { self.nextConnectionID += 1 }
-        return self.nextConnectionID
-    }
-
-    /// A connection is set up; `false` when the pool was shut down meanwhile (close it).
-    package mutating func connectionOpened(_ connectionID: Int, _ connection: Connection) -> Bool {
+    /// A connection is set up; closed again at once when the pool was shut down meanwhile.
+    package mutating func connectionOpened(_ connectionID: Int, _ connection: Connection) -> Action {
+        var action = Action()
         self.connecting -= 1
-        guard !self.isShutDown else { return false }
+        guard !self.isShutDown else {
+            action.close = [connection]
+            return action
+        }
         // One stream until the connection reports its real limit.
         self.entries[connectionID] = Entry(connection: connection, limit: 1)
         self.connectionsOpened += 1
-        return true
+        return action
     }
 
-    package mutating func connectFailed(using random: inout some RandomNumberGenerator) -> ConnectAction {
+    package mutating func connectFailed(using random: inout some RandomNumberGenerator) -> Action {
         self.connecting -= 1
         self.consecutiveFailures += 1
-        return self.connectionsToOpen(using: &random)
+        var action = Action()
+        action.connect = self.connectionsToOpen(using: &random)
+        return action
     }
 
-    /// The backoff timer fired: `true` to open one connection (counted as connecting).
-    package mutating func reconnectDue() -> Bool {
+    /// The backoff timer fired: one connection is opened (unless the pool was shut down).
+    package mutating func reconnectDue() -> Action {
         self.reconnectScheduled = false
-        guard !self.isShutDown else { return false }
+        var action = Action()
+        guard !self.isShutDown else { return action }
         self.connecting += 1
-        return true
+        action.connect = .open([self.makeConnectionID()])
+        return action
     }
 
     /// A connection's stream limit changed (0: it goes away or is not set up).
@@ -199,36 +222,54 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         on connectionID: Int,
         to limit: Int,
         using random: inout some RandomNumberGenerator
-    ) -> (ConnectAction, [Placement]) {
-        guard self.entries[connectionID] != nil else { return (.none, []) }
+    ) -> Action {
+        var action = Action()
+        guard self.entries[connectionID] != nil else { return action }
         self.entries[connectionID]!.limit = limit
         // A connection going away is replaced at once while there is traffic; an idle pool
         // opens connections when the next request comes.
         let hasTraffic = !self.waiters.isEmpty || self.entries.values.contains { $0.inFlight > 0 }
-        let connect = limit == 0 && hasTraffic ? self.connectionsToOpen(using: &random) : .none
-        return (connect, limit > 0 ? self.dispatchWaiters() : [])
+        if limit == 0, hasTraffic {
+            action.connect = self.connectionsToOpen(using: &random)
+        }
+        if limit > 0 {
+            action.send = self.dispatchWaiters()
+        }
+        return action
     }
 
-    package mutating func connectionClosed(_ connectionID: Int, using random: inout some RandomNumberGenerator) -> ConnectAction {
-        guard let entry = self.entries.removeValue(forKey: connectionID) else { return .none }
+    package mutating func connectionClosed(_ connectionID: Int, using random: inout some RandomNumberGenerator) -> Action {
+        var action = Action()
+        guard let entry = self.entries.removeValue(forKey: connectionID) else { return action }
         if !entry.hasAnswered {
             // A connection that closed before answering anything counts as a failure, so that a
             // server which accepts and drops connections is not hammered.
             self.consecutiveFailures += 1
         }
         // Replaced now when requests are waiting; otherwise the next request opens one.
-        return self.waiters.isEmpty ? .none : self.connectionsToOpen(using: &random)
+        if !self.waiters.isEmpty {
+            action.connect = self.connectionsToOpen(using: &random)
+        }
+        return action
     }
 
-    /// Takes nothing more: returns the queued requests to fail and the connections to close.
-    package mutating func shutDown() -> (requests: [Request], connections: [Connection]) {
+    /// Takes nothing more: the queued requests fail and every connection closes.
+    package mutating func shutDown() -> Action {
         self.isShutDown = true
-        let requests = self.waiters.map(\.request)
+        var action = Action()
+        action.fail = self.waiters.map { ($0.request, .unprocessed("the upstream client is shut down")) }
+        action.close = self.entries.values.map(\.connection)
         self.waiters.removeAll()
-        return (requests, self.entries.values.map(\.connection))
+        return action
     }
 
     // MARK: Private
+
+    /// An id for a connection about to be opened.
+    private mutating func makeConnectionID() -> Int {
+        defer { self.nextConnectionID += 1 }
+        return self.nextConnectionID
+    }
 
     private func pickConnection(avoiding avoid: Int?) -> Int? {
         var best: (id: Int, room: Int)?
@@ -270,7 +311,7 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
             return .openAfter(self.backoff(using: &random))
         }
         self.connecting += wanted
-        return .open(wanted)
+        return .open((0..<wanted).map { _ in self.makeConnectionID() })
     }
 
     /// Base × 2^(failures−1), capped, then a random point in its upper half: spreads the
