@@ -4,34 +4,14 @@ import Logging
 import NIOCore
 import NIOSSL
 
-/// Sent down a gateway connection's pipeline to start the graceful shutdown of CONTRACT §1.8.
-package struct GatewayShutdownEvent: Sendable {
-    var gracePeriod: TimeAmount
-
-    package init(gracePeriod: TimeAmount) {
-        self.gracePeriod = gracePeriod
-    }
-}
-
-/// Sent down a gateway connection's pipeline after a configuration reload: a connection whose
-/// certificate no longer resolves to a tenant closes as at shutdown.
-struct GatewayTenantReviewEvent: Sendable {
-    var gracePeriod: TimeAmount
-    /// The upstream credentials that remain.
-    var credentials: Set<String>
-}
-
 /// The I/O edge of one provider connection: it only executes. It feeds a
 /// ``ProviderConnectionStateMachine`` the channel's events (the verified tenant, bytes, reads,
 /// the end of input, outcomes, store writes done, timers, shutdown, a reload's review) and does
-/// the action each answers: forward, store, write a farewell, read, close. It holds no phase and
-/// decides nothing; what it keeps is I/O: the context, the timers, the counters, and the future
-/// of the farewell's resend records.
+/// the action each answers. It holds no phase and decides nothing; it keeps the I/O: the context,
+/// the timers, the counters, and the future of the farewell's resend records.
 ///
-/// Sits after the shared ``ProviderHandshakeHandler`` (which sends ``ProviderVerified``).
-/// Decoding happens in the machine rather than in a separate `ByteToMessageHandler` so that
-/// decoding stops exactly when the session stops reading: what is not decoded stays buffered,
-/// and no more is read from the socket.
+/// Sits after the shared ``ProviderHandshakeHandler``. The machine decodes (no separate
+/// `ByteToMessageHandler`), so decoding stops exactly when the session stops reading.
 package final class GatewayConnectionHandler: ChannelDuplexHandler {
     package typealias InboundIn = ByteBuffer
     package typealias OutboundIn = ByteBuffer

@@ -5,6 +5,12 @@ import Logging
 import NIOCore
 import PostgresNIO
 
+// Over 400 lines, on purpose: this is the SQL of every `BridgeStore` operation for PostgreSQL
+// (feedback lists with their claims, drains, resend records owned by instances, the instance
+// heartbeat, the schema's migrations), kept together so that the multi-instance rules
+// (docs/scaling.md) read in one place. The usage tables are in PostgresUsage.swift, the LISTEN
+// of other instances' entries in FeedbackListNotifications.swift.
+
 /// The shared store: one PostgreSQL database for several bridge instances behind a TCP load
 /// balancer (CONTRACT §4, docs/scaling.md).
 ///

@@ -5,6 +5,11 @@ import Logging
 import NIOCore
 import SQLiteNIO
 
+// Over 400 lines, on purpose: this is the SQL of every `BridgeStore` operation for SQLite
+// (feedback lists, drains, resend records, maintenance), each next to the transaction helper it
+// runs through, so that one file shows everything one store does to its tables. The usage
+// tables are in SQLiteUsage.swift.
+
 /// The embedded store: one SQLite file, for one bridge process (CONTRACT §4).
 ///
 /// WAL journal; `synchronous=FULL` by default, so a commit survives a power cut as well as a

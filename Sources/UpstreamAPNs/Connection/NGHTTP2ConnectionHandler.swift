@@ -6,6 +6,11 @@ import NIOHPACK
 import NIOHTTP2
 import NIOTLS
 
+// Over 400 lines, on purpose: libnghttp2's C callbacks reach the handler's private state (the
+// stream table, the read's completions, the payloads being sent) through one unmanaged pointer,
+// and that state is file-private; splitting the callbacks into another file would make it
+// internal to the whole module.
+
 /// Drives one HTTP/2 connection to APNs with libnghttp2 (the `NGHTTP2Engine` trait): it sits
 /// right after NIOSSL, feeds the bytes it reads to an nghttp2 client session in memory mode
 /// (`nghttp2_session_mem_recv`) and writes what the session has to send

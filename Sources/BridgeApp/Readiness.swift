@@ -1,0 +1,64 @@
+import BridgeCore
+import BridgeServer
+import BridgeUpstream
+
+/// Readiness (`/readyz`) and the gauges read at each scrape.
+struct Readiness: Sendable {
+    var upstream: ReloadableUpstream
+    var tenants: ReloadableTenantResolver
+
+    /// The environments whose connections readiness depends on: the default one and those
+    /// configured for tenants.
+    var environments: Set<APNsEnvironment> {
+        let tenants = self.tenants.current
+        return Set(tenants.rules.compactMap(\.environment)).union([tenants.defaultEnvironment])
+    }
+
+    /// Opens the upstream connections readiness depends on.
+    func warmUp() {
+        let environments = self.environments
+        for member in self.upstream.members.values {
+            for environment in environments {
+                member.client.warmUp(environment)
+            }
+        }
+    }
+
+    var isReady: Bool {
+        let environments = self.environments
+        return self.upstream.members.values.allSatisfy { member in
+            environments.allSatisfy { member.client.hasUsableConnection($0) }
+        }
+    }
+
+    func probes(reloader: ConfigurationReloader, statusPage: StatusPage?) -> AdminServer.Probes {
+        var renderStatusPage: (@Sendable () async -> String)?
+        if let statusPage {
+            renderStatusPage = {
+                self.updateGauges()
+                return await statusPage.render()
+            }
+        }
+        return AdminServer.Probes(
+            isReady: {
+                if self.isReady { return true }
+                self.warmUp()  // a probe that finds no connection asks for one (the pool backs off)
+                return false
+            },
+            beforeScrape: { self.updateGauges() },
+            reload: {
+                let outcome = await reloader.reload(trigger: "admin")
+                return (outcome.refused == nil, outcome.description)
+            },
+            statusPage: renderStatusPage
+        )
+    }
+
+    /// The gauges read rather than counted: usable upstream connections by environment.
+    func updateGauges() {
+        for environment in APNsEnvironment.allCases {
+            let usable = self.upstream.members.values.reduce(0) { $0 + $1.client.usableConnectionCount(environment) }
+            BridgeGauges.shared.upstreamConnections(environment, usable)
+        }
+    }
+}
