@@ -77,21 +77,25 @@ public final class BridgeRuntime: Sendable {
         )
     }
 
-    /// Opens the store, binds every listener and opens the upstream connections. What was
-    /// started is stopped again when a later step fails.
+    /// Opens the store, binds every listener, opens the upstream connections, hands the
+    /// running bridge to `ready` (the `ready` line of `serve`, the demo's round trip), then runs
+    /// it until SIGTERM or SIGINT (or ``shutdown()``) and returns once everything has stopped:
+    /// the store, whose scope is this call, last. What was started is stopped again when a later
+    /// step fails; a failure to start is a ``ConfigurationError`` naming its key.
     ///
     /// - Parameters:
     ///   - source: where `settings` were read, to read them again on reload; `nil`: they were
     ///     made in code, and a reload is refused.
     ///   - metrics: the registry `/metrics` exports (``BridgeMetrics/bootstrapPrometheus()``).
     ///   - logLevel: the process's log level, which a reload sets.
-    public static func start(
+    public static func serve(
         _ settings: BridgeSettings,
         source: SettingsSource? = nil,
         metrics: PrometheusCollectorRegistry?,
         logLevel: LiveLogLevel? = nil,
-        logger: Logger
-    ) async throws -> BridgeRuntime {
+        logger: Logger,
+        ready: (BridgeRuntime) async throws -> Void = { _ in }
+    ) async throws {
         // Everything that can be checked without side effects was checked by BridgeSettings.load;
         // what still fails here is named by its key (ConfigurationError), never a bare error.
         let credentialSet: [String: APNsCredentials]
@@ -107,124 +111,136 @@ public final class BridgeRuntime: Sendable {
         if let admin = settings.admin {
             try ListenAddressProbe.check("admin.listen", host: admin.host, port: admin.port)
         }
-        let store: any BridgeStore
+        var opened = false
         do {
-            store = try await BridgeStoreLocation.open(settings.storeLocation, configuration: settings.store, logger: logger)
-        } catch {
+            try await BridgeStoreLocation.withStore(settings.storeLocation, configuration: settings.store, logger: logger) { store in
+                opened = true
+                let runtime = try await Self.start(settings, store: store, credentials: credentialSet, source: source, metrics: metrics, logLevel: logLevel, logger: logger)
+                try await ready(runtime)
+                try await runtime.run()
+            }
+        } catch where !opened {
             throw ConfigurationError(key: "store.url", "cannot open \(BridgeStoreLocation.redacted(settings.storeLocation)): \(error)")
         }
+    }
+
+    /// Binds every listener and opens the upstream connections, with the store open.
+    private static func start(
+        _ settings: BridgeSettings,
+        store: any BridgeStore,
+        credentials credentialSet: [String: APNsCredentials],
+        source: SettingsSource?,
+        metrics: PrometheusCollectorRegistry?,
+        logLevel: LiveLogLevel?,
+        logger: Logger
+    ) async throws -> BridgeRuntime {
         let makeClient: @Sendable (String, APNsCredentials) throws -> APNsNotificationUpstream = { name, credentials in
             var clientLogger = logger
             clientLogger[metadataKey: "credentials"] = "\(name)"
             return try APNsNotificationUpstream(configuration: settings.upstream, credentials: credentials, logger: clientLogger)
         }
+        var clients: [String: APNsNotificationUpstream] = [:]
+        for (name, credentials) in credentialSet {
+            clients[name] = try makeClient(name, credentials)
+        }
+        CertificateExpiry.shared.update(CertificateExpiry.dates(settings, credentials: credentialSet))
+        BridgeGauges.shared.buildInfo(version: BridgeVersion.version, engine: settings.upstream.client.engine.rawValue)
+        logger.info("upstream HTTP/2 engine", metadata: ["engine": "\(settings.upstream.client.engine)", "available": "\(BridgeVersion.engines)"])
+        let upstream = ReloadableUpstream(clients: clients, defaultCredentials: settings.defaultCredentials)
+        let tenants = ReloadableTenantResolver(settings.tenants)
+        // Every series the dashboard and the alert rules name exists from the first scrape.
+        let knownTenants = settings.tenants.rules.map(\.name)
+        GatewayMetrics.shared.prepareSeries(tenants: knownTenants)
+        ConfigurationReloader.prepareSeries()
+        let migration = MigrationView(recorder: UsageRecorder(), store: store, logger: logger)
+        await migration.updateGauges(knownTenants: knownTenants)
+        // Read now, before the listeners: a change from here on is a change.
+        let configFileWatch: ReloadingFileProvider<YAMLSnapshot>?
         do {
-            var clients: [String: APNsNotificationUpstream] = [:]
-            for (name, credentials) in credentialSet {
-                clients[name] = try makeClient(name, credentials)
-            }
-            CertificateExpiry.shared.update(CertificateExpiry.dates(settings, credentials: credentialSet))
-            BridgeGauges.shared.buildInfo(version: BridgeVersion.version, engine: settings.upstream.client.engine.rawValue)
-            logger.info("upstream HTTP/2 engine", metadata: ["engine": "\(settings.upstream.client.engine)", "available": "\(BridgeVersion.engines)"])
-            let upstream = ReloadableUpstream(clients: clients, defaultCredentials: settings.defaultCredentials)
-            let tenants = ReloadableTenantResolver(settings.tenants)
-            // Every series the dashboard and the alert rules name exists from the first scrape.
-            let knownTenants = settings.tenants.rules.map(\.name)
-            GatewayMetrics.shared.prepareSeries(tenants: knownTenants)
-            ConfigurationReloader.prepareSeries()
-            let migration = MigrationView(recorder: UsageRecorder(), store: store, logger: logger)
-            await migration.updateGauges(knownTenants: knownTenants)
-            // Read now, before the listeners: a change from here on is a change.
-            let configFileWatch: ReloadingFileProvider<YAMLSnapshot>?
-            do {
-                configFileWatch = try await ReloadService.watch(source?.file, every: settings.watchInterval, logger: logger)
-            } catch {
-                throw ConfigurationError(key: "--config", "cannot watch \(source?.file ?? ""): \(error)")
-            }
-            // SIGHUP is trapped before the bridge says it is ready.
-            let reloadSignals = await UnixSignalsSequence(trapping: .sighup)
-            let tls = try LegacyTLSContext(configuration: settings.gateway.tls, tenantResolver: tenants, logger: logger)
-            let gateway = try await Self.listening("gateway.listen", settings.gateway.host, settings.gateway.port) {
-                try await GatewayServer.start(
-                    configuration: settings.gateway,
-                    upstream: upstream,
-                    resendRecords: store,
-                    feedback: store,
+            configFileWatch = try await ReloadService.watch(source?.file, every: settings.watchInterval, logger: logger)
+        } catch {
+            throw ConfigurationError(key: "--config", "cannot watch \(source?.file ?? ""): \(error)")
+        }
+        // SIGHUP is trapped before the bridge says it is ready.
+        let reloadSignals = await UnixSignalsSequence(trapping: .sighup)
+        let tls = try LegacyTLSContext(configuration: settings.gateway.tls, tenantResolver: tenants, logger: logger)
+        let gateway = try await Self.listening("gateway.listen", settings.gateway.host, settings.gateway.port) {
+            try await GatewayServer.start(
+                configuration: settings.gateway,
+                upstream: upstream,
+                resendRecords: store,
+                feedback: store,
+                tenantResolver: tenants,
+                tlsContext: tls,
+                usage: migration.recorder,
+                logger: logger
+            )
+        }
+        let feedback: FeedbackServer
+        do {
+            feedback = try await Self.listening("feedback.listen", settings.feedback.host, settings.feedback.port) {
+                try await FeedbackServer.start(
+                    configuration: settings.feedback,
+                    store: store,
                     tenantResolver: tenants,
                     tlsContext: tls,
                     usage: migration.recorder,
                     logger: logger
                 )
             }
-            let feedback: FeedbackServer
+        } catch {
+            await gateway.close()
+            throw error
+        }
+        let reloader = ConfigurationReloader(
+            source: source,
+            settings: settings,
+            tenants: tenants,
+            tls: tls,
+            upstream: upstream,
+            gateway: gateway,
+            logLevel: logLevel,
+            makeClient: makeClient,
+            logger: logger
+        )
+        let statusPage = metrics.map {
+            StatusPage(registry: $0, reloader: reloader, upstream: upstream, gateway: gateway, store: store, migration: migration)
+        }
+        let readiness = Readiness(upstream: upstream, tenants: tenants)
+        readiness.warmUp()
+        var admin: AdminServer?
+        if let address = settings.admin {
             do {
-                feedback = try await Self.listening("feedback.listen", settings.feedback.host, settings.feedback.port) {
-                    try await FeedbackServer.start(
-                        configuration: settings.feedback,
-                        store: store,
-                        tenantResolver: tenants,
-                        tlsContext: tls,
-                        usage: migration.recorder,
+                admin = try await Self.listening("admin.listen", address.host, address.port) {
+                    try await AdminServer.start(
+                        host: address.host,
+                        port: address.port,
+                        probes: readiness.probes(reloader: reloader, statusPage: statusPage),
+                        registry: metrics,
                         logger: logger
                     )
                 }
             } catch {
+                await feedback.close()
                 await gateway.close()
+                upstream.shutdown()
                 throw error
             }
-            let reloader = ConfigurationReloader(
-                source: source,
-                settings: settings,
-                tenants: tenants,
-                tls: tls,
-                upstream: upstream,
-                gateway: gateway,
-                logLevel: logLevel,
-                makeClient: makeClient,
-                logger: logger
-            )
-            let statusPage = metrics.map {
-                StatusPage(registry: $0, reloader: reloader, upstream: upstream, gateway: gateway, store: store, migration: migration)
-            }
-            let readiness = Readiness(upstream: upstream, tenants: tenants)
-            readiness.warmUp()
-            var admin: AdminServer?
-            if let address = settings.admin {
-                do {
-                    admin = try await Self.listening("admin.listen", address.host, address.port) {
-                        try await AdminServer.start(
-                            host: address.host,
-                            port: address.port,
-                            probes: readiness.probes(reloader: reloader, statusPage: statusPage),
-                            registry: metrics,
-                            logger: logger
-                        )
-                    }
-                } catch {
-                    await feedback.close()
-                    await gateway.close()
-                    upstream.shutdown()
-                    throw error
-                }
-            }
-            return BridgeRuntime(
-                settings: settings,
-                configFileWatch: configFileWatch,
-                reloadSignals: reloadSignals,
-                statusPage: statusPage,
-                gateway: gateway,
-                feedback: feedback,
-                admin: admin,
-                upstream: upstream,
-                store: store,
-                reloader: reloader,
-                migration: migration,
-                logger: logger
-            )
-        } catch {
-            await store.close()
-            throw error
         }
+        return BridgeRuntime(
+            settings: settings,
+            configFileWatch: configFileWatch,
+            reloadSignals: reloadSignals,
+            statusPage: statusPage,
+            gateway: gateway,
+            feedback: feedback,
+            admin: admin,
+            upstream: upstream,
+            store: store,
+            reloader: reloader,
+            migration: migration,
+            logger: logger
+        )
     }
 
     /// Binds a listener; a failure (a port in use, an address not on this machine) names the key
@@ -240,11 +256,11 @@ public final class BridgeRuntime: Sendable {
         }
     }
 
-    /// Runs until SIGTERM or SIGINT (or ``stop()``), then shuts the services down gracefully in
+    /// Runs until SIGTERM or SIGINT (or ``shutdown()``), then shuts the services down gracefully in
     /// reverse order: the listeners first (each provider gets `08 0A id`, within the grace
     /// period), then the admin port, the reloader and the jobs (the usage writer writes once
     /// more), then the upstream connections, and last the store.
-    public func run() async throws {
+    private func run() async throws {
         do {
             try await self.group.run()
         } catch {
@@ -253,16 +269,10 @@ public final class BridgeRuntime: Sendable {
         self.logger.info("stopped")
     }
 
-    /// Asks a running bridge to shut down as SIGTERM does; ``run()`` returns when it has.
+    /// Asks the bridge to shut down as SIGTERM does (also from ``serve``'s `ready`, before it
+    /// runs: its services then start and stop at once, in the same order).
     public func shutdown() async {
         await self.group.triggerGracefulShutdown()
-    }
-
-    /// Stops a bridge whose ``run()`` was never called (the demo, after its round trip): its
-    /// services start and at once shut down, in the same order as on SIGTERM.
-    public func stop() async {
-        await self.shutdown()
-        try? await self.run()
     }
 
     private static func serviceGroup(

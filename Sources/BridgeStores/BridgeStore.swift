@@ -22,7 +22,8 @@ public protocol BridgeStore: FeedbackStore, ResendRecordStore, UsageStore {
     /// ``BridgeStoreMaintenance``); returns the rows removed.
     func removeExpired() async throws -> StoreSweep
 
-    /// Stops accepting writes, commits what is queued, and closes the database connection.
+    /// Stops accepting writes, commits what is queued, and closes the database connection. A
+    /// second call does nothing.
     func close() async
 }
 
@@ -150,6 +151,30 @@ public enum BridgeStoreLocation {
             return try await SQLiteBridgeStore.open(path: path, configuration: configuration, synchronous: configuration.sqliteSynchronous, logger: logger)
         }
         throw StoreError.invalidURL("\(location): expected sqlite:PATH or postgres://user@host/database")
+    }
+
+    /// Opens the store `location` names, runs `body` with it, and closes it when `body` returns
+    /// or throws (a store already closed stays closed). A PostgreSQL store's background work
+    /// (its client, LISTEN and heartbeat) runs as child tasks of this call.
+    public static func withStore<Result: Sendable>(
+        _ location: String,
+        configuration: BridgeStoreConfiguration = .init(),
+        logger: Logger,
+        _ body: (any BridgeStore) async throws -> Result
+    ) async throws -> Result {
+        if location.hasPrefix("postgres://") || location.hasPrefix("postgresql://") {
+            return try await PostgresBridgeStore.withStore(url: location, configuration: configuration, logger: logger) { try await body($0) }
+        }
+        let store = try await Self.open(location, configuration: configuration, logger: logger)
+        let result: Result
+        do {
+            result = try await body(store)
+        } catch {
+            await store.close()
+            throw error
+        }
+        await store.close()
+        return result
     }
 
     /// The location without a password, for logs and `check-config`.

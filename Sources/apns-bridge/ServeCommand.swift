@@ -34,16 +34,15 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let metrics = BridgeMetrics.bootstrapPrometheus()
         let logger = Logger(label: "apns-bridge")
-        let runtime: BridgeRuntime
         do {
-            runtime = try await BridgeRuntime.start(settings, source: source, metrics: metrics, logLevel: level, logger: logger)
+            try await BridgeRuntime.serve(settings, source: source, metrics: metrics, logLevel: level, logger: logger) { runtime in
+                // One line on standard output for scripts and tests that start the bridge on port 0.
+                let ports = "gateway=\(runtime.gateway.localAddress.port ?? 0) feedback=\(runtime.feedback.localAddress.port ?? 0) admin=\(runtime.admin?.localAddress.port.map(String.init) ?? "off")"
+                FileHandle.standardOutput.write(Data("ready \(ports)\n".utf8))
+            }
         } catch let error as ConfigurationError {
             FileHandle.standardError.write(Data("apns-bridge: \(error)\n".utf8))
             throw ExitCode(78)  // EX_CONFIG, as for the settings themselves
         }
-        // One line on standard output for scripts and tests that start the bridge on port 0.
-        let ports = "gateway=\(runtime.gateway.localAddress.port ?? 0) feedback=\(runtime.feedback.localAddress.port ?? 0) admin=\(runtime.admin?.localAddress.port.map(String.init) ?? "off")"
-        FileHandle.standardOutput.write(Data("ready \(ports)\n".utf8))
-        try await runtime.run()
     }
 }

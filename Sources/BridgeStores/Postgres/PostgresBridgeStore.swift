@@ -4,6 +4,7 @@ import LegacyProtocol
 import Logging
 import NIOCore
 import PostgresNIO
+import Synchronization
 
 // Over 400 lines, on purpose: this is the SQL of every `BridgeStore` operation for PostgreSQL
 // (feedback lists with their claims, drains, resend records owned by instances, the instance
@@ -34,7 +35,8 @@ public final class PostgresBridgeStore: BridgeStore {
 
     public let configuration: BridgeStoreConfiguration
     public let client: PostgresClient
-    private let runTask: Task<Void, Never>
+    /// The client's own run, which every query needs.
+    private let clientRun: BackgroundWork
     private let batcher: FeedbackWriteBatcher
     let logger: Logger
     /// What this instance knows of each tenant's live resend records: its own, and what
@@ -45,28 +47,30 @@ public final class PostgresBridgeStore: BridgeStore {
     /// instances' 410s by `LISTEN` (see ``FeedbackListNotifications``).
     public let feedbackListFilter: FeedbackListFilter
     /// Listens for the other instances' new entries until ``close()``.
-    private let listenerTask: Task<Void, Never>
+    private let listener: BackgroundWork
     /// This instance's identity: the owner of the resend records it writes.
     public let instanceID: String
     /// Renews this instance's heartbeat until ``close()``.
-    private let heartbeatTask: Task<Void, Never>
+    private let heartbeat: BackgroundWork
+    /// Set by the first ``close()``: a second one does nothing.
+    private let isClosed = Mutex(false)
 
     private init(
         client: PostgresClient,
-        runTask: Task<Void, Never>,
+        clientRun: BackgroundWork,
         feedbackListFilter: FeedbackListFilter,
-        listenerTask: Task<Void, Never>,
+        listener: BackgroundWork,
         instanceID: String,
-        heartbeatTask: Task<Void, Never>,
+        heartbeat: BackgroundWork,
         configuration: BridgeStoreConfiguration,
         logger: Logger
     ) {
         self.client = client
-        self.runTask = runTask
+        self.clientRun = clientRun
         self.feedbackListFilter = feedbackListFilter
-        self.listenerTask = listenerTask
+        self.listener = listener
         self.instanceID = instanceID
-        self.heartbeatTask = heartbeatTask
+        self.heartbeat = heartbeat
         self.configuration = configuration
         self.logger = logger
         self.batcher = FeedbackWriteBatcher(maximumQueued: configuration.maximumQueuedFeedbackChanges, filter: feedbackListFilter) { batch in
@@ -78,24 +82,65 @@ public final class PostgresBridgeStore: BridgeStore {
         }
     }
 
-    /// Connects (the client runs in a task of its own until ``close()``) and brings the schema
-    /// up to date.
+    /// Connects, runs `body` with the store, and closes it when `body` returns or throws. The
+    /// client, the LISTEN for other instances' entries and the heartbeat are child tasks of
+    /// this call: nothing of the store outlives it. (The bridge opens its store this way.)
     ///
     /// - Parameter url: `postgres://user:password@host:port/database`, or with
     ///   `?host=/path/to/socket-directory` for a unix socket; `?sslmode=disable|prefer|require`
     ///   (default `prefer`).
+    public static func withStore<Result: Sendable>(
+        url: String,
+        configuration: BridgeStoreConfiguration = .init(),
+        maximumConnections: Int = 20,
+        logger: Logger = Logger(label: "apns-bridge.store"),
+        _ body: (PostgresBridgeStore) async throws -> Result
+    ) async throws -> Result {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            let store = try await Self.connect(url: url, configuration: configuration, maximumConnections: maximumConnections, logger: logger) { work in
+                group.addTask { await work.run() }
+            }
+            let result: Result
+            do {
+                result = try await body(store)
+            } catch {
+                await store.close()
+                throw error
+            }
+            await store.close()
+            return result
+        }
+    }
+
+    /// Connects and brings the schema up to date, for a store that is not opened in a scope
+    /// (tests, tools): its background work runs in tasks of its own until ``close()``, which
+    /// must be called. The bridge uses ``withStore(url:configuration:maximumConnections:logger:_:)``.
     public static func connect(
         url: String,
         configuration: BridgeStoreConfiguration = .init(),
         maximumConnections: Int = 20,
         logger: Logger = Logger(label: "apns-bridge.store")
     ) async throws -> PostgresBridgeStore {
+        try await Self.connect(url: url, configuration: configuration, maximumConnections: maximumConnections, logger: logger) { work in
+            Task { await work.run() }
+        }
+    }
+
+    /// Connects; `start` runs each piece of background work (as a child task, or a task).
+    private static func connect(
+        url: String,
+        configuration: BridgeStoreConfiguration,
+        maximumConnections: Int,
+        logger: Logger,
+        start: (BackgroundWork) -> Void
+    ) async throws -> PostgresBridgeStore {
         var clientConfiguration = try Self.clientConfiguration(url: url)
         clientConfiguration.options.maximumConnections = maximumConnections
         let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
-        let runTask = Task { await client.run() }
+        let clientRun = BackgroundWork { await client.run() }
+        start(clientRun)
         let feedbackListFilter = FeedbackListFilter()
-        var listenerTask: Task<Void, Never>?
+        var listener: BackgroundWork?
         let instanceID = DrainClaim.make()
         do {
             try await Self.migrate(client, logger: logger)
@@ -103,21 +148,23 @@ public final class PostgresBridgeStore: BridgeStore {
             // Listening first, then reading: an entry another instance commits meanwhile is
             // either read or notified.
             let (listening, listeningContinuation) = AsyncThrowingStream.makeStream(of: Void.self)
-            listenerTask = Task {
+            let listen = BackgroundWork {
                 await FeedbackListNotifications.listen(client: client, filter: feedbackListFilter, logger: logger, listening: listeningContinuation)
             }
+            listener = listen
+            start(listen)
             var iterator = listening.makeAsyncIterator()
             _ = try await iterator.next()
             try await Self.rebuild(feedbackListFilter, client: client, logger: logger)
         } catch {
-            listenerTask?.cancel()
-            await listenerTask?.value
-            runTask.cancel()
+            await listener?.stop()
+            await clientRun.stop()
             throw error
         }
-        let heartbeatTask = Task {
+        let heartbeat = BackgroundWork {
             await Self.renewHeartbeat(instanceID: instanceID, client: client, every: configuration.instanceHeartbeatInterval, logger: logger)
         }
+        start(heartbeat)
         logger.info(
             "store opened",
             metadata: [
@@ -127,11 +174,11 @@ public final class PostgresBridgeStore: BridgeStore {
         )
         return PostgresBridgeStore(
             client: client,
-            runTask: runTask,
+            clientRun: clientRun,
             feedbackListFilter: feedbackListFilter,
-            listenerTask: listenerTask!,
+            listener: listener!,
             instanceID: instanceID,
-            heartbeatTask: heartbeatTask,
+            heartbeat: heartbeat,
             configuration: configuration,
             logger: logger
         )
@@ -139,11 +186,12 @@ public final class PostgresBridgeStore: BridgeStore {
 
     /// Commits what is queued, then gives up this instance's identity: its records still pending
     /// can get no outcome any more (the upstream was shut down before the store), so they are
-    /// marked unknown and their resends are forwarded again on any instance at once.
+    /// marked unknown and their resends are forwarded again on any instance at once. The
+    /// background work stops. A second call does nothing.
     public func close() async {
+        guard !self.isClosed.withLock({ closed in defer { closed = true }; return closed }) else { return }
         await self.batcher.close()
-        self.heartbeatTask.cancel()
-        await self.heartbeatTask.value
+        await self.heartbeat.stop()
         do {
             try await self.client.withTransaction(logger: self.logger) { connection in
                 let rows = try await connection.query(
@@ -168,10 +216,8 @@ public final class PostgresBridgeStore: BridgeStore {
             // count as unknown all the same.
             self.logger.warning("could not give up this instance's identity", metadata: ["error": "\(String(reflecting: error))"])
         }
-        self.listenerTask.cancel()
-        await self.listenerTask.value
-        self.runTask.cancel()
-        _ = await self.runTask.value
+        await self.listener.stop()
+        await self.clientRun.stop()
     }
 
     /// Renews the heartbeat (the database's clock, so instances' clocks need not agree) until

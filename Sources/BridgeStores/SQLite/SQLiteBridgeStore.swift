@@ -4,6 +4,7 @@ import LegacyProtocol
 import Logging
 import NIOCore
 import SQLiteNIO
+import Synchronization
 
 // Over 400 lines, on purpose: this is the SQL of every `BridgeStore` operation for SQLite
 // (feedback lists, drains, resend records, maintenance), each next to the transaction helper it
@@ -39,6 +40,8 @@ public final class SQLiteBridgeStore: BridgeStore {
     let connection: SQLiteConnection
     let lock: AsyncSerialLock
     private let batcher: FeedbackWriteBatcher
+    /// Set by the first ``close()``: a second one does nothing.
+    private let isClosed = Mutex(false)
     private let logger: Logger
     /// Per tenant, UNIX milliseconds after which no unclaimed resend record can be live: until
     /// then, a notification of that tenant needs a claim; after it, it is new without one.
@@ -140,7 +143,9 @@ public final class SQLiteBridgeStore: BridgeStore {
         }
     }
 
+    /// Commits what is queued and closes the file. A second call does nothing.
     public func close() async {
+        guard !self.isClosed.withLock({ closed in defer { closed = true }; return closed }) else { return }
         await self.batcher.close()
         try? await self.lock.withLock { try await self.connection.close() }
     }
