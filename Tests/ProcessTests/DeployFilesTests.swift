@@ -16,7 +16,7 @@ import Yams
 @Suite("serve: dashboard, alert rules and status page (child process)", .serialized)
 struct DeployFilesTests {
     static let packageRoot = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     /// The PromQL expressions of the dashboard's panels.
     static func dashboardExpressions() throws -> [String] {

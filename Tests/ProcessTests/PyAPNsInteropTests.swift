@@ -15,7 +15,7 @@ import Testing
 /// the test is skipped, which `.ci/run` (APNS_BRIDGE_REQUIRE_INTEROP=1) turns into a failure.
 @Suite("Interop: PyAPNs 2.0.1 (child processes)", .serialized)
 struct PyAPNsInteropTests {
-    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static let sdist = ProcessInfo.processInfo.environment["APNS_BRIDGE_PYAPNS_SDIST"]
         ?? Self.packageRoot.appendingPathComponent(".build/interop/apns-2.0.1.tar.gz").path
     static let required = ProcessInfo.processInfo.environment["APNS_BRIDGE_REQUIRE_INTEROP"] == "1"

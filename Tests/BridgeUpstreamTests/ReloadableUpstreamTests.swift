@@ -1,4 +1,3 @@
-import BridgeApp
 import BridgeCore
 import BridgeTestSupport
 import BridgeUpstream

@@ -84,7 +84,7 @@ final class BridgeProcess: @unchecked Sendable {
     static var executable: String {
         let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("apns-bridge").path
         if FileManager.default.isExecutableFile(atPath: besideTests) { return besideTests }
-        let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         return package.appendingPathComponent(".build/release/apns-bridge").path
     }
 
