@@ -6,7 +6,7 @@ import NIOHPACK
 import NIOHTTP2
 import Synchronization
 import Testing
-import UpstreamAPNs
+@_spi(Benchmarks) import UpstreamAPNs
 
 @Suite("apns-id generator")
 struct APNsIDGeneratorTests {

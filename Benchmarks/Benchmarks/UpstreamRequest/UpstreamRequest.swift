@@ -8,7 +8,7 @@ import LegacyProtocol
 import Logging
 import NIOCore
 import NIOHPACK
-import UpstreamAPNs
+@_spi(Benchmarks) import UpstreamAPNs
 
 // The upstream half of one notification, without I/O: the request built from a decoded frame
 // (path, apns-id, push type), its HTTP/2 header block, the provider token taken from the cache,

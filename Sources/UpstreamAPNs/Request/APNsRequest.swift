@@ -185,6 +185,10 @@ public struct APNsRequest: Sendable {
 /// used once, or is a secret); the request id and `apns-expiration` are indexed the first time on
 /// a connection (so their names enter the table) and sent as literals without indexing after
 /// that; the rest are indexed.
+///
+/// Not part of the library's API: both engines use it, and the Benchmarks package (a package
+/// of its own) measures it through `@_spi(Benchmarks) import UpstreamAPNs`.
+@_spi(Benchmarks)
 public struct APNsRequestHeaderEncoder: Sendable {
     public var authority: String
     private var hasIndexedChangingNames = false
