@@ -154,8 +154,9 @@ public enum BridgeStoreLocation {
     }
 
     /// Opens the store `location` names, runs `body` with it, and closes it when `body` returns
-    /// or throws (a store already closed stays closed). A PostgreSQL store's background work
-    /// (its client, LISTEN and heartbeat) runs as child tasks of this call.
+    /// or throws (a store already closed stays closed). The store's background work (the
+    /// feedback commits; for PostgreSQL also its client, LISTEN and heartbeat) runs as child
+    /// tasks of this call.
     public static func withStore<Result: Sendable>(
         _ location: String,
         configuration: BridgeStoreConfiguration = .init(),
@@ -165,16 +166,12 @@ public enum BridgeStoreLocation {
         if location.hasPrefix("postgres://") || location.hasPrefix("postgresql://") {
             return try await PostgresBridgeStore.withStore(url: location, configuration: configuration, logger: logger) { try await body($0) }
         }
-        let store = try await Self.open(location, configuration: configuration, logger: logger)
-        let result: Result
-        do {
-            result = try await body(store)
-        } catch {
-            await store.close()
-            throw error
+        guard location.hasPrefix("sqlite:"), case let path = String(location.dropFirst("sqlite:".count)), !path.isEmpty else {
+            throw StoreError.invalidURL("\(location): expected sqlite:PATH or postgres://user@host/database")
         }
-        await store.close()
-        return result
+        return try await SQLiteBridgeStore.withStore(path: path, configuration: configuration, synchronous: configuration.sqliteSynchronous, logger: logger) {
+            try await body($0)
+        }
     }
 
     /// The location without a password, for logs and `check-config`.

@@ -38,6 +38,8 @@ public final class PostgresBridgeStore: BridgeStore {
     /// The client's own run, which every query needs.
     private let clientRun: BackgroundWork
     private let batcher: FeedbackWriteBatcher
+    /// The batcher's commits (``FeedbackWriteBatcher/run()``).
+    private let committer: BackgroundWork
     let logger: Logger
     /// What this instance knows of each tenant's live resend records: its own, and what
     /// ``refreshLiveRecords(tenant:on:)`` read of the other instances'.
@@ -73,13 +75,15 @@ public final class PostgresBridgeStore: BridgeStore {
         self.heartbeat = heartbeat
         self.configuration = configuration
         self.logger = logger
-        self.batcher = FeedbackWriteBatcher(maximumQueued: configuration.maximumQueuedFeedbackChanges, filter: feedbackListFilter) { batch in
+        let batcher = FeedbackWriteBatcher(maximumQueued: configuration.maximumQueuedFeedbackChanges, filter: feedbackListFilter) { batch in
             try await Self.retryingConflicts(logger: logger) {
                 try await client.withTransaction(logger: logger) { connection in
                     try await Self.write(batch, on: connection, now: configuration.nowSeconds, logger: logger)
                 }
             }
         }
+        self.batcher = batcher
+        self.committer = BackgroundWork { await batcher.run() }
     }
 
     /// Connects, runs `body` with the store, and closes it when `body` returns or throws. The
@@ -165,14 +169,7 @@ public final class PostgresBridgeStore: BridgeStore {
             await Self.renewHeartbeat(instanceID: instanceID, client: client, every: configuration.instanceHeartbeatInterval, logger: logger)
         }
         start(heartbeat)
-        logger.info(
-            "store opened",
-            metadata: [
-                "backend": "postgresql", "url": "\(Self.redacted(url))", "feedback_entries": "\(feedbackListFilter.count)",
-                "instance": "\(instanceID)",
-            ]
-        )
-        return PostgresBridgeStore(
+        let store = PostgresBridgeStore(
             client: client,
             clientRun: clientRun,
             feedbackListFilter: feedbackListFilter,
@@ -182,6 +179,15 @@ public final class PostgresBridgeStore: BridgeStore {
             configuration: configuration,
             logger: logger
         )
+        start(store.committer)
+        logger.info(
+            "store opened",
+            metadata: [
+                "backend": "postgresql", "url": "\(Self.redacted(url))", "feedback_entries": "\(feedbackListFilter.count)",
+                "instance": "\(instanceID)",
+            ]
+        )
+        return store
     }
 
     /// Commits what is queued, then gives up this instance's identity: its records still pending
@@ -191,6 +197,8 @@ public final class PostgresBridgeStore: BridgeStore {
     public func close() async {
         guard !self.isClosed.withLock({ closed in defer { closed = true }; return closed }) else { return }
         await self.batcher.close()
+        self.batcher.finish()
+        await self.committer.stop()
         await self.heartbeat.stop()
         do {
             try await self.client.withTransaction(logger: self.logger) { connection in

@@ -40,6 +40,8 @@ public final class SQLiteBridgeStore: BridgeStore {
     let connection: SQLiteConnection
     let lock: AsyncSerialLock
     private let batcher: FeedbackWriteBatcher
+    /// The batcher's commits (``FeedbackWriteBatcher/run()``).
+    private let committer: BackgroundWork
     /// Set by the first ``close()``: a second one does nothing.
     private let isClosed = Mutex(false)
     private let logger: Logger
@@ -67,7 +69,7 @@ public final class SQLiteBridgeStore: BridgeStore {
         self.logger = logger
         self.horizons = horizons
         self.feedbackListFilter = feedbackListFilter
-        self.batcher = FeedbackWriteBatcher(maximumQueued: configuration.maximumQueuedFeedbackChanges, filter: feedbackListFilter) { batch in
+        let batcher = FeedbackWriteBatcher(maximumQueued: configuration.maximumQueuedFeedbackChanges, filter: feedbackListFilter) { batch in
             try await lock.withLock {
                 if Self.statementCount(batch) == 1 {
                     // One statement is atomic by itself: no BEGIN and COMMIT around it, which are
@@ -81,14 +83,54 @@ public final class SQLiteBridgeStore: BridgeStore {
                 }
             }
         }
+        self.batcher = batcher
+        self.committer = BackgroundWork { await batcher.run() }
     }
 
-    /// Opens (creating when needed) the database file and brings its schema up to date.
+    /// Opens the store, runs `body` with it, and closes it when `body` returns or throws; the
+    /// batcher's commits run as a child task of this call. (The bridge opens its store this way.)
+    public static func withStore<Result: Sendable>(
+        path: String,
+        configuration: BridgeStoreConfiguration = .init(),
+        synchronous: Synchronous = .full,
+        logger: Logger = Logger(label: "apns-bridge.store"),
+        _ body: (SQLiteBridgeStore) async throws -> Result
+    ) async throws -> Result {
+        let store = try await Self.openWithoutCommits(path: path, configuration: configuration, synchronous: synchronous, logger: logger)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await store.committer.run() }
+            let result: Result
+            do {
+                result = try await body(store)
+            } catch {
+                await store.close()
+                throw error
+            }
+            await store.close()
+            return result
+        }
+    }
+
+    /// Opens (creating when needed) the database file and brings its schema up to date, for a
+    /// store not opened in a scope (tests, tools): its commits run in a task of their own until
+    /// ``close()``, which must be called. The bridge uses
+    /// ``withStore(path:configuration:synchronous:logger:_:)``.
     public static func open(
         path: String,
         configuration: BridgeStoreConfiguration = .init(),
         synchronous: Synchronous = .full,
         logger: Logger = Logger(label: "apns-bridge.store")
+    ) async throws -> SQLiteBridgeStore {
+        let store = try await Self.openWithoutCommits(path: path, configuration: configuration, synchronous: synchronous, logger: logger)
+        Task { await store.committer.run() }
+        return store
+    }
+
+    private static func openWithoutCommits(
+        path: String,
+        configuration: BridgeStoreConfiguration,
+        synchronous: Synchronous,
+        logger: Logger
     ) async throws -> SQLiteBridgeStore {
         let connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
         do {
@@ -147,6 +189,8 @@ public final class SQLiteBridgeStore: BridgeStore {
     public func close() async {
         guard !self.isClosed.withLock({ closed in defer { closed = true }; return closed }) else { return }
         await self.batcher.close()
+        self.batcher.finish()
+        await self.committer.stop()
         try? await self.lock.withLock { try await self.connection.close() }
     }
 

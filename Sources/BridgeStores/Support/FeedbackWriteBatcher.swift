@@ -15,6 +15,9 @@ import Synchronization
 /// future succeeds at once (issue 15, part 3). A 410's token goes into the filter when it is
 /// submitted (so that a 200 right after it is not skipped) and again when it has committed (so
 /// that a rebuild of the filter running meanwhile keeps it).
+///
+/// The commits run in ``run()``, which the store runs as background work for as long as it is
+/// open (a child task of its scope in the bridge): a change that finds no commit running wakes it.
 final class FeedbackWriteBatcher: Sendable {
     struct QueuedChange {
         var change: FeedbackChange
@@ -54,6 +57,9 @@ final class FeedbackWriteBatcher: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Wakes ``run()``; wake-ups while a commit runs are coalesced into one.
+    private let wake: AsyncStream<Void>
+    private let wakeContinuation: AsyncStream<Void>.Continuation
     private let maximumQueued: Int
     private let filter: FeedbackListFilter
     private let commit: @Sendable (Batch) async throws -> Void
@@ -65,6 +71,19 @@ final class FeedbackWriteBatcher: Sendable {
         self.maximumQueued = maximumQueued
         self.filter = filter
         self.commit = commit
+        (self.wake, self.wakeContinuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// Commits whenever a change arrives, until ``finish()``.
+    func run() async {
+        for await _ in self.wake {
+            await self.commitUntilEmpty()
+        }
+    }
+
+    /// Ends ``run()`` (after ``close()``: nothing is queued any more).
+    func finish() {
+        self.wakeContinuation.finish()
     }
 
     func submit(_ change: FeedbackChange, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
@@ -105,7 +124,7 @@ final class FeedbackWriteBatcher: Sendable {
         case .queued:
             break
         case .startCommitting:
-            Task { await self.commitUntilEmpty() }
+            self.wakeContinuation.yield()
         }
         return promise.futureResult
     }
