@@ -28,6 +28,19 @@ public protocol BridgeStore: FeedbackStore, ResendRecordStore, UsageStore {
 }
 
 extension BridgeStore {
+    /// Runs `body` with the store, then closes it, whether `body` returned or threw.
+    func closing<Result>(after body: (Self) async throws -> Result) async throws -> Result {
+        let result: Result
+        do {
+            result = try await body(self)
+        } catch {
+            await self.close()
+            throw error
+        }
+        await self.close()
+        return result
+    }
+
     public func mayBeOnList(_ key: FeedbackKey) -> Bool {
         self.feedbackListFilter.mayContain(key.deviceToken, on: key.list)
     }

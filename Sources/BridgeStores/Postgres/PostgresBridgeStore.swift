@@ -104,15 +104,7 @@ public final class PostgresBridgeStore: BridgeStore {
             let store = try await Self.connect(url: url, configuration: configuration, maximumConnections: maximumConnections, logger: logger) { work in
                 group.addTask { await work.run() }
             }
-            let result: Result
-            do {
-                result = try await body(store)
-            } catch {
-                await store.close()
-                throw error
-            }
-            await store.close()
-            return result
+            return try await store.closing(after: body)
         }
     }
 

@@ -99,15 +99,7 @@ public final class SQLiteBridgeStore: BridgeStore {
         let store = try await Self.openWithoutCommits(path: path, configuration: configuration, synchronous: synchronous, logger: logger)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await store.committer.run() }
-            let result: Result
-            do {
-                result = try await body(store)
-            } catch {
-                await store.close()
-                throw error
-            }
-            await store.close()
-            return result
+            return try await store.closing(after: body)
         }
     }
 
