@@ -9,7 +9,7 @@ import LegacyClient
 public func eventually(
     _ what: @autoclosure () -> String = "a condition",
     timeout: Duration = .seconds(10),
-    interval: Duration = .milliseconds(5),
+    interval: Duration = .milliseconds(10),
     _ condition: () async throws -> Bool
 ) async throws {
     _ = try await eventually(what(), timeout: timeout, interval: interval) { try await condition() ? true : nil }
@@ -20,7 +20,7 @@ public func eventually(
 public func eventually<Value>(
     _ what: @autoclosure () -> String = "a value",
     timeout: Duration = .seconds(10),
-    interval: Duration = .milliseconds(5),
+    interval: Duration = .milliseconds(10),
     _ value: () async throws -> Value?
 ) async throws -> Value {
     let clock = ContinuousClock()

@@ -61,7 +61,12 @@ def token(index):
     return "%08x" % index + "cd" * 28
 
 
-session = Session()
+# apns-clerk waits `read_tail_timeout` (3 s by default) after a send for an error-response. The
+# bridge can only answer once the notifications before the bad one have their outcomes, and a
+# debug build on a loaded 2-core CI machine has been seen to need longer than 3 s for that: the
+# client then returned without the packet, and the test failed on the machine's speed. 10 s
+# bounds the wait instead (a send without an error waits it out in full, so not more).
+session = Session(read_tail_timeout=10)
 connection = session.get_connection((host, gateway_port), cert_file=cert, key_file=key)
 service = APNs(connection)
 message = Message([token(i) for i in range(count)], alert="apns-clerk through apns-bridge", badge=1)
