@@ -66,6 +66,8 @@ public struct LegacyStreamFuzzRun {
                     if case .malformed(let error, _) = frameStep {
                         precondition(error.status != .noErrors)
                     }
+                case .forwardUnlessAnswered(let sequence, _, _):
+                    outstanding.append(sequence)
                 case .partialFrameDropped:
                     break
                 case .closeDrained:

@@ -1,6 +1,7 @@
 import BridgeCore
 import LegacyProtocol
 import NIOCore
+import Synchronization
 import Testing
 
 @Suite("Provider connection state machine")
@@ -307,6 +308,27 @@ struct ProviderConnectionStateMachineTests {
         #expect(endOfInput == .decode)
         #expect(Self.drain(&machine).isEmpty, "the 410's notification is not done until its entry is stored")
         #expect(machine.feedbackStored(2) == .close, "now everything has an outcome: the connection closes")
+    }
+
+    @Test("A frame goes straight upstream unless the store says its tenant may hold live resend records; then its record is claimed first")
+    func resendCheck() {
+        let recordsPossible = Mutex(false)
+        var machine = ProviderConnectionStateMachine(mayHoldResendRecords: { tenant in
+            tenant == Self.tenant.name && recordsPossible.withLock { $0 }
+        })
+        _ = machine.handshakeCompleted(tenant: Self.tenant)
+        _ = machine.storeReady()
+        _ = machine.bytesReceived(Self.bytes(1...1))
+        let straight = Self.drain(&machine)
+        #expect(straight == [.frame(.forward(0, UpstreamNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(1))), command: .itemized)])
+
+        recordsPossible.withLock { $0 = true }
+        _ = machine.bytesReceived(Self.bytes(2...2))
+        let checked = Self.drain(&machine)
+        #expect(
+            checked == [.forwardUnlessAnswered(1, UpstreamNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(2)), command: .itemized)],
+            "the tenant may hold records: the frame may be a resend (§1.6)"
+        )
     }
 
     @Test("A reload: channels changed keep the connection; a tenant or credentials removed close it as at shutdown")

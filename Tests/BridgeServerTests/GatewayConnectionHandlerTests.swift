@@ -71,7 +71,8 @@ struct GatewayConnectionHandlerTests {
             let handler = GatewayConnectionHandler(
                 configuration: configuration,
                 dependencies: .init(
-                    dispatcher: NotificationDispatcher(upstream: self.upstream, resendRecords: self.resendRecords),
+                    upstream: self.upstream,
+                    resendRecords: self.resendRecords,
                     feedback: self.feedback,
                     tenantResolver: CertificateSubjectTenantResolver(environment: .sandbox),
                     inFlight: self.inFlight

@@ -30,8 +30,13 @@ extension ProviderConnectionStateMachine {
 
     /// One step of decoding what is buffered.
     public enum FrameStep: Hashable, Sendable {
-        /// A frame of this command was decoded and given to the session: do what it says.
+        /// A frame of this command was decoded and given to the session: do what it says (a
+        /// `.forward` goes straight upstream: the tenant can hold no live resend record).
         case frame(ProviderSessionStateMachine.FrameReceivedAction, command: NotificationFrame.Command)
+        /// The session forwards this frame, but the tenant may hold live resend records (an
+        /// error-response or a shutdown within the record window): claim the frame's record
+        /// first, and send it upstream only if no outcome is remembered (CONTRACT §1.6).
+        case forwardUnlessAnswered(ProviderSessionStateMachine.Sequence, UpstreamNotification, command: NotificationFrame.Command)
         /// The stream cannot be decoded: the buffer is dropped, and the session decided.
         case malformed(LegacyProtocolError, ProviderSessionStateMachine.FrameReceivedAction)
         /// The input ended in the middle of a frame: its bytes are dropped, not forwarded.

@@ -52,6 +52,9 @@ public struct ProviderConnectionStateMachine {
     /// Whether a token may be on its feedback list (the store's filter): a 200 for a token on
     /// no list changes nothing in the store.
     private let mayBeOnFeedbackList: @Sendable (FeedbackKey) -> Bool
+    /// Whether a tenant may hold live resend records (the store's view): only then is a
+    /// forwarded frame checked against them.
+    private let mayHoldResendRecords: @Sendable (_ tenant: String) -> Bool
     private var decoder = NotificationFrameDecoder()
     private var buffered = ByteBuffer()
     /// A read the channel asked for while the session was not reading: done when it reads again.
@@ -59,10 +62,12 @@ public struct ProviderConnectionStateMachine {
 
     public init(
         sessionConfiguration: ProviderSessionStateMachine.Configuration = .init(),
-        mayBeOnFeedbackList: @escaping @Sendable (FeedbackKey) -> Bool = { _ in true }
+        mayBeOnFeedbackList: @escaping @Sendable (FeedbackKey) -> Bool = { _ in true },
+        mayHoldResendRecords: @escaping @Sendable (_ tenant: String) -> Bool = { _ in false }
     ) {
         self.sessionConfiguration = sessionConfiguration
         self.mayBeOnFeedbackList = mayBeOnFeedbackList
+        self.mayHoldResendRecords = mayHoldResendRecords
     }
 
     // MARK: State for the adapter
@@ -136,7 +141,7 @@ public struct ProviderConnectionStateMachine {
             self.enterDraining()
         case .closeDrained:
             self.enterClosed()
-        case .frame, .malformed, .partialFrameDropped, nil:
+        case .frame, .forwardUnlessAnswered, .malformed, .partialFrameDropped, nil:
             break
         }
         if step == nil, self.buffered.readableBytes == 0 {
@@ -152,7 +157,11 @@ public struct ProviderConnectionStateMachine {
         guard session.isReading else { return nil }
         do {
             if let frame = try self.decoder.decode(buffer: &self.buffered) {
-                return .frame(session.frameReceived(frame), command: frame.command)
+                let action = session.frameReceived(frame)
+                if case .forward(let sequence, let notification) = action, self.mayHoldResendRecords(notification.tenant.name) {
+                    return .forwardUnlessAnswered(sequence, notification, command: frame.command)
+                }
+                return .frame(action, command: frame.command)
             }
         } catch let error as LegacyProtocolError {
             self.buffered = ByteBuffer()

@@ -18,7 +18,8 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
     package typealias OutboundOut = ByteBuffer
 
     package struct Dependencies: Sendable {
-        var dispatcher: NotificationDispatcher
+        var upstream: any NotificationUpstream
+        var resendRecords: any ResendRecordStore
         var feedback: any FeedbackRecorder
         var tenantResolver: any TenantResolver
         /// The gateway's unfinished work, which graceful shutdown waits for.
@@ -27,13 +28,15 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         var usage: UsageRecorder?
 
         package init(
-            dispatcher: NotificationDispatcher,
+            upstream: any NotificationUpstream,
+            resendRecords: any ResendRecordStore,
             feedback: any FeedbackRecorder,
             tenantResolver: any TenantResolver,
             inFlight: InFlightWork,
             usage: UsageRecorder? = nil
         ) {
-            self.dispatcher = dispatcher
+            self.upstream = upstream
+            self.resendRecords = resendRecords
             self.feedback = feedback
             self.tenantResolver = tenantResolver
             self.inFlight = inFlight
@@ -65,7 +68,12 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         self.dependencies = dependencies
         self.logger = logger
         let feedback = dependencies.feedback
-        self.connection = ProviderConnectionStateMachine(sessionConfiguration: configuration.session) { feedback.mayBeOnList($0) }
+        let resendRecords = dependencies.resendRecords
+        self.connection = ProviderConnectionStateMachine(
+            sessionConfiguration: configuration.session,
+            mayBeOnFeedbackList: { feedback.mayBeOnList($0) },
+            mayHoldResendRecords: { resendRecords.mayHoldLiveRecords(tenant: $0) }
+        )
     }
 
     // MARK: Channel events
@@ -179,7 +187,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         self.usage = self.dependencies.usage?.counters(tenant: tenant.name)
         // Immediate for a store only this process writes; one query for a shared one, so that
         // records another instance wrote before this connection are recognised (§1.6).
-        self.dependencies.dispatcher.resendRecords.refreshLiveRecords(tenant: tenant.name, on: context.eventLoop)
+        self.dependencies.resendRecords.refreshLiveRecords(tenant: tenant.name, on: context.eventLoop)
             .hop(to: context.eventLoop)
             .assumeIsolated()
             .whenComplete { _ in
@@ -206,6 +214,9 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
             case .frame(let action, let command):
                 GatewayMetrics.shared.notificationReceived()
                 self.handle(action, command: command, failureReason: "local")
+            case .forwardUnlessAnswered(let sequence, let notification, let command):
+                GatewayMetrics.shared.notificationReceived()
+                self.forward(sequence, notification, command: command, checkingResends: true)
             case .malformed(let error, let action):
                 self.logger.info("refusing a malformed frame", metadata: ["error": "\(error)"])
                 self.handle(action, command: nil, failureReason: "malformed")
@@ -227,24 +238,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
     private func handle(_ action: ProviderSessionStateMachine.FrameReceivedAction, command: NotificationFrame.Command?, failureReason: String) {
         switch action {
         case .forward(let sequence, let notification):
-            GatewayMetrics.shared.forwardStarted()
-            let eventLoop = self.eventLoop!
-            // For the migration view; decided now, so the closure below holds no more than a flag.
-            let channels = notification.tenant.channels
-            let broadcast = !channels.isEmpty && channels.channel(forToken: notification.frame.deviceToken) != nil
-            // Finished only after the outcome was handled: handling it may forward the next
-            // frame, so the count never touches zero while a closed connection still drains.
-            self.dependencies.inFlight.started()
-            self.dependencies.dispatcher.dispatch(notification, on: eventLoop)
-                .hop(to: eventLoop)
-                .assumeIsolated()
-                .whenSuccess { outcome in
-                    GatewayMetrics.shared.forwardFinished()
-                    self.outcomes?.count(outcome)
-                    self.usage?.count(command: command, outcome, broadcast: broadcast)
-                    self.upstreamCompleted(sequence, outcome: outcome)
-                    self.dependencies.inFlight.finished()
-                }
+            self.forward(sequence, notification, command: command, checkingResends: false)
         case .close(let farewell):
             GatewayMetrics.shared.refused(farewell.status, reason: failureReason)
             self.outcomes?.count(.rejected(farewell.status))
@@ -258,6 +252,38 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         case .ignore:
             break
         }
+    }
+
+    /// Sends a notification upstream (after its resend record's claim when `checkingResends`),
+    /// and gives the machine its outcome.
+    private func forward(
+        _ sequence: ProviderSessionStateMachine.Sequence,
+        _ notification: UpstreamNotification,
+        command: NotificationFrame.Command?,
+        checkingResends: Bool
+    ) {
+        GatewayMetrics.shared.forwardStarted()
+        let eventLoop = self.eventLoop!
+        // For the migration view; decided now, so the closure below holds no more than a flag.
+        let channels = notification.tenant.channels
+        let broadcast = !channels.isEmpty && channels.channel(forToken: notification.frame.deviceToken) != nil
+        // Finished only after the outcome was handled: handling it may forward the next
+        // frame, so the count never touches zero while a closed connection still drains.
+        self.dependencies.inFlight.started()
+        let outcome =
+            checkingResends
+            ? self.dependencies.resendRecords.forwardUnlessAnswered(notification, to: self.dependencies.upstream, on: eventLoop)
+            : self.dependencies.upstream.send(notification, on: eventLoop)
+        outcome
+            .hop(to: eventLoop)
+            .assumeIsolated()
+            .whenSuccess { outcome in
+                GatewayMetrics.shared.forwardFinished()
+                self.outcomes?.count(outcome)
+                self.usage?.count(command: command, outcome, broadcast: broadcast)
+                self.upstreamCompleted(sequence, outcome: outcome)
+                self.dependencies.inFlight.finished()
+            }
     }
 
     /// Stores what the machine says an outcome changes, then does what comes next.
@@ -283,7 +309,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         }
         if let record = completion.resolvedRecord, let outcome = record.outcome, let tenant = self.connection.tenant {
             let key = ResendRecordKey(tenant: tenant.name, frame: record.frame)
-            let store = self.dependencies.dispatcher.resendRecords
+            let store = self.dependencies.resendRecords
             let resolved = (self.recordsStored ?? eventLoop.makeSucceededVoidFuture())
                 .flatMapError { _ in eventLoop.makeSucceededVoidFuture() }
                 .flatMap { store.resolve(key, outcome: outcome, on: eventLoop) }
@@ -371,7 +397,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         let stored =
             records.isEmpty
             ? context.eventLoop.makeSucceededVoidFuture()
-            : self.dependencies.dispatcher.resendRecords.remember(records, on: context.eventLoop)
+            : self.dependencies.resendRecords.remember(records, on: context.eventLoop)
         self.recordsStored = stored
         self.dependencies.inFlight.track(stored)
         stored.hop(to: context.eventLoop).assumeIsolated().whenComplete { result in

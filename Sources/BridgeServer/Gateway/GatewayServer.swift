@@ -62,7 +62,8 @@ public final class GatewayServer: Sendable {
         let tls = try tlsContext ?? LegacyTLSContext(configuration: configuration.tls, tenantResolver: tenantResolver, logger: logger)
         let inFlight = InFlightWork()
         let dependencies = GatewayConnectionHandler.Dependencies(
-            dispatcher: NotificationDispatcher(upstream: upstream, resendRecords: resendRecords),
+            upstream: upstream,
+            resendRecords: resendRecords,
             feedback: feedback,
             tenantResolver: tenantResolver,
             inFlight: inFlight,
