@@ -42,10 +42,16 @@ struct LegacyListenersService: Service {
     var logger: Logger
 
     func run() async throws {
-        try? await gracefulShutdown()
-        self.logger.info("shutting down the legacy listeners")
-        await self.feedback.close()
-        await self.gateway.shutdownGracefully()
+        // The listeners' connection work (certificate checks, feedback drains) runs in these
+        // two child tasks; closing a listener ends its task once that work has ended.
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.gateway.run() }
+            group.addTask { await self.feedback.run() }
+            try? await gracefulShutdown()
+            self.logger.info("shutting down the legacy listeners")
+            await self.feedback.close()
+            await self.gateway.shutdownGracefully()
+        }
     }
 }
 

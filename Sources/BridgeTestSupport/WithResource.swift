@@ -4,13 +4,22 @@ import MockAPNs
 /// Something a test starts and must stop before it ends: a harness, a listener, a mock APNs, a
 /// child process. ``withResource(_:_:)`` runs a test's body with one and awaits its cleanup.
 public protocol ScopedResource: Sendable {
+    /// What must run while the resource is in use (a listener's connection work); it returns
+    /// once ``cleanUp()`` has stopped the resource. Nothing by default.
+    func run() async
+
     /// Stops what the resource started; returns when it has stopped.
     func cleanUp() async
 }
 
-/// Runs `body` with `resource`, then awaits `resource.cleanUp()`, whether `body` returned or
-/// threw: the test ends only once what it started has stopped (never a cleanup left running in
-/// an unawaited task after the test).
+extension ScopedResource {
+    public func run() async {}
+}
+
+/// Runs `body` with `resource` while `resource.run()` runs beside it as a child task, then
+/// awaits `resource.cleanUp()`, whether `body` returned or threw, and the end of `run()`: the
+/// test ends only once what it started has stopped (never a cleanup left running in an
+/// unawaited task after the test).
 ///
 /// (`body` returns nothing: a closure whose only `try` is inside `#expect` is then still known
 /// to throw, which a generic result type would lose.)
@@ -18,16 +27,25 @@ public func withResource<Resource: ScopedResource>(
     _ resource: Resource,
     _ body: (Resource) async throws -> Void
 ) async throws {
-    do {
-        try await body(resource)
-    } catch {
+    let failure: (any Error)? = await withDiscardingTaskGroup { group in
+        group.addTask { await resource.run() }
+        let failure: (any Error)?
+        do {
+            try await body(resource)
+            failure = nil
+        } catch {
+            failure = error
+        }
         await resource.cleanUp()
-        throw error
+        return failure
     }
-    await resource.cleanUp()
+    if let failure {
+        throw failure
+    }
 }
 
 extension GatewayHarness: ScopedResource {
+    public func run() async { await self.server.run() }
     public func cleanUp() async { await self.stop() }
 }
 
@@ -40,5 +58,10 @@ extension MockAPNsServer: ScopedResource {
 }
 
 extension GatewayServer: ScopedResource {
+    // `run()` is the server's own.
+    public func cleanUp() async { await self.close() }
+}
+
+extension FeedbackServer: ScopedResource {
     public func cleanUp() async { await self.close() }
 }

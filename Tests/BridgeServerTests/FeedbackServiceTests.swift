@@ -17,7 +17,7 @@ struct FeedbackServiceTests {
     static let eventLoop = MultiThreadedEventLoopGroup.singleton.any()
 
     /// The gateway, the HTTP/2 client, MockAPNs and the feedback listener on one store.
-    struct Bridge {
+    struct Bridge: ScopedResource {
         var upstream: UpstreamHarness
         var store: any BridgeStore
         var gateway: GatewayServer
@@ -60,7 +60,13 @@ struct FeedbackServiceTests {
             try await EventLoopFuture.andAllSucceed(futures, on: FeedbackServiceTests.eventLoop).get()
         }
 
-        func stop() async {
+        func run() async {
+            async let gateway: Void = self.gateway.run()
+            async let feedback: Void = self.feedback.run()
+            _ = await (gateway, feedback)
+        }
+
+        func cleanUp() async {
             await self.feedback.close()
             await self.gateway.close()
             await self.upstream.stop()
@@ -70,106 +76,106 @@ struct FeedbackServiceTests {
 
     @Test("A 410 through the gateway is served once on the feedback port, with the upstream's time in seconds; a 200 removes an entry", arguments: StoreKind.available)
     func unregisteredThroughTheGateway(kind: StoreKind) async throws {
-        let bridge = try await Bridge.start(kind)
-        let gone = FrameBuilder.token(410)
-        let back = FrameBuilder.token(411)
-        bridge.upstream.mock.script.unregister(token: gone.hexDump(format: .compact), atMilliseconds: 1_767_225_600_999)
-        bridge.upstream.mock.script.unregister(token: back.hexDump(format: .compact), atMilliseconds: 1_767_225_600_000)
+        try await withResource(try await Bridge.start(kind)) { bridge in
+            let gone = FrameBuilder.token(410)
+            let back = FrameBuilder.token(411)
+            bridge.upstream.mock.script.unregister(token: gone.hexDump(format: .compact), atMilliseconds: 1_767_225_600_999)
+            bridge.upstream.mock.script.unregister(token: back.hexDump(format: .compact), atMilliseconds: 1_767_225_600_000)
 
-        let provider = try await LegacyConnection.connect(
-            to: bridge.gateway.localAddress,
-            identity: try bridge.upstream.pki.providerIdentity(bundleID: UpstreamHarness.topic),
-            trusting: bridge.upstream.pki.caCertificate
-        )
-        var frames = ByteBuffer()
-        frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 1, token: gone, payload: FrameBuilder.payload()))
-        frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 2, token: back, payload: FrameBuilder.payload()))
-        try await provider.send(frames)
-        try await eventually { try await bridge.store.pendingCount() == 2 }
+            let provider = try await LegacyConnection.connect(
+                to: bridge.gateway.localAddress,
+                identity: try bridge.upstream.pki.providerIdentity(bundleID: UpstreamHarness.topic),
+                trusting: bridge.upstream.pki.caCertificate
+            )
+            var frames = ByteBuffer()
+            frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 1, token: gone, payload: FrameBuilder.payload()))
+            frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 2, token: back, payload: FrameBuilder.payload()))
+            try await provider.send(frames)
+            try await eventually { try await bridge.store.pendingCount() == 2 }
 
-        // Token 411 registers again: a later 200 takes it off the list.
-        bridge.upstream.mock.script.reregister(token: back.hexDump(format: .compact))
-        try await provider.send(FrameBuilder.frame(.itemized, identifier: 3, token: back, payload: FrameBuilder.payload()))
-        try await eventually { try await bridge.store.pendingCount() == 1 }
-        await provider.close()
+            // Token 411 registers again: a later 200 takes it off the list.
+            bridge.upstream.mock.script.reregister(token: back.hexDump(format: .compact))
+            try await provider.send(FrameBuilder.frame(.itemized, identifier: 3, token: back, payload: FrameBuilder.payload()))
+            try await eventually { try await bridge.store.pendingCount() == 1 }
+            await provider.close()
 
-        let poll = try await bridge.poll()
-        #expect(poll.cleanClose)
-        #expect(poll.tuples == [FeedbackTuple(timestamp: 1_767_225_600, deviceToken: gone)])
-        let again = try await bridge.poll()
-        #expect(again.cleanClose, "an empty list: closed at once, cleanly")
-        #expect(again.tupleCount == 0)
-        await bridge.stop()
+            let poll = try await bridge.poll()
+            #expect(poll.cleanClose)
+            #expect(poll.tuples == [FeedbackTuple(timestamp: 1_767_225_600, deviceToken: gone)])
+            let again = try await bridge.poll()
+            #expect(again.cleanClose, "an empty list: closed at once, cleanly")
+            #expect(again.tupleCount == 0)
+        }
     }
 
     @Test("A provider certificate for app B never receives app A's tokens", arguments: StoreKind.available)
     func tenantIsolation(kind: StoreKind) async throws {
-        let bridge = try await Bridge.start(kind)
-        try await bridge.record(30, tenant: "com.example.a")
-        try await bridge.record(20, tenant: "com.example.b", first: 1000)
-        let b = try await bridge.poll(bundleID: "com.example.b")
-        #expect(b.tupleCount == 20)
-        #expect(b.tuples.allSatisfy { $0.deviceToken.getInteger(at: 0, as: UInt32.self)! >= 1000 })
-        #expect(try await bridge.poll(bundleID: "com.example.b").tupleCount == 0)
-        #expect(try await bridge.poll(bundleID: "com.example.c").tupleCount == 0)
-        let a = try await bridge.poll(bundleID: "com.example.a")
-        #expect(a.tupleCount == 30)
-        await bridge.stop()
+        try await withResource(try await Bridge.start(kind)) { bridge in
+            try await bridge.record(30, tenant: "com.example.a")
+            try await bridge.record(20, tenant: "com.example.b", first: 1000)
+            let b = try await bridge.poll(bundleID: "com.example.b")
+            #expect(b.tupleCount == 20)
+            #expect(b.tuples.allSatisfy { $0.deviceToken.getInteger(at: 0, as: UInt32.self)! >= 1000 })
+            #expect(try await bridge.poll(bundleID: "com.example.b").tupleCount == 0)
+            #expect(try await bridge.poll(bundleID: "com.example.c").tupleCount == 0)
+            let a = try await bridge.poll(bundleID: "com.example.a")
+            #expect(a.tupleCount == 30)
+        }
     }
 
     @Test("A poller that hangs up midway gets the rest next time, never an entry twice", arguments: StoreKind.available)
     func pollerHangsUp(kind: StoreKind) async throws {
-        let bridge = try await Bridge.start(kind) { $0.drain.batchSize = 100 }
-        try await bridge.record(5_000)
-        let first = try await bridge.poll(closeAfterBytes: 38 * 1_000 + 7)
-        #expect(!first.cleanClose)
-        #expect(first.tupleCount == 1_000)
-        // Batches flushed to the socket count as delivered even if the poller did not read them
-        // (how many the socket buffers took before the hang-up depends on timing). Once the
-        // server has settled the drain (deleted what it delivered, released its claim on the
-        // rest), what is left is pending and unclaimed, and is what the next poll gets.
-        var left = 0
-        try await eventually {
-            let total = try await bridge.store.pendingCount()
-            let unclaimed = try await bridge.store.pendingEntries(tenant: UpstreamHarness.topic, environment: .sandbox, limit: 10_000).count
-            left = total
-            return total <= 4_000 && unclaimed == total
+        try await withResource(try await Bridge.start(kind) { $0.drain.batchSize = 100 }) { bridge in
+            try await bridge.record(5_000)
+            let first = try await bridge.poll(closeAfterBytes: 38 * 1_000 + 7)
+            #expect(!first.cleanClose)
+            #expect(first.tupleCount == 1_000)
+            // Batches flushed to the socket count as delivered even if the poller did not read them
+            // (how many the socket buffers took before the hang-up depends on timing). Once the
+            // server has settled the drain (deleted what it delivered, released its claim on the
+            // rest), what is left is pending and unclaimed, and is what the next poll gets.
+            var left = 0
+            try await eventually {
+                let total = try await bridge.store.pendingCount()
+                let unclaimed = try await bridge.store.pendingEntries(tenant: UpstreamHarness.topic, environment: .sandbox, limit: 10_000).count
+                left = total
+                return total <= 4_000 && unclaimed == total
+            }
+            let second = try await bridge.poll()
+            #expect(second.cleanClose)
+            let firstTokens = Set(first.tuples.map(\.deviceToken))
+            #expect(second.tuples.allSatisfy { !firstTokens.contains($0.deviceToken) })
+            #expect(second.tupleCount == left, "the rest, exactly")
+            #expect(Set(second.tuples.map(\.deviceToken)).count == second.tupleCount)
+            // The server deletes after the close: the poller may see the close first.
+            try await eventually { try await bridge.store.pendingCount() == 0 }
         }
-        let second = try await bridge.poll()
-        #expect(second.cleanClose)
-        let firstTokens = Set(first.tuples.map(\.deviceToken))
-        #expect(second.tuples.allSatisfy { !firstTokens.contains($0.deviceToken) })
-        #expect(second.tupleCount == left, "the rest, exactly")
-        #expect(Set(second.tuples.map(\.deviceToken)).count == second.tupleCount)
-        // The server deletes after the close: the poller may see the close first.
-        try await eventually { try await bridge.store.pendingCount() == 0 }
-        await bridge.stop()
     }
 
     @Test("The 38-byte option: only 32-byte tokens are served", arguments: StoreKind.available)
     func only32ByteTokens(kind: StoreKind) async throws {
-        let bridge = try await Bridge.start(kind) { $0.drain.only32ByteTokens = true }
-        try await bridge.record(3)
-        try await bridge.record(2, first: 100, length: 64)
-        let poll = try await bridge.poll()
-        #expect(poll.tupleCount == 3)
-        #expect(poll.tuples.allSatisfy { $0.deviceToken.readableBytes == 32 })
-        try await eventually { try await bridge.store.pendingCount() == 2 }
-        await bridge.stop()
+        try await withResource(try await Bridge.start(kind) { $0.drain.only32ByteTokens = true }) { bridge in
+            try await bridge.record(3)
+            try await bridge.record(2, first: 100, length: 64)
+            let poll = try await bridge.poll()
+            #expect(poll.tupleCount == 3)
+            #expect(poll.tuples.allSatisfy { $0.deviceToken.readableBytes == 32 })
+            try await eventually { try await bridge.store.pendingCount() == 2 }
+        }
     }
 
     @Test("An unknown client certificate gets nothing", arguments: [StoreKind.sqlite])
     func unknownCertificate(kind: StoreKind) async throws {
-        let bridge = try await Bridge.start(kind)
-        try await bridge.record(3)
-        let stranger = try DevelopmentCA(name: "another CA")
-        let poll = try? await FeedbackPoller.poll(
-            bridge.feedback.localAddress,
-            identity: try stranger.providerIdentity(bundleID: UpstreamHarness.topic),
-            trusting: bridge.upstream.pki.caCertificate
-        )
-        #expect((poll?.tupleCount ?? 0) == 0)
-        #expect(try await bridge.store.pendingCount() == 3)
-        await bridge.stop()
+        try await withResource(try await Bridge.start(kind)) { bridge in
+            try await bridge.record(3)
+            let stranger = try DevelopmentCA(name: "another CA")
+            let poll = try? await FeedbackPoller.poll(
+                bridge.feedback.localAddress,
+                identity: try stranger.providerIdentity(bundleID: UpstreamHarness.topic),
+                trusting: bridge.upstream.pki.caCertificate
+            )
+            #expect((poll?.tupleCount ?? 0) == 0)
+            #expect(try await bridge.store.pendingCount() == 3)
+        }
     }
 }

@@ -11,37 +11,39 @@ import Testing
 struct ShutdownAndBackpressureTests {
     @Test("Shutdown: status 10 names the last notification whose predecessors completed")
     func gracefulShutdown() async throws {
-        let harness = try await GatewayHarness.start(script: { _, _ in .init(.accepted, after: .milliseconds(20)) }) {
+        try await withResource(try await GatewayHarness.start(script: { _, _ in .init(.accepted, after: .milliseconds(20)) }) {
             $0.shutdownGracePeriod = .seconds(5)
+        }) { harness in
+            let client = try await harness.connect()
+            try await client.send(ResendTests.frames(1...50))
+            try await harness.upstream.waitForLedgerCount(50, on: client.channel.eventLoop)
+            await harness.server.shutdownGracefully()
+            let received = try await client.bytesUntilClose()
+            var reader = received
+            #expect(reader.readErrorResponse() == ErrorResponsePacket(status: .shutdown, identifier: .init(rawValue: 50)))
+            #expect(reader.readableBytes == 0)
+            // The named notification is remembered: a client that resends it does not duplicate it.
+            #expect(harness.resendRecords.count == 1)
         }
-        let client = try await harness.connect()
-        try await client.send(ResendTests.frames(1...50))
-        try await harness.upstream.waitForLedgerCount(50, on: client.channel.eventLoop)
-        await harness.server.shutdownGracefully()
-        let received = try await client.bytesUntilClose()
-        var reader = received
-        #expect(reader.readErrorResponse() == ErrorResponsePacket(status: .shutdown, identifier: .init(rawValue: 50)))
-        #expect(reader.readableBytes == 0)
-        // The named notification is remembered: a client that resends it does not duplicate it.
-        #expect(harness.resendRecords.count == 1)
     }
 
     @Test("Shutdown after the grace period: in-flight notifications become resend records")
     func shutdownGraceExpires() async throws {
-        let harness = try await GatewayHarness.start(script: { notification, _ in
+        try await withResource(try await GatewayHarness.start(script: { notification, _ in
             notification.frame.identifier.rawValue <= 3 ? .init(.accepted) : .init(.accepted, after: .seconds(3))
         }) {
             $0.shutdownGracePeriod = .milliseconds(200)
+        }) { harness in
+            let client = try await harness.connect()
+            try await client.send(ResendTests.frames(1...6))
+            try await harness.upstream.waitForLedgerCount(6, on: client.channel.eventLoop)
+            await harness.server.shutdownGracefully()
+            let received = try await client.bytesUntilClose()
+            var reader = received
+            #expect(reader.readErrorResponse() == ErrorResponsePacket(status: .shutdown, identifier: .init(rawValue: 3)))
+            // 3 (named) and 4...6 (in flight) are remembered.
+            #expect(harness.resendRecords.count == 4)
         }
-        let client = try await harness.connect()
-        try await client.send(ResendTests.frames(1...6))
-        try await harness.upstream.waitForLedgerCount(6, on: client.channel.eventLoop)
-        await harness.server.shutdownGracefully()
-        let received = try await client.bytesUntilClose()
-        var reader = received
-        #expect(reader.readErrorResponse() == ErrorResponsePacket(status: .shutdown, identifier: .init(rawValue: 3)))
-        // 3 (named) and 4...6 (in flight) are remembered.
-        #expect(harness.resendRecords.count == 4)
     }
 
     @Test("A slow upstream stops reading at the in-flight bound, and reading resumes when it drains")

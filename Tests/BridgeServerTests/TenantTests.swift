@@ -129,18 +129,18 @@ struct TenantTests {
                 rules: [TenantRule(name: "stranger", fingerprints: pinned ? [fingerprint] : [], userID: "com.example.stranger")],
                 defaultEnvironment: .sandbox
             )
-            let harness = try await GatewayHarness.start(pki: pki, tenantResolver: resolver)
-            let client = try await LegacyConnection.connect(to: harness.server.localAddress, identity: stranger, trusting: pki.caCertificate)
-            try? await client.send(Self.frame)
-            if pinned {
-                try await harness.upstream.waitForLedgerCount(1, on: client.channel.eventLoop)
-                #expect(client.isActive)
-                await client.close()
-            } else {
-                #expect(try await client.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
-                #expect(harness.upstream.ledger.isEmpty)
+            try await withResource(try await GatewayHarness.start(pki: pki, tenantResolver: resolver)) { harness in
+                let client = try await LegacyConnection.connect(to: harness.server.localAddress, identity: stranger, trusting: pki.caCertificate)
+                try? await client.send(Self.frame)
+                if pinned {
+                    try await harness.upstream.waitForLedgerCount(1, on: client.channel.eventLoop)
+                    #expect(client.isActive)
+                    await client.close()
+                } else {
+                    #expect(try await client.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
+                    #expect(harness.upstream.ledger.isEmpty)
+                }
             }
-            await harness.stop()
         }
     }
 

@@ -14,27 +14,37 @@ import Synchronization
 /// at a time, and closes. Nothing is read from the poller. A batch's entries are deleted only
 /// after its bytes were written and flushed, and only once the drain is over (see
 /// ``FeedbackStore/drain(tenant:environment:options:deliver:finish:)``).
+///
+/// Run ``run()`` while it serves: each handshake's client-certificate check and each drain is one
+/// of its child tasks. ``close()`` ends it.
 public final class FeedbackServer: Sendable {
     public let configuration: FeedbackConfiguration
     public let localAddress: SocketAddress
     private let serverChannel: any Channel
     private let registry: ConnectionRegistry
-    private let drains: DrainCounter
+    private let tasks: ConnectionTasks
     private let logger: Logger
 
     private init(
         configuration: FeedbackConfiguration,
         serverChannel: any Channel,
         registry: ConnectionRegistry,
-        drains: DrainCounter,
+        tasks: ConnectionTasks,
         logger: Logger
     ) {
         self.configuration = configuration
         self.serverChannel = serverChannel
         self.localAddress = serverChannel.localAddress!
         self.registry = registry
-        self.drains = drains
+        self.tasks = tasks
         self.logger = logger
+    }
+
+    /// Runs the connections' async work (the client-certificate checks and the drains) as
+    /// child tasks, until ``close()``; then returns when the last has ended. Pollers wait for
+    /// it: run it from when the server starts.
+    public func run() async {
+        await self.tasks.run()
     }
 
     /// Poller connections currently open.
@@ -51,12 +61,13 @@ public final class FeedbackServer: Sendable {
     ) async throws -> FeedbackServer {
         let tls = try tlsContext ?? LegacyTLSContext(configuration: configuration.tls, tenantResolver: tenantResolver, logger: logger)
         let registry = ConnectionRegistry(gauge: GatewayMetrics.shared.feedbackConnections)
-        let drains = DrainCounter()
+        let tasks = ConnectionTasks()
         let serverChannel = try await LegacyListener.bind(
             listener: .feedback,
             host: configuration.host,
             port: configuration.port,
             tls: tls,
+            tasks: tasks,
             registry: registry,
             admission: configuration.admission,
             handshakeTimeout: configuration.handshakeTimeout,
@@ -67,7 +78,7 @@ public final class FeedbackServer: Sendable {
             FeedbackConnectionHandler(
                 configuration: configuration,
                 store: store,
-                drains: drains,
+                tasks: tasks,
                 usage: usage,
                 logger: connectionLogger
             )
@@ -76,7 +87,7 @@ public final class FeedbackServer: Sendable {
             configuration: configuration,
             serverChannel: serverChannel,
             registry: registry,
-            drains: drains,
+            tasks: tasks,
             logger: logger
         )
         logger.info("feedback service listening", metadata: ["address": "\(server.localAddress)"])
@@ -84,73 +95,40 @@ public final class FeedbackServer: Sendable {
     }
 
     /// Stops accepting, closes every poller connection (what a poller already took is deleted,
-    /// the rest stays pending), and waits for the drains to settle in the store.
+    /// the rest stays pending), and waits for the drains to settle in the store (``run()`` has
+    /// then returned).
     public func close() async {
         let channels = self.registry.closeAdmission()
         try? await self.serverChannel.close()
         for channel in channels {
             try? await channel.close()
         }
-        await self.drains.waitUntilIdle()
-    }
-}
-
-/// Drains in progress, so that a shutdown waits for them to settle in the store before the
-/// store closes.
-final class DrainCounter: Sendable {
-    private struct State {
-        var active = 0
-        var idleWaiters: [CheckedContinuation<Void, Never>] = []
-    }
-
-    private let state = Mutex(State())
-
-    func begin() { self.state.withLock { $0.active += 1 } }
-
-    func end() {
-        let waiters = self.state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.active -= 1
-            guard state.active == 0 else { return [] }
-            defer { state.idleWaiters = [] }
-            return state.idleWaiters
-        }
-        waiters.forEach { $0.resume() }
-    }
-
-    func waitUntilIdle() async {
-        await withCheckedContinuation { continuation in
-            let idle = self.state.withLock { state in
-                if state.active == 0 { return true }
-                state.idleWaiters.append(continuation)
-                return false
-            }
-            if idle { continuation.resume() }
-        }
+        await self.tasks.finish()
     }
 }
 
 /// One poller connection: at ``ProviderVerified`` (the shared handshake adapter's event) it
-/// hands the channel to a task that drains the tenant's list into it. Whatever the poller sends
+/// starts a drain of the tenant's list into the channel, one of the listener's tasks. Whatever the poller sends
 /// is dropped.
 final class FeedbackConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
 
     private let configuration: FeedbackConfiguration
     private let store: any FeedbackStore
-    private let drains: DrainCounter
+    private let tasks: ConnectionTasks
     private let usage: UsageRecorder?
     private var logger: Logger
 
     init(
         configuration: FeedbackConfiguration,
         store: any FeedbackStore,
-        drains: DrainCounter,
+        tasks: ConnectionTasks,
         usage: UsageRecorder?,
         logger: Logger
     ) {
         self.configuration = configuration
         self.store = store
-        self.drains = drains
+        self.tasks = tasks
         self.usage = usage
         self.logger = logger
     }
@@ -176,11 +154,8 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
         let store = self.store
         let configuration = self.configuration
         let logger = self.logger
-        let drains = self.drains
         let usage = self.usage
-        drains.begin()
-        Task {
-            defer { drains.end() }
+        let started = self.tasks.start {
             do {
                 let result = try await store.drain(
                     tenant: tenant.name,
@@ -214,6 +189,10 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
                 logger.error("feedback store failed; closing the poller's connection", metadata: ["error": "\(error)"])
                 channel.close(promise: nil)
             }
+        }
+        if !started {
+            // The listener is closing: the list stays pending for the next poll.
+            channel.close(promise: nil)
         }
     }
 }

@@ -6,8 +6,10 @@ import NIOSSL
 
 /// The gateway listener: TLS on port 2195 for legacy providers.
 ///
-/// Start it with ``start(configuration:upstream:resendRecords:feedback:tenantResolver:group:logger:)``;
-/// stop it with ``shutdownGracefully()`` (CONTRACT §1.8) or ``close()``.
+/// Start it with ``start(configuration:upstream:resendRecords:feedback:tenantResolver:tlsContext:usage:group:logger:)``,
+/// run ``run()`` while it serves (each handshake's client-certificate check is one of its child
+/// tasks), and stop it with ``shutdownGracefully()`` (CONTRACT §1.8) or ``close()``, which end
+/// ``run()``.
 public final class GatewayServer: Sendable {
     public let configuration: GatewayConfiguration
     /// The bound address (useful with port 0).
@@ -15,6 +17,7 @@ public final class GatewayServer: Sendable {
     private let serverChannel: any Channel
     private let registry: ConnectionRegistry
     private let inFlight: InFlightWork
+    private let tasks: ConnectionTasks
     private let logger: Logger
 
     private init(
@@ -22,6 +25,7 @@ public final class GatewayServer: Sendable {
         serverChannel: any Channel,
         registry: ConnectionRegistry,
         inFlight: InFlightWork,
+        tasks: ConnectionTasks,
         logger: Logger
     ) {
         self.configuration = configuration
@@ -29,7 +33,15 @@ public final class GatewayServer: Sendable {
         self.localAddress = serverChannel.localAddress!
         self.registry = registry
         self.inFlight = inFlight
+        self.tasks = tasks
         self.logger = logger
+    }
+
+    /// Runs the connections' async work (each handshake's client-certificate check) as child
+    /// tasks, until ``shutdownGracefully()`` or ``close()``; then returns when the last has
+    /// ended. Handshakes wait for it: run it from when the server starts.
+    public func run() async {
+        await self.tasks.run()
     }
 
     /// Connections still in their TLS handshake.
@@ -70,12 +82,14 @@ public final class GatewayServer: Sendable {
             usage: usage
         )
         let registry = ConnectionRegistry(gauge: GatewayMetrics.shared.gatewayConnections)
+        let tasks = ConnectionTasks()
 
         let serverChannel = try await LegacyListener.bind(
             listener: .gateway,
             host: configuration.host,
             port: configuration.port,
             tls: tls,
+            tasks: tasks,
             registry: registry,
             admission: configuration.admission,
             handshakeTimeout: configuration.handshakeTimeout,
@@ -92,6 +106,7 @@ public final class GatewayServer: Sendable {
             serverChannel: serverChannel,
             registry: registry,
             inFlight: inFlight,
+            tasks: tasks,
             logger: logger
         )
         logger.info("gateway listening", metadata: ["address": "\(server.localAddress)"])
@@ -121,6 +136,7 @@ public final class GatewayServer: Sendable {
         if !(await self.inFlight.waitUntilIdle(timeout: max(remaining, .milliseconds(100)))) {
             self.logger.warning("shutting down with notifications still in flight", metadata: ["in_flight": "\(self.inFlight.count)"])
         }
+        await self.tasks.finish()
     }
 
     /// After a configuration reload: each open connection resolves its client certificate
@@ -147,6 +163,7 @@ public final class GatewayServer: Sendable {
         for channel in channels {
             try? await channel.close()
         }
+        await self.tasks.finish()
     }
 
     private static func waitForClose(_ channels: [any Channel], within bound: TimeAmount) async {

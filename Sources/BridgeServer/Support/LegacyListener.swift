@@ -12,6 +12,7 @@ import Synchronization
 enum LegacyListener {
     /// - Parameters:
     ///   - listener: which port (its name in metrics and logs: `gateway`, `feedback`).
+    ///   - tasks: where the connections' async work runs (the client-certificate check).
     ///   - allowHalfClosure: whether the port's handler deals with the end of a client's input
     ///     itself (`ChannelEvent.inputClosed`), keeping its output open until it is done.
     static func bind(
@@ -19,6 +20,7 @@ enum LegacyListener {
         host: String,
         port: Int,
         tls: LegacyTLSContext,
+        tasks: ConnectionTasks,
         registry: ConnectionRegistry,
         admission: ConnectionAdmission,
         handshakeTimeout: TimeAmount,
@@ -45,7 +47,7 @@ enum LegacyListener {
                     connectionLogger[metadataKey: "peer"] = "\(channel.remoteAddress.map { "\($0)" } ?? "?")"
                     let sync = channel.pipeline.syncOperations
                     let peer = VerifiedPeer()
-                    try sync.addHandler(tls.makeServerHandler(peer: peer, logger: connectionLogger))
+                    try sync.addHandler(tls.makeServerHandler(peer: peer, tasks: tasks, logger: connectionLogger))
                     try sync.addHandler(
                         ProviderHandshakeHandler(
                             peer: peer,

@@ -49,12 +49,14 @@ public final class LegacyTLSContext: Sendable {
     }
 
     /// A TLS handler for one new connection; what the verifier accepts (the tenant and the
-    /// certificate) goes into `peer` before the handshake completes.
-    func makeServerHandler(peer: VerifiedPeer, logger: Logger) -> NIOSSLServerHandler {
+    /// certificate) goes into `peer` before the handshake completes. The check (swift-certificates'
+    /// verifier is async) runs as one of the listener's `tasks`; a listener that is closing
+    /// refuses the handshake.
+    func makeServerHandler(peer: VerifiedPeer, tasks: ConnectionTasks, logger: Logger) -> NIOSSLServerHandler {
         let current = self.current.withLock { $0 }
         let verifier = current.verifier
         return NIOSSLServerHandler(context: current.sslContext) { chain, promise in
-            Task {
+            let started = tasks.start {
                 switch await verifier.verify(chain) {
                 case .trusted(let verified):
                     peer.record(verified)
@@ -64,6 +66,9 @@ public final class LegacyTLSContext: Sendable {
                     logger.warning("refusing a client certificate during the TLS handshake", metadata: ["reason": "\(why)"])
                     promise.succeed(.failed)
                 }
+            }
+            if !started {
+                promise.succeed(.failed)
             }
         }
     }
