@@ -17,33 +17,6 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
     package typealias OutboundIn = ByteBuffer
     package typealias OutboundOut = ByteBuffer
 
-    package struct Dependencies: Sendable {
-        var upstream: any NotificationUpstream
-        var resendRecords: any ResendRecordStore
-        var feedback: any FeedbackRecorder
-        var tenantResolver: any TenantResolver
-        /// The gateway's unfinished work, which graceful shutdown waits for.
-        var inFlight: InFlightWork
-        /// The migration view's counts (`nil`: not kept).
-        var usage: UsageRecorder?
-
-        package init(
-            upstream: any NotificationUpstream,
-            resendRecords: any ResendRecordStore,
-            feedback: any FeedbackRecorder,
-            tenantResolver: any TenantResolver,
-            inFlight: InFlightWork,
-            usage: UsageRecorder? = nil
-        ) {
-            self.upstream = upstream
-            self.resendRecords = resendRecords
-            self.feedback = feedback
-            self.tenantResolver = tenantResolver
-            self.inFlight = inFlight
-            self.usage = usage
-        }
-    }
-
     private let configuration: GatewayConfiguration
     private let dependencies: Dependencies
     private var logger: Logger
