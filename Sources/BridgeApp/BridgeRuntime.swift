@@ -295,7 +295,7 @@ public final class BridgeRuntime: Sendable {
             PeriodicJob(name: "usage writer", every: MigrationView.writeInterval, runsAtShutdown: true, logger: logger) {
                 await migration.write()
             },
-            PeriodicJob(name: "store maintenance", every: .seconds(600), logger: logger) {
+            PeriodicJob(name: "store maintenance", every: BridgeStoreMaintenance.interval, logger: logger) {
                 await BridgeStoreMaintenance.sweepOnce(store, logger: logger)
             },
             PeriodicJob(name: "feedback and tenant gauges", every: MigrationView.gaugeInterval, runsAtStart: true, logger: logger) {

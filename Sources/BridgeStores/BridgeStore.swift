@@ -117,14 +117,11 @@ extension Duration {
     }
 }
 
-/// Runs ``BridgeStore/removeExpired()`` periodically until the task is cancelled.
+/// The store's retention sweep: ``BridgeStore/removeExpired()``, which `serve` runs every
+/// ``interval`` as one of its periodic jobs.
 public enum BridgeStoreMaintenance {
-    public static func run(_ store: any BridgeStore, every interval: Duration = .seconds(600), logger: Logger) async {
-        while !Task.isCancelled {
-            await self.sweepOnce(store, logger: logger)
-            try? await Task.sleep(for: interval)
-        }
-    }
+    /// How often `serve` sweeps.
+    public static let interval: Duration = .seconds(600)
 
     /// One ``BridgeStore/removeExpired()``, logged when it removed anything or failed.
     public static func sweepOnce(_ store: any BridgeStore, logger: Logger) async {

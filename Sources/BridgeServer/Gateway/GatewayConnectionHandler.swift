@@ -291,20 +291,21 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
                 logger.error("could not store a resend record's outcome", metadata: ["error": "\(error)"])
             }
         }
-        if completion.then == .close {
-            self.closeDrained()
-        } else {
-            self.execute(completion.then)
-        }
+        self.executeAfterOutcome(completion.then)
         // A 410's notification is done once its feedback entry is committed (or could not be).
         // Registered last: the future may be complete already, and its callback then runs now.
         entryStored?.hop(to: eventLoop).assumeIsolated().whenComplete { _ in
-            let next = self.connection.feedbackStored(sequence)
-            if next == .close {
-                self.closeDrained()
-            } else {
-                self.execute(next)
-            }
+            self.executeAfterOutcome(self.connection.feedbackStored(sequence))
+        }
+    }
+
+    /// After an outcome, a `.close` means the provider's input was read to its end and every
+    /// notification answered.
+    private func executeAfterOutcome(_ action: ProviderConnectionStateMachine.Action) {
+        if action == .close {
+            self.closeDrained()
+        } else {
+            self.execute(action)
         }
     }
 
