@@ -12,6 +12,9 @@ public enum LegacyProtocolLimits {
     public static let maximumPayloadLength = 4096
     /// Largest payload for VoIP topics (`*.voip`).
     public static let maximumVoIPPayloadLength = 5120
+    /// The largest payload any topic or channel accepts: a command-0 or command-1 frame that
+    /// announces more is refused on its length field (status 7).
+    public static let largestAcceptedPayloadLength = max(maximumPayloadLength, maximumVoIPPayloadLength)
 
     /// Item header: 1 byte item id + 2 bytes item length.
     public static let itemHeaderLength = 3

@@ -164,6 +164,31 @@ struct FeedbackServiceTests {
         }
     }
 
+    @Test(
+        "A naive reader (one 38-byte recv per tuple, as Go's libraries read) gets 1,000 tuples whole: no tuple straddles two TLS records",
+        .enabled(if: LegacyHabits.available),
+        arguments: StoreKind.available
+    )
+    func naiveReader(kind: StoreKind) async throws {
+        try await withResource(try await Bridge.start(kind)) { bridge in
+            try await bridge.record(1000)
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("naive-feedback-\(UUID().uuidString)").path
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let identity = try bridge.upstream.pki.providerIdentity(bundleID: UpstreamHarness.topic)
+            let files = try LegacyHabits.Files(identity: identity, pki: bridge.upstream.pki, in: directory, name: "poller")
+            let read = try await LegacyHabits.python(
+                "naive-feedback",
+                ["127.0.0.1", "\(bridge.feedback.localAddress.port!)", files.certificate, files.privateKey, files.ca],
+                as: NaiveFeedbackRead.self
+            )
+            #expect(read.short_reads == 0)
+            #expect(read.tuples == 1000)
+            #expect(read.distinct == 1000)
+            try await eventually { try await bridge.store.pendingCount() == 0 }
+        }
+    }
+
     @Test("An unknown client certificate gets nothing", arguments: [StoreKind.sqlite])
     func unknownCertificate(kind: StoreKind) async throws {
         try await withResource(try await Bridge.start(kind)) { bridge in

@@ -177,7 +177,40 @@ struct LocalValidationTests {
             bytes: ByteBuffer(bytes: [0, 0xFF, 0xFF]),
             expected: .plainClose
         ),
+        Case(
+            name: "command 1 announcing a 25,600-byte payload (ApnsPHP's 33-byte token), header only: status 7 at once",
+            bytes: headerOnly(.enhanced, payloadLength: 25_600),
+            expected: .packet(.invalidPayloadSize, identifier: 7)
+        ),
+        Case(
+            name: "command 1 announcing a 65,535-byte payload, header only: status 7 at once",
+            bytes: headerOnly(.enhanced, payloadLength: 65_535),
+            expected: .packet(.invalidPayloadSize, identifier: 7)
+        ),
+        Case(
+            name: "command 0 announcing a 25,600-byte payload, header only: closed at once without a packet",
+            bytes: headerOnly(.simple, payloadLength: 25_600),
+            expected: .plainClose
+        ),
+        Case(
+            name: "command 0 announcing a 65,535-byte payload, header only: closed at once without a packet",
+            bytes: headerOnly(.simple, payloadLength: 65_535),
+            expected: .plainClose
+        ),
     ]
+
+    /// A command-0 or command-1 frame up to its payload length field (identifier 7, a 32-byte
+    /// token), none of the payload it announces: the bridge must answer without waiting for it.
+    static func headerOnly(_ command: NotificationFrame.Command, payloadLength: UInt16) -> ByteBuffer {
+        var bytes = ByteBuffer(integer: command.rawValue)
+        if command == .enhanced {
+            bytes.writeMultipleIntegers(UInt32(7), UInt32(0))
+        }
+        bytes.writeInteger(UInt16(token.readableBytes))
+        bytes.writeImmutableBuffer(token)
+        bytes.writeInteger(payloadLength)
+        return bytes
+    }
 
     @Test("Bad frame gets its status, the connection closes, the next client is served", arguments: cases)
     func badFrame(_ testCase: Case) async throws {

@@ -125,6 +125,21 @@ struct NotificationFrameDecoderTests {
             Hostile(name: "command 1 token length 0xFFFF", header: [1, 0, 0, 0, 9, 0, 0, 0, 0, 0xFF, 0xFF], status: .invalidTokenSize, identifier: 9),
             Hostile(name: "command 0 token length 0xFFFF", header: [0, 0xFF, 0xFF], status: .invalidTokenSize, identifier: 0),
             Hostile(name: "unknown command", header: [0x16], status: .protocolError, identifier: 0),
+            Hostile(name: "command 1 payload length 25,600", header: Self.upToPayloadLength(.enhanced, 0x6400), status: .invalidPayloadSize, identifier: 9),
+            Hostile(name: "command 1 payload length 0xFFFF", header: Self.upToPayloadLength(.enhanced, 0xFFFF), status: .invalidPayloadSize, identifier: 9),
+            Hostile(name: "command 0 payload length 25,600", header: Self.upToPayloadLength(.simple, 0x6400), status: .invalidPayloadSize, identifier: 0),
+            Hostile(
+                name: "command 1 payload length 0xFFFF after an empty token: the token's status first",
+                header: Self.upToPayloadLength(.enhanced, 0xFFFF, tokenLength: 0),
+                status: .missingDeviceToken,
+                identifier: 9
+            ),
+            Hostile(
+                name: "command 1 payload length 0xFFFF after a 31-byte token: the token's status first",
+                header: Self.upToPayloadLength(.enhanced, 0xFFFF, tokenLength: 31),
+                status: .invalidTokenSize,
+                identifier: 9
+            ),
         ]
     )
     func hostileLengths(_ hostile: Hostile) {
@@ -136,6 +151,27 @@ struct NotificationFrameDecoderTests {
             guard let error = error as? LegacyProtocolError else { return false }
             return error.status == hostile.status && error.identifier.rawValue == hostile.identifier
         }
+    }
+
+    /// A command-0 or command-1 frame (identifier 9) up to its payload length field.
+    static func upToPayloadLength(_ command: NotificationFrame.Command, _ payloadLength: UInt16, tokenLength: Int = 32) -> [UInt8] {
+        var bytes = ByteBuffer(integer: command.rawValue)
+        if command == .enhanced {
+            bytes.writeMultipleIntegers(UInt32(9), UInt32(0))
+        }
+        bytes.writeInteger(UInt16(tokenLength))
+        bytes.writeImmutableBuffer(Self.token(1, length: tokenLength))
+        bytes.writeInteger(payloadLength)
+        return Array(bytes.readableBytesView)
+    }
+
+    @Test("A command-0 or command-1 frame announcing the largest accepted payload waits for it", arguments: [NotificationFrame.Command.simple, .enhanced])
+    func largestAcceptedPayloadWaits(_ command: NotificationFrame.Command) throws {
+        var buffer = ByteBuffer(bytes: Self.upToPayloadLength(command, UInt16(LegacyProtocolLimits.largestAcceptedPayloadLength)))
+        var decoder = NotificationFrameDecoder()
+        #expect(try decoder.decode(buffer: &buffer) == nil)
+        buffer.writeRepeatingByte(0x7B, count: LegacyProtocolLimits.largestAcceptedPayloadLength)
+        #expect(try decoder.decode(buffer: &buffer)?.payload.readableBytes == LegacyProtocolLimits.largestAcceptedPayloadLength)
     }
 
     @Test("An item length of 0xFFFF inside a small frame is a protocol error once the frame is read")
@@ -180,6 +216,32 @@ struct SmallCodecTests {
             return (buffer, [tuple])
         }
         try ByteToMessageDecoderVerifier.verifyDecoder(inputOutputPairs: pairs) { FeedbackTupleDecoder() }
+    }
+
+    @Test("Feedback tuples are cut into record-sized buffers of whole tuples", arguments: [0, 1, 431, 432, 1000])
+    func recordSizedFeedback(count: Int) {
+        let tuples = (0..<count).map { FeedbackTuple(timestamp: UInt32($0), deviceToken: NotificationFrameDecoderTests.token($0)) }
+        let buffers = FeedbackTuple.recordSizedBuffers(tuples, allocator: ByteBufferAllocator())
+        #expect(buffers.map(\.readableBytes).allSatisfy { $0 <= FeedbackTuple.maximumRecordPlaintext && $0 % 38 == 0 && $0 > 0 })
+        #expect(buffers.count == (count + 430) / 431, "431 tuples of 38 bytes fill a record")
+        var joined = ByteBuffer()
+        for buffer in buffers { joined.writeImmutableBuffer(buffer) }
+        var expected = ByteBuffer()
+        for tuple in tuples { expected.writeFeedbackTuple(tuple) }
+        #expect(joined == expected)
+    }
+
+    @Test("Record-sized feedback buffers hold whole tuples of mixed token lengths")
+    func recordSizedMixedFeedback() {
+        let tuples = (0..<500).map { FeedbackTuple(timestamp: UInt32($0), deviceToken: NotificationFrameDecoderTests.token($0, length: 32 + $0 % 69)) }
+        var decoder = FeedbackTupleDecoder()
+        var decoded: [FeedbackTuple] = []
+        for var buffer in FeedbackTuple.recordSizedBuffers(tuples, allocator: ByteBufferAllocator()) {
+            #expect(buffer.readableBytes <= FeedbackTuple.maximumRecordPlaintext)
+            while let tuple = try? decoder.decode(buffer: &buffer) { decoded.append(tuple) }
+            #expect(buffer.readableBytes == 0, "a buffer ends on a tuple boundary")
+        }
+        #expect(decoded == tuples)
     }
 
     @Test("A feedback tuple with a hostile token length is refused before its bytes arrive")

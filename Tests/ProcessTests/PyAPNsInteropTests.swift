@@ -69,34 +69,8 @@ struct PyAPNsInteropTests {
         }
     }
 
-    struct Run {
-        var status: Int32
-        var output: String
-        var error: String
-    }
-
-    /// Runs python3 with its output in files (no pipe to fill up), for at most 3 minutes.
-    static func python(_ arguments: [String]) async throws -> Run {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pyapns-run-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let outputURL = folder.appendingPathComponent("stdout")
-        let errorURL = folder.appendingPathComponent("stderr")
-        _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: errorURL.path, contents: nil)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3"] + arguments
-        process.standardOutput = try FileHandle(forWritingTo: outputURL)
-        process.standardError = try FileHandle(forWritingTo: errorURL)
-        try process.run()
-        _ = try? await eventually("python3 to exit", timeout: .seconds(180), interval: .milliseconds(50)) { !process.isRunning }
-        if process.isRunning { process.terminate() }
-        _ = try? await eventually("python3 to exit after SIGTERM", timeout: .seconds(60)) { !process.isRunning }
-        return Run(
-            status: process.terminationStatus,
-            output: (try? String(contentsOf: outputURL, encoding: .utf8)) ?? "",
-            error: (try? String(contentsOf: errorURL, encoding: .utf8)) ?? ""
-        )
+    /// Runs python3 to its end (3 minutes at most).
+    static func python(_ arguments: [String]) async throws -> ChildRun {
+        try await ChildRun.run("python3", arguments)
     }
 }

@@ -162,17 +162,21 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
                     environment: tenant.environment,
                     options: configuration.drain
                 ) { tuples in
-                    var bytes = channel.allocator.buffer(capacity: tuples.reduce(0) { $0 + 6 + $1.deviceToken.readableBytes })
-                    for tuple in tuples {
-                        bytes.writeFeedbackTuple(tuple)
-                    }
+                    // One write per TLS record, each of whole tuples: no tuple straddles two
+                    // records. Writes complete in order, so the last one's completion is all's.
+                    let buffers = FeedbackTuple.recordSizedBuffers(tuples, allocator: channel.allocator)
                     // A poller that stops reading fills the socket buffer and the write waits:
                     // give up after the write timeout.
                     let timeout = channel.eventLoop.scheduleTask(in: configuration.writeTimeout) {
                         channel.close(promise: nil)
                     }
                     defer { timeout.cancel() }
-                    try await channel.writeAndFlush(bytes)
+                    for buffer in buffers.dropLast() {
+                        channel.write(buffer, promise: nil)
+                    }
+                    if let last = buffers.last {
+                        try await channel.writeAndFlush(last)
+                    }
                     GatewayMetrics.shared.feedbackTuplesDelivered(tuples.count)
                 } finish: {
                     try? await channel.close()

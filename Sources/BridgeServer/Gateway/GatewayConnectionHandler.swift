@@ -143,7 +143,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
             guard let context = self.context else { return }
             context.close(mode: .output, promise: nil)
             self.drainTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: self.configuration.errorDrainTime) {
-                self.context?.close(promise: nil)
+                self.closeAfterDrain()
             }
             if read {
                 context.read()
@@ -307,6 +307,16 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         } else {
             self.execute(action)
         }
+    }
+
+    /// The drain is over: close_notify and FIN went out when it began, so the socket closes now,
+    /// below NIOSSL (whose own close would wait up to its shutdown timeout for the provider's
+    /// close_notify, which a client that only writes never sends). The provider's next write
+    /// fails at the drain time, as it did with Apple (docs/protocol.md, "Error-response").
+    private func closeAfterDrain() {
+        guard let context = self.context else { return }
+        let below = try? context.pipeline.syncOperations.context(handlerType: NIOSSLServerHandler.self)
+        (below ?? context).close(promise: nil)
     }
 
     /// Every frame the provider sent before it closed its side has an outcome.

@@ -30,6 +30,9 @@ public final class GatewayMetrics: Sendable {
     /// Connections closed at accept: `reason` is `connections` (the connection cap),
     /// `handshakes` (too many handshakes in progress) or `handshakes_per_address`.
     private let refusedConnections = LabelledCounters(label: "apns_bridge_refused_connections_total", labelNames: ["listener", "reason"])
+    /// Handshakes that failed because the client offers no TLS version the listener accepts
+    /// (TLS 1.0 only without `tls.allowLegacyTLS`, TLS 1.3 only without `tls.allowTLS13`).
+    private let refusedTLSVersions = LabelledCounters(label: "apns_bridge_refused_tls_versions_total", labelNames: ["listener"])
 
     /// Outcomes by tenant, one set per tenant name (made at handshake, not per notification).
     private let tenantOutcomes = Mutex<[String: TenantOutcomeCounters]>([:])
@@ -60,6 +63,7 @@ public final class GatewayMetrics: Sendable {
             }
         }
         for listener in ["gateway", "feedback"] {
+            self.refusedTLSVersions.prepare([listener])
             for reason in ["connections", "handshakes", "handshakes_per_address"] {
                 self.refusedConnections.prepare([listener, reason])
             }
@@ -77,6 +81,7 @@ public final class GatewayMetrics: Sendable {
     func failureAfterClose() { self.failuresAfterClose.increment() }
     func partialFrameDropped() { self.partialFrames.increment() }
     func connectionRefused(listener: String, reason: String) { self.refusedConnections.increment([listener, reason]) }
+    func tlsVersionRefused(listener: String) { self.refusedTLSVersions.increment([listener]) }
 
     /// A notification refused here: `reason` is `local` (a validation rule) or `malformed` (an
     /// unreadable frame).

@@ -32,6 +32,7 @@ enum LegacyListener {
     ) async throws -> any Channel {
         let name = listener == .gateway ? "gateway" : "feedback"
         let refusals = RefusalLog(listener: name, logger: logger)
+        let versionRefusals = TLSVersionRefusalLog(listener: name, logger: logger)
         return try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -55,6 +56,7 @@ enum LegacyListener {
                             timeout: handshakeTimeout,
                             port: listener,
                             usage: usage,
+                            versionRefusals: versionRefusals,
                             logger: connectionLogger
                         )
                     )
@@ -66,30 +68,24 @@ enum LegacyListener {
     }
 }
 
-/// Refused connections are counted each, and logged at most once per interval with how many
-/// were refused since the last line: a flood must not become a flood of log lines.
-final class RefusalLog: Sendable {
+/// At most one log line per interval, and how many were left out since the last one: a flood
+/// of refusals must not become a flood of log lines.
+final class LogRateLimit: Sendable {
     private struct State {
         var lastLine: NIODeadline?
         var suppressed = 0
     }
 
-    private let listener: String
-    private let logger: Logger
     private let interval: TimeAmount
     private let state = Mutex(State())
 
-    init(listener: String, logger: Logger, interval: TimeAmount = .seconds(10)) {
-        self.listener = listener
-        self.logger = logger
+    init(interval: TimeAmount = .seconds(10)) {
         self.interval = interval
     }
 
-    func refused(_ refusal: ConnectionRegistry.Refusal, peer: SocketAddress?, admission: ConnectionAdmission) {
-        guard refusal != .shuttingDown else { return }
-        GatewayMetrics.shared.connectionRefused(listener: self.listener, reason: refusal.rawValue)
-        let now = NIODeadline.now()
-        let suppressed: Int? = self.state.withLock { state in
+    /// `nil`: no line now (counted as left out); otherwise how many were left out before it.
+    func admit(now: NIODeadline = .now()) -> Int? {
+        self.state.withLock { state in
             if let last = state.lastLine, now - last < self.interval {
                 state.suppressed += 1
                 return nil
@@ -98,7 +94,60 @@ final class RefusalLog: Sendable {
             state.lastLine = now
             return state.suppressed
         }
-        guard let suppressed else { return }
+    }
+}
+
+/// Handshakes refused for their TLS version are counted each and logged at most once per
+/// interval, naming the key that would accept them: a client limited to TLS 1.0 (PushSharp 2.x,
+/// PHP before 7.2) otherwise sees only failed handshakes, and the operator nothing.
+final class TLSVersionRefusalLog: Sendable {
+    private let listener: String
+    private let logger: Logger
+    private let limit = LogRateLimit()
+
+    init(listener: String, logger: Logger) {
+        self.listener = listener
+        self.logger = logger
+    }
+
+    func refused(peer: SocketAddress?) {
+        GatewayMetrics.shared.tlsVersionRefused(listener: self.listener)
+        guard let suppressed = self.limit.admit() else { return }
+        self.logger.warning(
+            "refusing a TLS handshake: the client offers no TLS version this listener accepts (TLS 1.2 by default); tls.allowLegacyTLS (APNS_BRIDGE_TLS_ALLOW_LEGACY_TLS=true) accepts TLS 1.0 and 1.1, tls.allowTLS13 accepts TLS 1.3",
+            metadata: [
+                "listener": "\(self.listener)",
+                "peer": "\(peer.map { "\($0)" } ?? "?")",
+                "refused_since_last_line": "\(suppressed)",
+            ]
+        )
+    }
+
+    /// Whether a handshake error is BoringSSL's "no common protocol version".
+    static func isVersionRefusal(_ error: any Error) -> Bool {
+        guard case NIOSSLError.handshakeFailed(let failure) = error else { return false }
+        let text = "\(failure)"
+        return text.contains("UNSUPPORTED_PROTOCOL") || text.contains("WRONG_VERSION_NUMBER")
+    }
+}
+
+/// Refused connections are counted each, and logged at most once per interval with how many
+/// were refused since the last line: a flood must not become a flood of log lines.
+final class RefusalLog: Sendable {
+    private let listener: String
+    private let logger: Logger
+    private let limit: LogRateLimit
+
+    init(listener: String, logger: Logger, interval: TimeAmount = .seconds(10)) {
+        self.listener = listener
+        self.logger = logger
+        self.limit = LogRateLimit(interval: interval)
+    }
+
+    func refused(_ refusal: ConnectionRegistry.Refusal, peer: SocketAddress?, admission: ConnectionAdmission) {
+        guard refusal != .shuttingDown else { return }
+        GatewayMetrics.shared.connectionRefused(listener: self.listener, reason: refusal.rawValue)
+        guard let suppressed = self.limit.admit() else { return }
         let limit: Int
         switch refusal {
         case .connections: limit = admission.maximumConnections

@@ -14,6 +14,13 @@ import X509
 /// The check runs during the handshake (CONTRACT §1.1, §1.2): a certificate is trusted when its
 /// SHA-256 fingerprint is pinned, or when it chains to one of the client CAs (RFC 5280, at the
 /// time of the handshake); and it must resolve to a tenant. Otherwise the handshake fails.
+///
+/// Resumed TLS sessions are served (Java's JSSE and .NET resume on every reconnect): BoringSSL
+/// does not call the check for them, so ``ProviderHandshakeHandler`` asks
+/// ``ClientCertificateVerifier/verifyResumed(_:)`` once the handshake completed. A session can
+/// only be resumed within the server context that made it (the session cache and the ticket
+/// keys belong to the context), and every reload replaces the context, so a session made before
+/// a reload is never resumed after it (docs/protocol.md, "Resumed TLS sessions").
 public final class LegacyTLSContext: Sendable {
     private struct Current: Sendable {
         var sslContext: NIOSSLContext
@@ -43,7 +50,8 @@ public final class LegacyTLSContext: Sendable {
             verifier: ClientCertificateVerifier(
                 roots: roots,
                 pinnedFingerprints: configuration.pinnedFingerprints.union(tenantResolver.pinnedFingerprints),
-                tenantResolver: tenantResolver
+                tenantResolver: tenantResolver,
+                trustedLeaves: TrustedLeaves()
             )
         )
     }
@@ -55,6 +63,7 @@ public final class LegacyTLSContext: Sendable {
     func makeServerHandler(peer: VerifiedPeer, tasks: ConnectionTasks, logger: Logger) -> NIOSSLServerHandler {
         let current = self.current.withLock { $0 }
         let verifier = current.verifier
+        peer.use(verifier)
         return NIOSSLServerHandler(context: current.sslContext) { chain, promise in
             let started = tasks.start {
                 switch await verifier.verify(chain) {
@@ -85,29 +94,76 @@ struct ClientCertificateVerifier: Sendable {
     var roots: [Certificate]
     var pinnedFingerprints: Set<String>
     var tenantResolver: any TenantResolver
+    /// The leaves this verifier (so this server context) trusted in a full handshake: the only
+    /// ones a resumed session of the context can carry.
+    var trustedLeaves: TrustedLeaves
 
+    /// The check of a full handshake: the chain, then the tenant.
     func verify(_ chain: [NIOSSLCertificate]) async -> Verdict {
         guard let leaf = chain.first, let leafDER = try? leaf.toDERBytes(), let provider = try? ProviderCertificate(derBytes: leafDER) else {
             return .refused("no readable client certificate")
         }
-        let subject = "UID=\(provider.userID ?? "-") fingerprint=\(provider.fingerprint.prefix(16))…"
         if !self.pinnedFingerprints.contains(provider.fingerprint) {
-            guard !self.roots.isEmpty else { return .refused("not pinned, and no client CA is configured: \(subject)") }
+            guard !self.roots.isEmpty else { return .refused("not pinned, and no client CA is configured: \(Self.subject(provider))") }
             guard let parsedLeaf = try? Certificate(derEncoded: leafDER) else { return .refused("unreadable certificate") }
             let intermediates = chain.dropFirst().compactMap { try? Certificate(derEncoded: $0.toDERBytes()) }
             var verifier = Verifier(rootCertificates: CertificateStore(self.roots)) {
                 RFC5280Policy()  // expiry checked against the time of validation
             }
             guard case .validCertificate = await verifier.validate(leaf: parsedLeaf, intermediates: CertificateStore(intermediates)) else {
-                return .refused("does not chain to a configured client CA (or has expired): \(subject)")
+                return .refused("does not chain to a configured client CA (or has expired): \(Self.subject(provider))")
             }
         }
+        let verdict = self.resolveTenant(leaf, provider)
+        if case .trusted = verdict {
+            self.trustedLeaves.insert(provider.fingerprint)
+        }
+        return verdict
+    }
+
+    /// The check of a resumed session, whose handshake carried no certificate: the session's
+    /// certificate must be one this verifier trusted in a full handshake (pinned or chained then;
+    /// the chain's intermediates are not part of a session), must not have expired since, and
+    /// must resolve to a tenant now, as at a full handshake.
+    func verifyResumed(_ leaf: NIOSSLCertificate?, now: Date = Date()) -> Verdict {
+        guard let leaf, let leafDER = try? leaf.toDERBytes(), let provider = try? ProviderCertificate(derBytes: leafDER) else {
+            return .refused("a resumed session without a readable client certificate")
+        }
+        guard self.trustedLeaves.contains(provider.fingerprint) else {
+            return .refused("a resumed session whose certificate this server context never trusted: \(Self.subject(provider))")
+        }
+        guard Double(leaf.notValidAfter) > now.timeIntervalSince1970 else {
+            return .refused("a resumed session whose certificate has expired: \(Self.subject(provider))")
+        }
+        return self.resolveTenant(leaf, provider)
+    }
+
+    private func resolveTenant(_ leaf: NIOSSLCertificate, _ provider: ProviderCertificate) -> Verdict {
         guard let tenant = self.tenantResolver.tenant(for: leaf) else {
             if let userID = provider.userID, !Tenant.isValidTopic(userID) {
-                return .refused("its UID= is not a valid bundle id and would become the apns-topic: \(subject)")
+                return .refused("its UID= is not a valid bundle id and would become the apns-topic: \(Self.subject(provider))")
             }
-            return .refused("no tenant matches: \(subject)")
+            return .refused("no tenant matches: \(Self.subject(provider))")
         }
         return .trusted(ProviderVerified(tenant: tenant, certificate: leaf))
+    }
+
+    private static func subject(_ provider: ProviderCertificate) -> String {
+        "UID=\(provider.userID ?? "-") fingerprint=\(provider.fingerprint.prefix(16))…"
+    }
+}
+
+/// The fingerprints of the client certificates one server context trusted (see
+/// ``ClientCertificateVerifier/trustedLeaves``). It grows only by certificates that passed the
+/// full check, one entry per distinct provider certificate, and goes with its context at a reload.
+final class TrustedLeaves: Sendable {
+    private let fingerprints = Mutex<Set<String>>([])
+
+    func insert(_ fingerprint: String) {
+        _ = self.fingerprints.withLock { $0.insert(fingerprint) }
+    }
+
+    func contains(_ fingerprint: String) -> Bool {
+        self.fingerprints.withLock { $0.contains(fingerprint) }
     }
 }

@@ -7,18 +7,43 @@ import Synchronization
 
 /// What the certificate verifier learnt during one connection's TLS handshake: the tenant the
 /// certificate resolved to, and the certificate. Written once by the verifier, read once by
-/// ``ProviderHandshakeHandler``: the tenant is resolved one time per connection.
+/// ``ProviderHandshakeHandler``: the tenant is resolved one time per connection. A resumed
+/// session's handshake runs no verifier; the handshake handler then asks the verifier of the
+/// connection's server context (``verifyResumed(_:)``).
 package final class VerifiedPeer: Sendable {
-    private let verified = Mutex<ProviderVerified?>(nil)
+    private struct State {
+        var verified: ProviderVerified?
+        var verifier: ClientCertificateVerifier?
+    }
+
+    private let state = Mutex(State())
 
     package init() {}
 
     package func record(_ peer: ProviderVerified) {
-        self.verified.withLock { $0 = peer }
+        self.state.withLock { $0.verified = peer }
+    }
+
+    /// The verifier of the server context this connection's handshake runs in.
+    func use(_ verifier: ClientCertificateVerifier) {
+        self.state.withLock { $0.verifier = verifier }
     }
 
     var value: ProviderVerified? {
-        self.verified.withLock { $0 }
+        self.state.withLock { $0.verified }
+    }
+
+    /// The checks of a resumed session (``ClientCertificateVerifier/verifyResumed(_:now:)``) on
+    /// the certificate the session carries.
+    func verifyResumed(_ certificate: NIOSSLCertificate?) -> ClientCertificateVerifier.Verdict {
+        guard let verifier = self.state.withLock({ $0.verifier }) else {
+            return .refused("no verifier for this connection")
+        }
+        let verdict = verifier.verifyResumed(certificate)
+        if case .trusted(let verified) = verdict {
+            self.record(verified)
+        }
+        return verdict
     }
 }
 
@@ -53,17 +78,39 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
     private let timeout: TimeAmount
     private let port: Port
     private let usage: UsageRecorder?
+    private let versionRefusals: TLSVersionRefusalLog?
     private let logger: Logger
     private var timer: Scheduled<Void>?
     private var completed = false
 
-    package init(peer: VerifiedPeer, registry: ConnectionRegistry?, timeout: TimeAmount, port: Port, usage: UsageRecorder?, logger: Logger) {
+    init(
+        peer: VerifiedPeer,
+        registry: ConnectionRegistry?,
+        timeout: TimeAmount,
+        port: Port,
+        usage: UsageRecorder?,
+        versionRefusals: TLSVersionRefusalLog?,
+        logger: Logger
+    ) {
         self.peer = peer
         self.registry = registry
         self.timeout = timeout
         self.port = port
         self.usage = usage
+        self.versionRefusals = versionRefusals
         self.logger = logger
+    }
+
+    package convenience init(peer: VerifiedPeer, registry: ConnectionRegistry?, timeout: TimeAmount, port: Port, usage: UsageRecorder?, logger: Logger) {
+        self.init(peer: peer, registry: registry, timeout: timeout, port: port, usage: usage, versionRefusals: nil, logger: logger)
+    }
+
+    /// A handshake that fails for want of a common TLS version is counted and logged (rate-limited).
+    package func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if !self.completed, TLSVersionRefusalLog.isVersionRefusal(error) {
+            self.versionRefusals?.refused(peer: context.remoteAddress)
+        }
+        context.fireErrorCaught(error)
     }
 
     package func handlerAdded(context: ChannelHandlerContext) {
@@ -99,16 +146,32 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
         self.timer?.cancel()
         self.registry?.handshakeCompleted(context.channel)
         context.fireUserInboundEventTriggered(event)
-        guard let verified = self.peer.value else {
-            // The verifier accepts a certificate only with its tenant: a handshake without one
-            // (a resumed session, which the listeners do not offer) is refused all the same.
-            self.logger.warning("refusing a \(self.port == .gateway ? "provider" : "feedback") connection: no verified tenant for its client certificate")
+        guard let verified = self.peer.value ?? self.resumedSession(context: context) else {
             context.close(promise: nil)
             return
         }
         self.usage?.connected(tenant: verified.tenant.name, context: context, certificate: verified.certificate, feedback: self.port == .feedback)
         context.fireUserInboundEventTriggered(verified)
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
+
+    /// A handshake that completed without the verifier: a resumed TLS session (the verifier runs
+    /// only when a certificate is presented). Its certificate gets the resumed-session checks;
+    /// `nil` (refused, logged) closes the connection.
+    private func resumedSession(context: ChannelHandlerContext) -> ProviderVerified? {
+        let certificate = try? context.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self).peerCertificate
+        switch self.peer.verifyResumed(certificate) {
+        case .trusted(let verified):
+            self.logger.debug("resumed TLS session")
+            return verified
+        case .refused(let why):
+            GatewayMetrics.shared.handshakeRefused()
+            self.logger.warning(
+                "refusing a resumed \(self.port == .gateway ? "provider" : "feedback") connection",
+                metadata: ["reason": "\(why)"]
+            )
+            return nil
+        }
     }
 }
 

@@ -7,6 +7,7 @@ public struct LegacyProtocolError: Error, Hashable, Sendable, CustomStringConver
         case unknownCommand(UInt8)
         case frameTooLong(UInt32)
         case tokenTooLong(UInt16)
+        case payloadTooLong(UInt16)
         case itemRunsPastFrame(itemID: UInt8, length: UInt16)
         case truncatedItemHeader
         case badItemLength(itemID: UInt8, length: UInt16)
@@ -53,6 +54,26 @@ public struct LegacyProtocolError: Error, Hashable, Sendable, CustomStringConver
         Self(.tokenTooLong(length), status: .invalidTokenSize, identifier: identifier, command: command)
     }
 
+    /// Command 0 or 1 announcing a payload longer than any topic accepts: answered at once
+    /// with status 7, rather than waiting for bytes that cannot make a valid frame. A token
+    /// length that is already wrong is reported first (2 or 5), as the local checks order them.
+    public static func payloadTooLong(
+        _ length: UInt16,
+        tokenLength: UInt16,
+        identifier: NotificationIdentifier,
+        command: NotificationFrame.Command
+    ) -> Self {
+        let status: ErrorResponseStatus
+        if tokenLength == 0 {
+            status = .missingDeviceToken
+        } else if tokenLength < LegacyProtocolLimits.minimumTokenLength {
+            status = .invalidTokenSize
+        } else {
+            status = .invalidPayloadSize
+        }
+        return Self(.payloadTooLong(length), status: status, identifier: identifier, command: command)
+    }
+
     static func itemRunsPastFrame(itemID: UInt8, length: UInt16) -> Self {
         Self(.itemRunsPastFrame(itemID: itemID, length: length), status: .protocolError, identifier: .zero, command: .itemized)
     }
@@ -88,6 +109,7 @@ public struct LegacyProtocolError: Error, Hashable, Sendable, CustomStringConver
         case .unknownCommand(let command): what = "unknown command \(command)"
         case .frameTooLong(let length): what = "frame length \(length) over the limit of \(LegacyProtocolLimits.maximumFrameLength)"
         case .tokenTooLong(let length): what = "token length \(length) over the limit of \(LegacyProtocolLimits.maximumTokenLength)"
+        case .payloadTooLong(let length): what = "payload length \(length) over the largest any topic accepts, \(LegacyProtocolLimits.largestAcceptedPayloadLength)"
         case .itemRunsPastFrame(let id, let length): what = "item \(id) of length \(length) runs past its frame"
         case .truncatedItemHeader: what = "item header cut off by the end of its frame"
         case .badItemLength(let id, let length): what = "item \(id) has the wrong length \(length)"

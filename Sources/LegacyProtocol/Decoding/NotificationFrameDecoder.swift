@@ -48,7 +48,7 @@ public struct NotificationFrameDecoder: NIOSingleStepByteToMessageDecoder {
         guard tokenLength <= LegacyProtocolLimits.maximumTokenLength else {
             throw LegacyProtocolError.tokenTooLong(tokenLength, identifier: .zero, command: .simple)
         }
-        guard let (token, payload) = Self.readTokenAndPayload(&buffer, headerLength: 3, tokenLength: tokenLength) else {
+        guard let (token, payload) = try Self.readTokenAndPayload(&buffer, headerLength: 3, tokenLength: tokenLength, identifier: .zero, command: .simple) else {
             return nil
         }
         return NotificationFrame(command: .simple, deviceToken: token, payload: payload)
@@ -68,7 +68,15 @@ public struct NotificationFrameDecoder: NIOSingleStepByteToMessageDecoder {
         guard tokenLength <= LegacyProtocolLimits.maximumTokenLength else {
             throw LegacyProtocolError.tokenTooLong(tokenLength, identifier: identifier, command: .enhanced)
         }
-        guard let (token, payload) = Self.readTokenAndPayload(&buffer, headerLength: 11, tokenLength: tokenLength) else {
+        guard
+            let (token, payload) = try Self.readTokenAndPayload(
+                &buffer,
+                headerLength: 11,
+                tokenLength: tokenLength,
+                identifier: identifier,
+                command: .enhanced
+            )
+        else {
             return nil
         }
         return NotificationFrame(
@@ -82,14 +90,25 @@ public struct NotificationFrameDecoder: NIOSingleStepByteToMessageDecoder {
 
     /// Commands 0 and 1 end alike: the token (its length already checked), a 2-byte payload
     /// length and the payload. Consumes the whole frame, or nothing when it is not all here.
+    ///
+    /// A payload length over the largest payload any topic accepts is answered on the length
+    /// field alone (status 7, or the token's status when its length is already wrong: the
+    /// order of the local checks), not after waiting for up to 64 KiB that cannot be valid.
+    /// ApnsPHP, given a 33-byte token, packs its length as 32: the last token byte becomes the
+    /// payload length's high byte, and its batch ends long before 25,600 bytes.
     private static func readTokenAndPayload(
         _ buffer: inout ByteBuffer,
         headerLength: Int,
-        tokenLength: UInt16
-    ) -> (token: ByteBuffer, payload: ByteBuffer)? {
+        tokenLength: UInt16,
+        identifier: NotificationIdentifier,
+        command: NotificationFrame.Command
+    ) throws -> (token: ByteBuffer, payload: ByteBuffer)? {
         let start = buffer.readerIndex
         let payloadLengthIndex = start + headerLength + Int(tokenLength)
         guard let payloadLength = buffer.getInteger(at: payloadLengthIndex, as: UInt16.self) else { return nil }
+        guard payloadLength <= LegacyProtocolLimits.largestAcceptedPayloadLength else {
+            throw LegacyProtocolError.payloadTooLong(payloadLength, tokenLength: tokenLength, identifier: identifier, command: command)
+        }
         let frameLength = headerLength + Int(tokenLength) + 2 + Int(payloadLength)
         guard buffer.readableBytes >= frameLength else { return nil }
         let token = buffer.getSlice(at: start + headerLength, length: Int(tokenLength))!

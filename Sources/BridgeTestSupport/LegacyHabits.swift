@@ -1,0 +1,109 @@
+import DevelopmentPKI
+import Foundation
+import NIOCore
+
+/// The habits of real legacy clients that the project's own client does not have, reproduced
+/// with tools every machine has: `openssl s_client` (a session saved and resumed, as Java's JSSE
+/// and .NET do on every reconnect) and CPython's `ssl` (Tests/Interop/habits/legacy_habits.py:
+/// a resumed session, a feedback reader that takes one 38-byte `recv` per tuple as Go's libraries
+/// do, a client that only writes as grocer and houston do).
+public enum LegacyHabits {
+    /// python3 and openssl are on PATH (`.ci/run` installs both, and requires them).
+    public static var available: Bool { executablePath("python3") != nil && executablePath("openssl") != nil }
+
+    public static let script = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Tests/Interop/habits/legacy_habits.py").path
+
+    /// A provider's certificate, key and the CA as PEM files in `directory`, for external clients.
+    public struct Files: Sendable {
+        public var certificate: String
+        public var privateKey: String
+        public var ca: String
+
+        public init(identity: DevelopmentIdentity, pki: DevelopmentCA, in directory: String, name: String) throws {
+            (self.certificate, self.privateKey) = try identity.writePEMFiles(to: directory, name: name)
+            self.ca = directory + "/\(name)-ca.pem"
+            try pki.caCertificatePEM.write(toFile: self.ca, atomically: true, encoding: .utf8)
+        }
+    }
+
+    /// Writes `bytes` to a new file in `directory`; its path.
+    public static func file(_ bytes: ByteBuffer, in directory: String) throws -> String {
+        let path = directory + "/frames-\(UUID().uuidString).bin"
+        try Data(bytes.readableBytesView).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    /// Runs the habits script's `command` and decodes the JSON object it prints.
+    public static func python<Result: Decodable>(_ command: String, _ arguments: [String], as: Result.Type) async throws -> Result {
+        let run = try await ChildRun.run("python3", [Self.script, command] + arguments)
+        guard run.status == 0, let result = try? JSONDecoder().decode(Result.self, from: Data(run.outputBytes)) else {
+            throw Failed(what: "legacy_habits.py \(command)", status: run.status, detail: run.output + run.error.suffix(2000))
+        }
+        return result
+    }
+
+    /// One connection of `openssl s_client` (TLS 1.2, a client certificate): writes the file
+    /// `input` (or nothing), reads until the server closes; saves its session to `sessionOut`
+    /// and/or offers the one in `sessionIn`.
+    public static func openssl(
+        port: Int,
+        files: Files,
+        input: String? = nil,
+        sessionOut: String? = nil,
+        sessionIn: String? = nil
+    ) async throws -> OpenSSLRun {
+        var arguments = [
+            "s_client", "-connect", "127.0.0.1:\(port)", "-tls1_2", "-ign_eof",
+            "-cert", files.certificate, "-key", files.privateKey, "-CAfile", files.ca,
+        ]
+        if let sessionOut { arguments += ["-sess_out", sessionOut] }
+        if let sessionIn { arguments += ["-sess_in", sessionIn] }
+        return OpenSSLRun(run: try await ChildRun.run("openssl", arguments, input: input, timeout: .seconds(60)))
+    }
+
+    public struct OpenSSLRun: Sendable {
+        public var run: ChildRun
+        /// s_client's summary says the session was resumed.
+        public var reused: Bool { self.run.output.contains("Reused, TLSv") }
+        /// A full handshake, as far as the client saw (in TLS 1.2 its side completes before the
+        /// server has checked its certificate).
+        public var new: Bool { self.run.output.contains("New, TLSv") }
+        /// The server refused the client's certificate with an alert.
+        public var refusedByServer: Bool { self.run.error.contains("alert certificate unknown") || self.run.error.contains("alert handshake failure") }
+
+        /// Whether the bytes the server sent (among s_client's text) contain `bytes`.
+        public func received(_ bytes: [UInt8]) -> Bool {
+            self.run.outputBytes.firstRange(of: bytes) != nil
+        }
+    }
+
+    public struct Failed: Error, CustomStringConvertible {
+        public var what: String
+        public var status: Int32
+        public var detail: String
+        public var description: String { "\(self.what) exited \(self.status): \(self.detail)" }
+    }
+}
+
+/// One connection of the habits script's `resume`.
+public struct ResumedConnection: Decodable, Sendable {
+    public var reused: Bool
+    /// What the server sent, hex.
+    public var received: String
+}
+
+/// The result of the habits script's `naive-feedback`.
+public struct NaiveFeedbackRead: Decodable, Sendable {
+    public var tuples: Int
+    public var short_reads: Int
+    public var distinct: Int
+}
+
+/// The result of the habits script's `write-only`.
+public struct WriteOnlyRun: Decodable, Sendable {
+    public var failed_after_ms: Int?
+    public var writes: Int
+    public var error: String?
+}
