@@ -89,121 +89,164 @@ struct DemoCommand: AsyncParsableCommand {
                 file: nil
             )
         )
-        var tuplesDelivered = 0
-        // The round trip runs once the bridge is up; then it stops as on SIGTERM, or, with
-        // --keep-running, runs until Ctrl-C.
-        try await BridgeRuntime.serve(settings, metrics: metrics, logger: logger) { runtime in
-            let gateway = runtime.gateway
-            let feedbackServer = runtime.feedback
-            let store = runtime.store
-            print("gateway listening on \(gateway.localAddress) (TLS 1.2, client certificate required)")
-            print("feedback service listening on \(feedbackServer.localAddress); store: SQLite in \(folder.path)")
-            print("admin port (/metrics, /healthz, /readyz) on \(runtime.admin.map { "\($0.localAddress)" } ?? "off")")
-            print("provider certificate: UID=\(topic), issued by a CA made for this run\n")
-
-            /// Sends frames on a new provider connection and prints what came back.
-            func send(_ frames: [(UInt32, ByteBuffer)], note: String, expectFailure: Bool = false, acceptedTotal: Int = 0) async throws {
-                let connection = try await LegacyConnection.connect(
-                    to: gateway.localAddress,
-                    tls: try pki.providerIdentity(bundleID: topic).clientTLSConfiguration(trusting: pki.caCertificate),
-                    serverHostname: "localhost"
-                )
-                var bytes = ByteBuffer()
-                for (identifier, token) in frames {
-                    bytes.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: identifier, token: token, payload: FrameBuilder.payload()))
-                }
-                print("→ \(note)")
-                try await connection.send(bytes)
-                if expectFailure {
-                    var received = try await connection.bytesUntilClose()
-                    if let packet = received.readErrorResponse() {
-                        print("  ← error-response: status \(packet.status), identifier \(packet.identifier); the gateway closed the connection")
-                    }
+        // The bridge runs as `serve` runs it; the demo is a client of it: the round trip runs
+        // beside the bridge's services once every listener is up. A failure of the round trip
+        // shuts the bridge down and is this command's error; without --keep-running the bridge
+        // stops as on SIGTERM once the round trip is done, with it, Ctrl-C stops it.
+        let keepRunning = self.keepRunning
+        do {
+            try await BridgeRuntime.serve(settings, metrics: metrics, logger: logger) { running in
+                try await DemoRoundTrip(
+                    running: running,
+                    mock: mock,
+                    pki: pki,
+                    topic: topic,
+                    badToken: badToken,
+                    unregisteredToken: unregisteredToken,
+                    channelToken: channelToken,
+                    folder: folder.path
+                ).run()
+                if keepRunning {
+                    Self.printKeepRunning(running.addresses, files: files, unregisteredToken: unregisteredToken, folder: folder.path)
                 } else {
-                    guard await mock.ledger.waitForAccepted(acceptedTotal, timeout: .seconds(10)) else {
-                        throw ValidationError("the mock APNs did not receive the notifications")
-                    }
-                    print("  ← nothing (accepted); the connection stays open")
-                    // close_notify first, so that the gateway's answer ends the close at once.
-                    _ = await connection.finish()
+                    await running.shutdown()
                 }
             }
-
-            try await send(
-                [(1, FrameBuilder.token(1)), (2, FrameBuilder.token(2)), (3, unregisteredToken)],
-                note: "identifiers 1, 2, 3 (3 goes to a token APNs calls Unregistered)",
-                acceptedTotal: 3  // the channel's creation, then 1 and 2
-            )
-            try await send(
-                [(4, FrameBuilder.token(4)), (5, badToken), (6, FrameBuilder.token(6))],
-                note: "identifiers 4, 5, 6 (5 goes to a token APNs rejects as BadDeviceToken)",
-                expectFailure: true
-            )
-            try await send(
-                [(6, FrameBuilder.token(6)), (7, FrameBuilder.token(7))],
-                note: "the provider resends 6 on a new connection, then sends 7",
-                acceptedTotal: 6
-            )
-            try await send(
-                [(8, channelToken)],
-                note: "identifier 8 to the channel token (a broadcast to every device subscribed to the channel)",
-                acceptedTotal: 7
-            )
-
-            print("\nwhat the mock APNs received (HTTP/2):")
-            for record in mock.ledger.records {
-                let answer = record.wasAccepted ? "\(record.status)" : "\(record.status) \(record.reason?.rawValue ?? "")"
-                switch record.api {
-                case .device:
-                    print("  POST /3/device/\(record.token.prefix(8))…  apns-id \(record.apnsID ?? "-")  topic \(record.topic ?? "-")  → \(answer)")
-                case .broadcast:
-                    let uniqueID = record.responseHeaders.first { $0.name == "apns-unique-id" }?.value ?? "-"
-                    print(
-                        "  POST \(record.path ?? "-")  apns-channel-id \(record.channelID ?? "-")  apns-push-type \(record.pushType ?? "-")  apns-priority \(record.priority ?? "-")  apns-request-id \(record.requestID ?? "-")  → \(answer), apns-unique-id \(uniqueID)"
-                    )
-                case .channelManagement:
-                    print("  \(record.method ?? "-") \(record.path ?? "-")  → \(answer)")
-                }
-            }
-            // The 410's entry is committed in the background: wait for it, then poll like a cron job.
-            let deadline = ContinuousClock.now + .seconds(10)
-            while try await store.pendingCount() == 0, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(10))
-            }
-            print("\n→ a feedback poller connects to \(feedbackServer.localAddress) with the provider certificate")
-            let poll = try await FeedbackPoller.poll(
-                feedbackServer.localAddress,
-                tls: try pki.providerIdentity(bundleID: topic).clientTLSConfiguration(trusting: pki.caCertificate),
-                serverHostname: "localhost"
-            )
-            for tuple in poll.tuples {
-                print("  ← feedback tuple: timestamp \(tuple.timestamp), token \(LogRedaction.token(tuple.deviceToken))")
-            }
-            print("  ← \(poll.cleanClose ? "then a clean close" : "the connection was cut") (\(poll.tupleCount) tuple\(poll.tupleCount == 1 ? "" : "s"))")
-            if self.keepRunning {
-                print(
-                    """
-
-                    The bridge keeps running (Ctrl-C stops it). Try it by hand, from this folder's files:
-                      apns-bridge send --gateway 127.0.0.1:\(gateway.localAddress.port ?? 0) \\
-                          --certificate \(files.providerCertificate) --private-key \(files.providerKey) \\
-                          --ca \(files.ca) --server-name localhost --token \(String(repeating: "ab", count: 32))
-                      apns-bridge send … --token \(unregisteredToken.hexDump(format: .compact))   (APNs calls it Unregistered)
-                      apns-bridge feedback --feedback 127.0.0.1:\(feedbackServer.localAddress.port ?? 0) \\
-                          --certificate \(files.providerCertificate) --private-key \(files.providerKey) \\
-                          --ca \(files.ca) --server-name localhost
-                      curl http://127.0.0.1:\(runtime.admin?.localAddress.port ?? 0)/metrics
-                    Files: \(folder.path) (left in place)
-                    """
-                )
-                fflush(nil)  // the instructions reach a pipe or file before the wait
-                return
-            }
-            tuplesDelivered = poll.tupleCount
-            await runtime.shutdown()
+        } catch {
+            await mock.close()
+            throw error
         }
         await mock.close()
-        guard self.keepRunning || tuplesDelivered == 1 else { throw ValidationError("expected one feedback tuple, got \(tuplesDelivered)") }
+    }
+
+    static func printKeepRunning(_ addresses: ListeningAddresses, files: DemoFiles, unregisteredToken: ByteBuffer, folder: String) {
+        print(
+            """
+
+            The bridge keeps running (Ctrl-C stops it). Try it by hand, from this folder's files:
+              apns-bridge send --gateway 127.0.0.1:\(addresses.gateway.port ?? 0) \\
+                  --certificate \(files.providerCertificate) --private-key \(files.providerKey) \\
+                  --ca \(files.ca) --server-name localhost --token \(String(repeating: "ab", count: 32))
+              apns-bridge send … --token \(unregisteredToken.hexDump(format: .compact))   (APNs calls it Unregistered)
+              apns-bridge feedback --feedback 127.0.0.1:\(addresses.feedback.port ?? 0) \\
+                  --certificate \(files.providerCertificate) --private-key \(files.providerKey) \\
+                  --ca \(files.ca) --server-name localhost
+              curl http://127.0.0.1:\(addresses.admin?.port ?? 0)/metrics
+              open http://127.0.0.1:\(addresses.admin?.port ?? 0)/ (the status page)
+            Files: \(folder) (left in place)
+            """
+        )
+        fflush(nil)  // the instructions reach a pipe or file before the wait
+    }
+}
+
+/// The demo's round trip, as a legacy provider and a cron job see the bridge: notifications
+/// (one rejected, one unregistered, one to a channel token), the resend after the error, then a
+/// feedback poll. Throws when something did not happen as it should.
+struct DemoRoundTrip: Sendable {
+    var running: BridgeRuntime.Running
+    var mock: MockAPNsServer
+    var pki: DevelopmentCA
+    var topic: String
+    var badToken: ByteBuffer
+    var unregisteredToken: ByteBuffer
+    var channelToken: ByteBuffer
+    var folder: String
+
+    func run() async throws {
+        let addresses = self.running.addresses
+        print("gateway listening on \(addresses.gateway) (TLS 1.2, client certificate required)")
+        print("feedback service listening on \(addresses.feedback); store: SQLite in \(self.folder)")
+        print("admin port (/, /metrics, /healthz, /readyz) on \(addresses.admin.map { "\($0)" } ?? "off")")
+        print("provider certificate: UID=\(self.topic), issued by a CA made for this run\n")
+
+        try await self.send(
+            [(1, FrameBuilder.token(1)), (2, FrameBuilder.token(2)), (3, self.unregisteredToken)],
+            note: "identifiers 1, 2, 3 (3 goes to a token APNs calls Unregistered)",
+            acceptedTotal: 3  // the channel's creation, then 1 and 2
+        )
+        try await self.send(
+            [(4, FrameBuilder.token(4)), (5, self.badToken), (6, FrameBuilder.token(6))],
+            note: "identifiers 4, 5, 6 (5 goes to a token APNs rejects as BadDeviceToken)",
+            expectFailure: true
+        )
+        try await self.send(
+            [(6, FrameBuilder.token(6)), (7, FrameBuilder.token(7))],
+            note: "the provider resends 6 on a new connection, then sends 7",
+            acceptedTotal: 6
+        )
+        try await self.send(
+            [(8, self.channelToken)],
+            note: "identifier 8 to the channel token (a broadcast to every device subscribed to the channel)",
+            acceptedTotal: 7
+        )
+        self.printLedger()
+
+        // The 410's entry is committed in the background: wait for it, then poll like a cron job.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while try await self.running.store.pendingCount() == 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        print("\n→ a feedback poller connects to \(addresses.feedback) with the provider certificate")
+        let poll = try await FeedbackPoller.poll(
+            addresses.feedback,
+            tls: try self.pki.providerIdentity(bundleID: self.topic).clientTLSConfiguration(trusting: self.pki.caCertificate),
+            serverHostname: "localhost"
+        )
+        for tuple in poll.tuples {
+            print("  ← feedback tuple: timestamp \(tuple.timestamp), token \(LogRedaction.token(tuple.deviceToken))")
+        }
+        print("  ← \(poll.cleanClose ? "then a clean close" : "the connection was cut") (\(poll.tupleCount) tuple\(poll.tupleCount == 1 ? "" : "s"))")
+        guard poll.tupleCount == 1 else {
+            throw ValidationError("expected one feedback tuple, got \(poll.tupleCount)")
+        }
+    }
+
+    /// Sends frames on a new provider connection and prints what came back.
+    private func send(_ frames: [(UInt32, ByteBuffer)], note: String, expectFailure: Bool = false, acceptedTotal: Int = 0) async throws {
+        let connection = try await LegacyConnection.connect(
+            to: self.running.addresses.gateway,
+            tls: try self.pki.providerIdentity(bundleID: self.topic).clientTLSConfiguration(trusting: self.pki.caCertificate),
+            serverHostname: "localhost"
+        )
+        var bytes = ByteBuffer()
+        for (identifier, token) in frames {
+            bytes.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: identifier, token: token, payload: FrameBuilder.payload()))
+        }
+        print("→ \(note)")
+        try await connection.send(bytes)
+        if expectFailure {
+            var received = try await connection.bytesUntilClose()
+            guard let packet = received.readErrorResponse() else {
+                throw ValidationError("the gateway closed the connection without an error-response")
+            }
+            print("  ← error-response: status \(packet.status), identifier \(packet.identifier); the gateway closed the connection")
+        } else {
+            guard await self.mock.ledger.waitForAccepted(acceptedTotal, timeout: .seconds(10)) else {
+                throw ValidationError("the mock APNs did not receive the notifications")
+            }
+            print("  ← nothing (accepted); the connection stays open")
+            // close_notify first, so that the gateway's answer ends the close at once.
+            _ = await connection.finish()
+        }
+    }
+
+    private func printLedger() {
+        print("\nwhat the mock APNs received (HTTP/2):")
+        for record in self.mock.ledger.records {
+            let answer = record.wasAccepted ? "\(record.status)" : "\(record.status) \(record.reason?.rawValue ?? "")"
+            switch record.api {
+            case .device:
+                print("  POST /3/device/\(record.token.prefix(8))…  apns-id \(record.apnsID ?? "-")  topic \(record.topic ?? "-")  → \(answer)")
+            case .broadcast:
+                let uniqueID = record.responseHeaders.first { $0.name == "apns-unique-id" }?.value ?? "-"
+                print(
+                    "  POST \(record.path ?? "-")  apns-channel-id \(record.channelID ?? "-")  apns-push-type \(record.pushType ?? "-")  apns-priority \(record.priority ?? "-")  apns-request-id \(record.requestID ?? "-")  → \(answer), apns-unique-id \(uniqueID)"
+                )
+            case .channelManagement:
+                print("  \(record.method ?? "-") \(record.path ?? "-")  → \(answer)")
+            }
+        }
     }
 }
 

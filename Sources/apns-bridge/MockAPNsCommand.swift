@@ -54,12 +54,21 @@ struct MockAPNsCommand: AsyncParsableCommand {
     @Flag(help: "Never answer PINGs.") var ignorePings = false
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel: String = "info"
 
+    /// Every option's format, checked before anything is bound or written.
+    func validate() throws {
+        guard Logger.Level(rawValue: self.logLevel) != nil else { throw ValidationError("--log-level: unknown level \(self.logLevel)") }
+        _ = try self.unregistered.map(Self.unregisteredEntry)
+        _ = try self.failures.map(Self.failure)
+        for key in self.signingKeys where key.split(separator: ":", maxSplits: 2).count != 3 {
+            throw ValidationError("--signing-key \(key): expected KEYID:TEAMID:PATH")
+        }
+    }
+
     func run() async throws {
         // Its log carries what clients send (topics, reasons): escaped, one line per event.
         LoggingSystem.bootstrap { BridgeLogHandler(label: $0, format: .text, logLevel: .info) }
         var logger = Logger(label: "apns-bridge.mock-apns")
-        guard let level = Logger.Level(rawValue: self.logLevel) else { throw ValidationError("--log-level: unknown level \(self.logLevel)") }
-        logger.logLevel = level
+        logger.logLevel = Logger.Level(rawValue: self.logLevel) ?? .info
 
         var configuration: MockAPNsConfiguration
         if let certificate = self.certificate {
@@ -113,25 +122,37 @@ struct MockAPNsCommand: AsyncParsableCommand {
 
     private func applyScript(_ script: MockAPNsScript) throws {
         for entry in self.unregistered {
-            let parts = entry.split(separator: "@")
-            guard parts.count == 2, let milliseconds = UInt64(parts[1]) else { throw ValidationError("--unregistered \(entry): expected TOKEN@MILLISECONDS") }
-            script.unregister(token: String(parts[0]), atMilliseconds: milliseconds)
+            let (token, milliseconds) = try Self.unregisteredEntry(entry)
+            script.unregister(token: token, atMilliseconds: milliseconds)
         }
         for token in self.badTokens {
             script.rejectAsBadToken(token)
         }
         for failure in self.failures {
-            let parts = failure.split(separator: ":")
-            guard parts.count == 3, let count = Int(parts[0]), let status = Int(parts[1]) else {
-                throw ValidationError("--fail \(failure): expected N:STATUS:REASON")
-            }
-            script.fail(count, status: status, reason: MockAPNsReason(String(parts[2])))
+            let (count, status, reason) = try Self.failure(failure)
+            script.fail(count, status: status, reason: reason)
         }
         script.goAway(every: self.goawayEvery)
         script.delayResponses(by: .milliseconds(Int64(self.delayMs)))
         script.refuseStreams(self.refuseStreams)
         script.dropConnections(after: self.dropAfter)
         script.ignorePings(self.ignorePings)
+    }
+
+    /// `--unregistered TOKEN@MILLISECONDS`.
+    private static func unregisteredEntry(_ entry: String) throws -> (token: String, milliseconds: UInt64) {
+        let parts = entry.split(separator: "@")
+        guard parts.count == 2, let milliseconds = UInt64(parts[1]) else { throw ValidationError("--unregistered \(entry): expected TOKEN@MILLISECONDS") }
+        return (String(parts[0]), milliseconds)
+    }
+
+    /// `--fail N:STATUS:REASON`.
+    private static func failure(_ entry: String) throws -> (count: Int, status: Int, reason: MockAPNsReason) {
+        let parts = entry.split(separator: ":")
+        guard parts.count == 3, let count = Int(parts[0]), let status = Int(parts[1]) else {
+            throw ValidationError("--fail \(entry): expected N:STATUS:REASON")
+        }
+        return (count, status, MockAPNsReason(String(parts[2])))
     }
 
     private static func signingKey(_ argument: String) throws -> MockAPNsConfiguration.SigningKey {

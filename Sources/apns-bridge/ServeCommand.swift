@@ -35,9 +35,11 @@ struct ServeCommand: AsyncParsableCommand {
         let metrics = BridgeMetrics.bootstrapPrometheus()
         let logger = Logger(label: "apns-bridge")
         do {
-            try await BridgeRuntime.serve(settings, source: source, metrics: metrics, logLevel: level, logger: logger) { runtime in
-                // One line on standard output for scripts and tests that start the bridge on port 0.
-                let ports = "gateway=\(runtime.gateway.localAddress.port ?? 0) feedback=\(runtime.feedback.localAddress.port ?? 0) admin=\(runtime.admin?.localAddress.port.map(String.init) ?? "off")"
+            try await BridgeRuntime.serve(settings, source: source, metrics: metrics, logLevel: level, logger: logger) { running in
+                // One line on standard output, once every listener is up, for scripts and tests
+                // that start the bridge on port 0.
+                let addresses = running.addresses
+                let ports = "gateway=\(addresses.gateway.port ?? 0) feedback=\(addresses.feedback.port ?? 0) admin=\(addresses.admin?.port.map(String.init) ?? "off")"
                 FileHandle.standardOutput.write(Data("ready \(ports)\n".utf8))
             }
         } catch let error as ConfigurationError {

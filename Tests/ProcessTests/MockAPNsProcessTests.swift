@@ -78,4 +78,15 @@ struct MockAPNsProcessTests {
         #expect(output.contains("answered 8 (200: 8)"))
         print("mock-apns exited \(took) after SIGTERM with 4 open connections")
     }
+
+    @Test("A malformed option (--unregistered, --fail, --signing-key) is refused before anything is bound or written", arguments: [
+        ["--unregistered", "abcdef"], ["--fail", "2:500"], ["--signing-key", "KEYONLY"],
+    ])
+    func malformedOptionRefusedFirst(_ option: [String]) async throws {
+        let run = try await ServeStartupTests.runToExitWithOutput(["mock-apns", "--port", "0"] + option)
+        #expect(run.status == 64, "a usage error: \(run.stderr)")
+        #expect(run.stderr.contains(option[0]), "names the option: \(run.stderr)")
+        #expect(!run.stdout.contains("listening"), "\(run.stdout)")
+        #expect(!run.stdout.contains("throwaway CA written"), "\(run.stdout)")
+    }
 }

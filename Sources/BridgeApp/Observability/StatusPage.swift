@@ -90,7 +90,7 @@ final class StatusPage: Sendable {
     private let registry: PrometheusCollectorRegistry
     private let reloader: ConfigurationReloader
     private let upstream: ReloadableUpstream
-    private let gateway: GatewayServer
+    private let listeners: ListenerSet
     private let store: any BridgeStore
     private let migration: MigrationView
     private let startedAt = Date()
@@ -100,14 +100,14 @@ final class StatusPage: Sendable {
         registry: PrometheusCollectorRegistry,
         reloader: ConfigurationReloader,
         upstream: ReloadableUpstream,
-        gateway: GatewayServer,
+        listeners: ListenerSet,
         store: any BridgeStore,
         migration: MigrationView
     ) {
         self.registry = registry
         self.reloader = reloader
         self.upstream = upstream
-        self.gateway = gateway
+        self.listeners = listeners
         self.store = store
         self.migration = migration
     }
@@ -151,6 +151,7 @@ final class StatusPage: Sendable {
             body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;margin-bottom:1.5em}
             th,td{border:1px solid #ccc;padding:.3em .7em;text-align:left}th{background:#f3f3f3}td.n{text-align:right}
             .bad{color:#b00020;font-weight:bold}.ok{color:#1b5e20}svg{display:block}
+            .wide{overflow-x:auto;max-width:100%;margin-bottom:1.5em}.wide table{margin-bottom:0}td.verdict{min-width:12em;max-width:24em}
             </style></head><body>
             <h1>apns-bridge</h1>
             <p>Version \(Self.escape(BridgeVersion.description)) · upstream HTTP/2 engine \(settings.upstream.client.engine) · up \(Self.duration(now.timeIntervalSince(self.startedAt))) · \
@@ -187,7 +188,7 @@ final class StatusPage: Sendable {
         // Now.
         let inFlight = Int(current.sum("apns_bridge_notifications_in_flight"))
         html += "<h2>Now</h2>\n<table>\n"
-        html += "<tr><td>provider connections (gateway)</td><td class=n>\(self.gateway.connectionCount)</td></tr>\n"
+        html += "<tr><td>provider connections (gateway)</td><td class=n>\(self.listeners.gateway?.connectionCount ?? 0)</td></tr>\n"
         html += "<tr><td>feedback connections</td><td class=n>\(Int(current.sum("apns_bridge_legacy_connections", [#"listener="feedback""#])))</td></tr>\n"
         html += "<tr><td>notifications in flight</td><td class=n>\(inFlight)</td></tr>\n"
         html += "<tr><td>feedback backlog (tokens waiting for a poller)</td><td class=n>\(pending.map(String.init) ?? "unknown (store not answering)")</td></tr>\n"
@@ -283,13 +284,15 @@ final class StatusPage: Sendable {
         }
         html += "<p>Per tenant, over the last 30 days (every instance sharing the store): the tenants blocking the end of the migration first. "
         html += "<code>apns-bridge report</code> prints the same from the store.</p>\n"
-        html += "<table><tr><th>tenant</th><th>what stands in the way</th><th>notifications</th><th>per day, 30 days</th><th>per minute, last hour</th>"
+        // Wider than a laptop's window with its charts: the table scrolls sideways in its own
+        // box (a scroll bar shows there is more), and the verdicts wrap.
+        html += "<div class=wide><table><tr><th>tenant</th><th>what stands in the way</th><th>notifications</th><th>per day, 30 days</th><th>per minute, last hour</th>"
         html += "<th>last seen</th><th>feedback last polled</th><th>feedback waiting</th><th>provider certificate ends</th></tr>\n"
         for row in report.rows {
             let lastHour = self.migration.recorder.lastHour(tenant: row.tenant)
             let dayLabels = (0..<row.daily.count).map { UsageDay(number: report.firstDay.number + $0).description }
             let minuteLabels = (0..<lastHour.count).map { "\(lastHour.count - 1 - $0) min ago" }
-            html += "<tr><td>\(Self.escape(row.tenant))</td><td class=\"\(row.blocking ? "bad" : "ok")\">\(Self.escape(row.verdict))</td>"
+            html += "<tr><td>\(Self.escape(row.tenant))</td><td class=\"verdict \(row.blocking ? "bad" : "ok")\">\(Self.escape(row.verdict))</td>"
             html += "<td class=n>\(MigrationReport.grouped(row.notifications))</td>"
             html += "<td>\(Self.barChart(row.daily, labels: dayLabels, kind: "daily", tenant: row.tenant))</td>"
             html += "<td>\(Self.barChart(lastHour, labels: minuteLabels, kind: "minutes", tenant: row.tenant))</td>"
@@ -298,7 +301,7 @@ final class StatusPage: Sendable {
             let days = row.certificateExpiry.map { Int(($0.timeIntervalSince(now) / 86_400).rounded(.down)) }
             html += "<td class=\"\((days ?? Int.max) < 14 ? "bad" : "")\">\(row.certificateExpiry.map { "\(Self.time($0)) (\(days!) days)" } ?? "not seen")</td></tr>\n"
         }
-        return html + "</table>\n"
+        return html + "</table></div>\n"
     }
 
     /// A small bar chart as inline SVG (no script, no external asset): one bar per value, each

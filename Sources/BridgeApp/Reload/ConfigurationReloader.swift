@@ -54,7 +54,8 @@ public actor ConfigurationReloader {
     private let tenants: ReloadableTenantResolver
     private let tls: LegacyTLSContext
     private let upstream: ReloadableUpstream
-    private let gateway: GatewayServer
+    /// The gateway, once its service has bound it: a reload reviews its open connections.
+    private let listeners: ListenerSet
     private let logLevel: LiveLogLevel?
     private let makeClient: @Sendable (String, APNsCredentials) throws -> APNsNotificationUpstream
     private let logger: Logger
@@ -76,7 +77,7 @@ public actor ConfigurationReloader {
         tenants: ReloadableTenantResolver,
         tls: LegacyTLSContext,
         upstream: ReloadableUpstream,
-        gateway: GatewayServer,
+        listeners: ListenerSet,
         logLevel: LiveLogLevel?,
         makeClient: @escaping @Sendable (String, APNsCredentials) throws -> APNsNotificationUpstream,
         logger: Logger
@@ -88,7 +89,7 @@ public actor ConfigurationReloader {
         self.tenants = tenants
         self.tls = tls
         self.upstream = upstream
-        self.gateway = gateway
+        self.listeners = listeners
         self.logLevel = logLevel
         self.makeClient = makeClient
         self.logger = logger
@@ -181,7 +182,7 @@ public actor ConfigurationReloader {
         if tlsChanged {
             outcome.applied.append("legacy listener TLS replaced (new handshakes)")
         }
-        await self.gateway.reviewTenants(credentials: Set(next.credentials.keys))
+        await self.listeners.gateway?.reviewTenants(credentials: Set(next.credentials.keys))
         self.upstream.update(replacing: clients, removing: removedCredentials, defaultCredentials: next.defaultCredentials)
         if !replacedCredentials.isEmpty {
             outcome.applied.append("credentials opened: \(replacedCredentials.joined(separator: ", "))")
