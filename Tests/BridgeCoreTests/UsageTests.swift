@@ -136,6 +136,36 @@ struct UsageTests {
         #expect(ending.certificateExpiry == Date(timeIntervalSince1970: TimeInterval(ago(days: -12) + 3600)), "the replaced certificate no longer counts")
     }
 
+    @Test("A tampered store (counters at INT64_MAX on two days, a negative INT64_MIN status, timestamps at the extremes) makes a report, not a trap")
+    func extremeValues() throws {
+        let now = Date(timeIntervalSince1970: TimeInterval(Self.day0 + 12 * 3600))
+        let today = UsageDay(now).number
+        var usage = StoredUsage()
+        for day in [today - 1, today] {
+            usage.counts[.init(tenant: "evil", day: UsageDay(number: day), counter: "command.2")] = .max
+            usage.counts[.init(tenant: "evil", day: UsageDay(number: day), counter: "accepted")] = .max
+        }
+        usage.counts[.init(tenant: "evil", day: UsageDay(number: today), counter: "status.-9223372036854775808")] = .min
+        usage.counts[.init(tenant: "evil", day: UsageDay(number: today), counter: "dropped")] = .max
+        usage.tenants["evil"] = .init(firstSeen: .min, lastSeen: .max, lastPoll: .min)
+        usage.backlogs["evil"] = .init(tokens: .max, oldestRecorded: .min)
+        usage.certificates["evil"] = [
+            .init(certificate: .init(fingerprint: "a", subject: "UID=evil", notAfter: .max), firstSeen: .min, lastSeen: .max),
+            .init(certificate: .init(fingerprint: "b", subject: "UID=evil", notAfter: .min), firstSeen: .min, lastSeen: .min),
+        ]
+        let report = MigrationReport(usage: usage, days: 30, now: now)
+        let row = try #require(report.rows.first)
+        #expect(row.notifications == .max, "saturated, not wrapped")
+        #expect(row.accepted == .max)
+        #expect(row.daily[28] == .max && row.daily[29] == .max)
+        #expect(row.failedByStatus.values.allSatisfy { $0 == 0 }, "a negative count reads as 0")
+        #expect(row.lastSeen == Date(timeIntervalSince1970: TimeInterval(UsageTimestamp.latest)))
+        #expect(row.firstSeen == Date(timeIntervalSince1970: 0))
+        #expect(MigrationReport.certificateInUseExpiry(usage.certificates["evil"]!) != nil)
+        #expect(!row.verdict.isEmpty)
+        #expect(Int64.max.addingSaturated(1) == .max && Int64.min.addingSaturated(-1) == .min && Int64(2).addingSaturated(3) == 5)
+    }
+
     @Test("Day numbers are UTC calendar days")
     func days() {
         #expect(UsageDay(unixSeconds: 0).description == "1970-01-01")

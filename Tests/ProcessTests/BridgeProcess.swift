@@ -9,6 +9,7 @@ import Glibc
 import MockAPNs
 import NIOCore
 import NIOPosix
+import Testing
 
 /// `apns-bridge serve` as a child process, for tests that kill it or run two of it: the
 /// certificates and signing key are written to a folder, the ports are picked by the process
@@ -187,8 +188,17 @@ final class BridgeProcess: @unchecked Sendable {
 
     /// Waits until Foundation has seen the process exit. (Not `waitpid` here: Foundation reaps
     /// the child itself, and a `waitpid` that loses that race returns at once.)
+    ///
+    /// A process still running after 60 s fails the test (and is killed): what the test checks
+    /// next (its store, its output) must not be read beside a bridge that still runs.
     private func reap() async {
-        _ = try? await eventually("the bridge to exit", timeout: .seconds(60)) { !self.process.isRunning }
+        do {
+            try await eventually("the bridge to exit", timeout: .seconds(60)) { !self.process.isRunning }
+        } catch {
+            Issue.record("apns-bridge (pid \(self.process.processIdentifier)) did not exit within 60 s; killed. Its log ends: \(self.log.suffix(2000))")
+            Glibc.kill(self.process.processIdentifier, SIGKILL)
+            _ = try? await eventually("the bridge to exit after SIGKILL", timeout: .seconds(30)) { !self.process.isRunning }
+        }
     }
 }
 

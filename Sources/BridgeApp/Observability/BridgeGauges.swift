@@ -53,7 +53,7 @@ public enum BridgeMetrics {
     ]
 
     /// Makes every swift-metrics handler of the process report to the returned registry, which
-    /// the admin port's `/metrics` exports (``BridgeRuntime/start(_:metrics:logger:)``); call it
+    /// the admin port's `/metrics` exports (``BridgeRuntime/serve(_:source:metrics:logLevel:logger:ready:)``); call it
     /// once, before anything creates a metric.
     public static func bootstrapPrometheus() -> PrometheusCollectorRegistry {
         let registry = PrometheusCollectorRegistry()

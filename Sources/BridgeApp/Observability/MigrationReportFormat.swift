@@ -31,6 +31,18 @@ public enum MigrationReportFormat: String, CaseIterable, Sendable {
         values.sorted { (Int($0.key) ?? 0, $0.key) < (Int($1.key) ?? 0, $1.key) }.map { "\($0.key):\($0.value)" }.joined(separator: " ")
     }
 
+    /// The widest a column other than the last gets: a longer tenant name is cut.
+    static let maximumColumnWidth = 40
+
+    /// A table cell as a terminal may show it: control characters escaped (a tenant name from
+    /// the store with a newline cannot print a forged line, nor an ESC sequence reach the
+    /// terminal), and cut to `width` characters.
+    static func cell(_ text: String, width: Int? = maximumColumnWidth) -> String {
+        let escaped = LogLineEscaping.escaped(text)
+        guard let width, escaped.count > width else { return escaped }
+        return String(escaped.prefix(width - 1)) + "…"
+    }
+
     static func table(_ report: MigrationReport) -> String {
         let header = [
             "TENANT", "NOTIFICATIONS", "COMMAND 0/1/2", "FAILED (STATUS:COUNT)", "410s", "LAST SEEN", "FEEDBACK POLLED", "WAITING",
@@ -38,12 +50,12 @@ public enum MigrationReportFormat: String, CaseIterable, Sendable {
         ]
         let rows = report.rows.map { row in
             [
-                row.tenant, MigrationReport.grouped(row.notifications),
+                Self.cell(row.tenant), MigrationReport.grouped(row.notifications),
                 ["0", "1", "2"].map { MigrationReport.grouped(row.byCommand[$0] ?? 0) }.joined(separator: "/"),
                 row.failedByStatus.isEmpty ? "none" : Self.pairs(row.failedByStatus),
                 MigrationReport.grouped(row.unregistered), Self.day(row.lastSeen), Self.day(row.feedbackLastPoll),
                 MigrationReport.grouped(Int64(row.feedbackBacklog)), row.certificateExpiry.map { UsageDay($0).description } ?? "not seen",
-                row.verdict,
+                Self.cell(row.verdict, width: nil),
             ]
         }
         var widths = header.map(\.count)

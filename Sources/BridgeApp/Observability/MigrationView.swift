@@ -43,7 +43,7 @@ final class MigrationView: Sendable {
     func updateGauges(knownTenants: [String]) async {
         let usage: StoredUsage
         do {
-            usage = try await self.store.usage(from: UsageDay(Date()), tenant: nil)
+            usage = try await self.store.usage(from: UsageDay(Date()), tenant: nil).sanitized
         } catch {
             self.logger.warning("could not read usage from the store for the gauges", metadata: ["error": "\(error)"])
             return

@@ -39,9 +39,10 @@ public protocol FeedbackStore: FeedbackRecorder {
     ///   the connection.
     ///
     /// Entries are claimed batch by batch, so concurrent drains (in this process or in other
-    /// instances on the same database) never serve the same entry. Delivered entries are
-    /// deleted only after `finish` returns (or, when the poller went away midway, once the
-    /// drain stops): a crash before that leaves them pending, to be served again.
+    /// instances on the same database) never serve the same entry. A batch is deleted once
+    /// `deliver` returned for it (its bytes were written and flushed: one statement, so the
+    /// deletes keep pace with the stream); when the drain stops, what is claimed and not
+    /// delivered is released. A crash leaves a claimed batch pending, to be served again.
     func drain(
         tenant: String,
         environment: APNsEnvironment,

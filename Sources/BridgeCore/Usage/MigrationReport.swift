@@ -69,6 +69,7 @@ public struct MigrationReport: Hashable, Sendable {
     ///   - knownTenants: the configured tenants: listed even when never seen.
     ///   - recent: what this process saw since its last write to the store (the status page).
     public init(usage: StoredUsage, days: Int, now: Date, knownTenants: [String] = [], recent: [String: UsageBatch.TenantTimes] = [:]) {
+        let usage = usage.sanitized
         let lastDay = UsageDay(now)
         let firstDay = UsageDay(number: lastDay.number - days + 1)
         self.generated = now
@@ -83,9 +84,10 @@ public struct MigrationReport: Hashable, Sendable {
         var counters: [String: Int64] = [:]
         var daily = [Int64](repeating: 0, count: max(0, lastDay.number - firstDay.number + 1))
         for (key, value) in usage.counts where key.tenant == tenant && key.day >= firstDay && key.day <= lastDay {
-            counters[key.counter, default: 0] += value
+            // Saturating: a count from the store may be anything up to INT64_MAX.
+            counters[key.counter] = counters[key.counter, default: 0].addingSaturated(value)
             if key.counter.hasPrefix("command.") {
-                daily[key.day.number - firstDay.number] += value
+                daily[key.day.number - firstDay.number] = daily[key.day.number - firstDay.number].addingSaturated(value)
             }
         }
         func grouped(_ prefix: String) -> [String: Int64] {
@@ -110,7 +112,7 @@ public struct MigrationReport: Hashable, Sendable {
         let backlog = usage.backlogs[tenant] ?? .init(tokens: 0, oldestRecorded: nil)
         var row = Row(
             tenant: tenant,
-            notifications: accepted + broadcast + unregistered + dropped + failed.values.reduce(0, +),
+            notifications: ([accepted, broadcast, unregistered, dropped] + failed.values).reduce(0) { $0.addingSaturated($1) },
             byCommand: grouped("command."),
             accepted: accepted,
             broadcast: broadcast,
@@ -140,6 +142,7 @@ public struct MigrationReport: Hashable, Sendable {
     /// The earliest end among the certificates seen within ``certificateInUseDays`` of the
     /// latest sighting: a replaced certificate stops counting a week after its successor came.
     public static func certificateInUseExpiry(_ sightings: [UsageBatch.CertificateSighting]) -> Date? {
+        let sightings = sightings.map(\.sanitized)
         guard let latest = sightings.map(\.lastSeen).max() else { return nil }
         let inUse = sightings.filter { latest - $0.lastSeen <= Int64(Self.certificateInUseDays) * 86_400 }
         return inUse.map(\.certificate.notAfter).min().map { Date(timeIntervalSince1970: TimeInterval($0)) }

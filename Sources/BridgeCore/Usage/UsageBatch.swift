@@ -232,6 +232,57 @@ public struct StoredUsage: Hashable, Sendable {
     public var tenantNames: Set<String> {
         Set(self.counts.keys.map(\.tenant)).union(self.tenants.keys).union(self.certificates.keys).union(self.backlogs.keys)
     }
+
+    /// The same usage with every value in range. What a store holds is read as data, not
+    /// trusted: a tampered or corrupted store (a counter at INT64_MAX, a negative count, a
+    /// timestamp at either extreme) must not trap the report, the status page or the gauges of
+    /// a running gateway. Counts become at least 0; timestamps 0 up to the end of year 9999.
+    public var sanitized: StoredUsage {
+        var clean = self
+        clean.counts = self.counts.mapValues { max($0, 0) }
+        clean.distinctAddresses = self.distinctAddresses.mapValues { max($0, 0) }
+        clean.tenants = self.tenants.mapValues { times in
+            var times = times
+            times.firstSeen = times.firstSeen.map(UsageTimestamp.clamped)
+            times.lastSeen = times.lastSeen.map(UsageTimestamp.clamped)
+            times.lastPoll = times.lastPoll.map(UsageTimestamp.clamped)
+            return times
+        }
+        clean.certificates = self.certificates.mapValues { $0.map(\.sanitized) }
+        clean.backlogs = self.backlogs.mapValues { Backlog(tokens: max($0.tokens, 0), oldestRecorded: $0.oldestRecorded.map(UsageTimestamp.clamped)) }
+        return clean
+    }
+}
+
+/// UNIX seconds as the migration view shows them.
+public enum UsageTimestamp {
+    /// 9999-12-31T23:59:59Z: the last second a date formatter is asked to show.
+    public static let latest: Int64 = 253_402_300_799
+
+    /// `value` within 0 ... ``latest``.
+    public static func clamped(_ value: Int64) -> Int64 {
+        min(max(value, 0), Self.latest)
+    }
+}
+
+extension UsageBatch.CertificateSighting {
+    /// Its timestamps within range (``UsageTimestamp/clamped(_:)``).
+    public var sanitized: Self {
+        var sighting = self
+        sighting.firstSeen = UsageTimestamp.clamped(self.firstSeen)
+        sighting.lastSeen = UsageTimestamp.clamped(self.lastSeen)
+        sighting.certificate.notAfter = UsageTimestamp.clamped(self.certificate.notAfter)
+        return sighting
+    }
+}
+
+extension Int64 {
+    /// `self + other`, held at `Int64.max` (or `.min`) instead of trapping.
+    public func addingSaturated(_ other: Int64) -> Int64 {
+        let (sum, overflow) = self.addingReportingOverflow(other)
+        guard overflow else { return sum }
+        return other > 0 ? .max : .min
+    }
 }
 
 /// Usage as kept: the store of a running bridge, or a reader of a stopped (or running) bridge's

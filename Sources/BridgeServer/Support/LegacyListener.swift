@@ -32,7 +32,7 @@ enum LegacyListener {
     ) async throws -> any Channel {
         let name = listener == .gateway ? "gateway" : "feedback"
         let refusals = RefusalLog(listener: name, logger: logger)
-        let versionRefusals = TLSVersionRefusalLog(listener: name, logger: logger)
+        let handshakeRefusals = HandshakeRefusalLog(listener: name, logger: logger)
         return try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -48,7 +48,7 @@ enum LegacyListener {
                     connectionLogger[metadataKey: "peer"] = "\(channel.remoteAddress.map { "\($0)" } ?? "?")"
                     let sync = channel.pipeline.syncOperations
                     let peer = VerifiedPeer()
-                    try sync.addHandler(tls.makeServerHandler(peer: peer, tasks: tasks, logger: connectionLogger))
+                    try sync.addHandler(tls.makeServerHandler(peer: peer, tasks: tasks, refusals: handshakeRefusals, remoteAddress: channel.remoteAddress))
                     try sync.addHandler(
                         ProviderHandshakeHandler(
                             peer: peer,
@@ -56,7 +56,7 @@ enum LegacyListener {
                             timeout: handshakeTimeout,
                             port: listener,
                             usage: usage,
-                            versionRefusals: versionRefusals,
+                            refusals: handshakeRefusals,
                             logger: connectionLogger
                         )
                     )
@@ -97,22 +97,44 @@ final class LogRateLimit: Sendable {
     }
 }
 
-/// Handshakes refused for their TLS version are counted each and logged at most once per
-/// interval, naming the key that would accept them: a client limited to TLS 1.0 (PushSharp 2.x,
-/// PHP before 7.2) otherwise sees only failed handshakes, and the operator nothing.
-final class TLSVersionRefusalLog: Sendable {
+/// Handshakes a listener refuses, counted each and logged at most once per interval per kind
+/// (with how many were left out): anyone can mint a certificate from a CA of their own, so
+/// refusals are unauthenticated input and must not become a flood of log lines.
+/// - A client certificate that is not trusted or resolves to no tenant: the reason names the
+///   certificate by its `UID=` (at most 128 characters) and fingerprint.
+/// - A client that offers no TLS version the listener accepts (PushSharp 2.x, PHP before 7.2
+///   without `tls.allowLegacyTLS`): the line names the key that would accept it; otherwise the
+///   operator would see nothing and the provider only failed handshakes.
+final class HandshakeRefusalLog: Sendable {
     private let listener: String
     private let logger: Logger
-    private let limit = LogRateLimit()
+    private let certificates: LogRateLimit
+    private let versions: LogRateLimit
 
-    init(listener: String, logger: Logger) {
+    init(listener: String, logger: Logger, interval: TimeAmount = .seconds(10)) {
         self.listener = listener
         self.logger = logger
+        self.certificates = LogRateLimit(interval: interval)
+        self.versions = LogRateLimit(interval: interval)
     }
 
-    func refused(peer: SocketAddress?) {
+    func certificateRefused(_ reason: String, resumed: Bool = false, peer: SocketAddress?) {
+        GatewayMetrics.shared.handshakeRefused()
+        guard let suppressed = self.certificates.admit() else { return }
+        self.logger.warning(
+            resumed ? "refusing a resumed TLS session's client certificate" : "refusing a client certificate during the TLS handshake",
+            metadata: [
+                "listener": "\(self.listener)",
+                "reason": "\(reason)",
+                "peer": "\(peer.map { "\($0)" } ?? "?")",
+                "refused_since_last_line": "\(suppressed)",
+            ]
+        )
+    }
+
+    func versionRefused(peer: SocketAddress?) {
         GatewayMetrics.shared.tlsVersionRefused(listener: self.listener)
-        guard let suppressed = self.limit.admit() else { return }
+        guard let suppressed = self.versions.admit() else { return }
         self.logger.warning(
             "refusing a TLS handshake: the client offers no TLS version this listener accepts (TLS 1.2 by default); tls.allowLegacyTLS (APNS_BRIDGE_TLS_ALLOW_LEGACY_TLS=true) accepts TLS 1.0 and 1.1, tls.allowTLS13 accepts TLS 1.3",
             metadata: [

@@ -60,7 +60,7 @@ public final class LegacyTLSContext: Sendable {
     /// certificate) goes into `peer` before the handshake completes. The check (swift-certificates'
     /// verifier is async) runs as one of the listener's `tasks`; a listener that is closing
     /// refuses the handshake.
-    func makeServerHandler(peer: VerifiedPeer, tasks: ConnectionTasks, logger: Logger) -> NIOSSLServerHandler {
+    func makeServerHandler(peer: VerifiedPeer, tasks: ConnectionTasks, refusals: HandshakeRefusalLog, remoteAddress address: SocketAddress?) -> NIOSSLServerHandler {
         let current = self.current.withLock { $0 }
         let verifier = current.verifier
         peer.use(verifier)
@@ -71,8 +71,7 @@ public final class LegacyTLSContext: Sendable {
                     peer.record(verified)
                     promise.succeed(.certificateVerified)
                 case .refused(let why):
-                    GatewayMetrics.shared.handshakeRefused()
-                    logger.warning("refusing a client certificate during the TLS handshake", metadata: ["reason": "\(why)"])
+                    refusals.certificateRefused(why, peer: address)
                     promise.succeed(.failed)
                 }
             }
@@ -148,8 +147,12 @@ struct ClientCertificateVerifier: Sendable {
         return .trusted(ProviderVerified(tenant: tenant, certificate: leaf))
     }
 
-    private static func subject(_ provider: ProviderCertificate) -> String {
-        "UID=\(provider.userID ?? "-") fingerprint=\(provider.fingerprint.prefix(16))…"
+    /// The certificate as a log names it: its `UID=` cut to 128 characters (anyone can mint a
+    /// certificate with a 30,000-character one) and its fingerprint's start.
+    static func subject(_ provider: ProviderCertificate) -> String {
+        let userID = provider.userID ?? "-"
+        let shown = userID.count > 128 ? "\(userID.prefix(128))…(\(userID.utf8.count) bytes)" : userID
+        return "UID=\(shown) fingerprint=\(provider.fingerprint.prefix(16))…"
     }
 }
 

@@ -78,7 +78,7 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
     private let timeout: TimeAmount
     private let port: Port
     private let usage: UsageRecorder?
-    private let versionRefusals: TLSVersionRefusalLog?
+    private let refusals: HandshakeRefusalLog?
     private let logger: Logger
     private var timer: Scheduled<Void>?
     private var completed = false
@@ -89,7 +89,7 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
         timeout: TimeAmount,
         port: Port,
         usage: UsageRecorder?,
-        versionRefusals: TLSVersionRefusalLog?,
+        refusals: HandshakeRefusalLog?,
         logger: Logger
     ) {
         self.peer = peer
@@ -97,18 +97,18 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
         self.timeout = timeout
         self.port = port
         self.usage = usage
-        self.versionRefusals = versionRefusals
+        self.refusals = refusals
         self.logger = logger
     }
 
     package convenience init(peer: VerifiedPeer, registry: ConnectionRegistry?, timeout: TimeAmount, port: Port, usage: UsageRecorder?, logger: Logger) {
-        self.init(peer: peer, registry: registry, timeout: timeout, port: port, usage: usage, versionRefusals: nil, logger: logger)
+        self.init(peer: peer, registry: registry, timeout: timeout, port: port, usage: usage, refusals: nil, logger: logger)
     }
 
     /// A handshake that fails for want of a common TLS version is counted and logged (rate-limited).
     package func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if !self.completed, TLSVersionRefusalLog.isVersionRefusal(error) {
-            self.versionRefusals?.refused(peer: context.remoteAddress)
+        if !self.completed, HandshakeRefusalLog.isVersionRefusal(error) {
+            self.refusals?.versionRefused(peer: context.remoteAddress)
         }
         context.fireErrorCaught(error)
     }
@@ -165,11 +165,11 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
             self.logger.debug("resumed TLS session")
             return verified
         case .refused(let why):
-            GatewayMetrics.shared.handshakeRefused()
-            self.logger.warning(
-                "refusing a resumed \(self.port == .gateway ? "provider" : "feedback") connection",
-                metadata: ["reason": "\(why)"]
-            )
+            if let refusals = self.refusals {
+                refusals.certificateRefused(why, resumed: true, peer: context.remoteAddress)
+            } else {
+                GatewayMetrics.shared.handshakeRefused()
+            }
             return nil
         }
     }

@@ -475,10 +475,18 @@ public final class PostgresBridgeStore: BridgeStore {
     ) async throws -> FeedbackDrainResult {
         let claim = DrainClaim.make()
         let lengthFilter = options.only32ByteTokens ? "AND octet_length(token) = 32" : ""
-        return try await FeedbackDrainLoop.run(batchSize: options.batchSize, deliver: deliver, finish: finish) { batch in
+        return try await FeedbackDrainLoop.run(batchSize: options.batchSize, deliver: deliver, finish: finish) { batch, deleting in
+            // Delivered batches go in the same statement (one transaction) as the next claim; the
+            // rows it deletes are claimed ones, the rows the claim takes unclaimed ones. (The
+            // release below leaves the deleted batches' rows to the DELETE: a row two parts of one
+            // statement change ends up with either change.)
             var claimed: [(id: Int64, tuple: FeedbackTuple)] = []
             let rows = try await self.client.query(
                 """
+                WITH delivered AS (
+                    DELETE FROM feedback_entries
+                    WHERE claim = \(claim) AND claim_batch BETWEEN \(Int32(deleting?.lowerBound ?? 0)) AND \(Int32(deleting?.upperBound ?? 0))
+                )
                 UPDATE feedback_entries SET claim = \(claim), claim_batch = \(Int32(batch)), claimed_at = \(self.configuration.nowSeconds)
                 WHERE id IN (
                     SELECT id FROM feedback_entries
@@ -494,29 +502,19 @@ public final class PostgresBridgeStore: BridgeStore {
                 claimed.append((id, FeedbackTuple(timestamp: UInt32(clamping: timestamp), deviceToken: token)))
             }
             return claimed.sorted { $0.id < $1.id }.map(\.tuple)
-        } settle: { deliveredBatches in
-            try await self.settle(claim: claim, deliveredBatches: Int32(deliveredBatches))
-        }
-    }
-
-    private func settle(claim: String, deliveredBatches: Int32) async throws {
-        while true {
-            var deleted = 0
-            let rows = try await self.client.query(
+        } release: { deleting in
+            try await self.client.query(
                 """
-                DELETE FROM feedback_entries WHERE id IN (
-                    SELECT id FROM feedback_entries WHERE claim = \(claim) AND claim_batch <= \(deliveredBatches) LIMIT 10000
-                ) RETURNING id
+                WITH delivered AS (
+                    DELETE FROM feedback_entries
+                    WHERE claim = \(claim) AND claim_batch BETWEEN \(Int32(deleting?.lowerBound ?? 0)) AND \(Int32(deleting?.upperBound ?? 0))
+                )
+                UPDATE feedback_entries SET claim = NULL, claim_batch = NULL, claimed_at = NULL
+                WHERE claim = \(claim) AND claim_batch NOT BETWEEN \(Int32(deleting?.lowerBound ?? 0)) AND \(Int32(deleting?.upperBound ?? 0))
                 """,
                 logger: self.logger
             )
-            for try await _ in rows { deleted += 1 }
-            if deleted == 0 { break }
         }
-        try await self.client.query(
-            "UPDATE feedback_entries SET claim = NULL, claim_batch = NULL, claimed_at = NULL WHERE claim = \(claim)",
-            logger: self.logger
-        )
     }
 
     public func pendingEntries(tenant: String, environment: APNsEnvironment, limit: Int) async throws -> [FeedbackEntry] {

@@ -351,23 +351,28 @@ public final class SQLiteBridgeStore: BridgeStore {
     ) async throws -> FeedbackDrainResult {
         let claim = DrainClaim.make()
         let lengthFilter = options.only32ByteTokens ? "AND length(token) = 32" : ""
-        return try await FeedbackDrainLoop.run(batchSize: options.batchSize, deliver: deliver, finish: finish) { batch in
+        return try await FeedbackDrainLoop.run(batchSize: options.batchSize, deliver: deliver, finish: finish) { batch, deleting in
             let rows = try await self.lock.withLock {
-                try await self.connection.query(
-                    """
-                    UPDATE feedback_entries SET claim = ?, claim_batch = ?, claimed_at = ?
-                    WHERE id IN (
-                        SELECT id FROM feedback_entries
-                        WHERE tenant = ? AND environment = ? AND claim IS NULL \(lengthFilter)
-                        ORDER BY id LIMIT ?
+                try await Self.transaction(self.connection) {
+                    if let deleting {
+                        try await self.deleteBatches(deleting, of: claim)
+                    }
+                    return try await self.connection.query(
+                        """
+                        UPDATE feedback_entries SET claim = ?, claim_batch = ?, claimed_at = ?
+                        WHERE id IN (
+                            SELECT id FROM feedback_entries
+                            WHERE tenant = ? AND environment = ? AND claim IS NULL \(lengthFilter)
+                            ORDER BY id LIMIT ?
+                        )
+                        RETURNING id, token, timestamp
+                        """,
+                        [
+                            .text(claim), .integer(batch), .integer(Int(self.configuration.nowSeconds)),
+                            .text(tenant), .text(environment.rawValue), .integer(options.batchSize),
+                        ]
                     )
-                    RETURNING id, token, timestamp
-                    """,
-                    [
-                        .text(claim), .integer(batch), .integer(Int(self.configuration.nowSeconds)),
-                        .text(tenant), .text(environment.rawValue), .integer(options.batchSize),
-                    ]
-                )
+                }
             }
             return rows.sorted { ($0.column("id")?.integer ?? 0) < ($1.column("id")?.integer ?? 0) }.map {
                 FeedbackTuple(
@@ -375,33 +380,27 @@ public final class SQLiteBridgeStore: BridgeStore {
                     deviceToken: $0.column("token")?.blob ?? ByteBuffer()
                 )
             }
-        } settle: { deliveredBatches in
-            try await self.settle(claim: claim, deliveredBatches: deliveredBatches)
+        } release: { deleting in
+            try await self.lock.withLock {
+                try await Self.transaction(self.connection) {
+                    if let deleting {
+                        try await self.deleteBatches(deleting, of: claim)
+                    }
+                    _ = try await self.connection.query(
+                        "UPDATE feedback_entries SET claim = NULL, claim_batch = NULL, claimed_at = NULL WHERE claim = ?",
+                        [.text(claim)]
+                    )
+                }
+            }
         }
     }
 
-    /// Deletes the delivered batches of a claim (in chunks, so the gateway's commits are not held
-    /// up by a long list) and releases the rest.
-    private func settle(claim: String, deliveredBatches: Int) async throws {
-        while true {
-            let deleted = try await self.lock.withLock {
-                try await self.connection.query(
-                    """
-                    DELETE FROM feedback_entries WHERE id IN (
-                        SELECT id FROM feedback_entries WHERE claim = ? AND claim_batch <= ? LIMIT 10000
-                    ) RETURNING id
-                    """,
-                    [.text(claim), .integer(deliveredBatches)]
-                ).count
-            }
-            if deleted == 0 { break }
-        }
-        _ = try await self.lock.withLock {
-            try await self.connection.query(
-                "UPDATE feedback_entries SET claim = NULL, claim_batch = NULL, claimed_at = NULL WHERE claim = ?",
-                [.text(claim)]
-            )
-        }
+    /// Deletes delivered batches of a drain's claim (within the caller's transaction).
+    private func deleteBatches(_ batches: ClosedRange<Int>, of claim: String) async throws {
+        _ = try await self.connection.query(
+            "DELETE FROM feedback_entries WHERE claim = ? AND claim_batch BETWEEN ? AND ?",
+            [.text(claim), .integer(batches.lowerBound), .integer(batches.upperBound)]
+        )
     }
 
     public func pendingEntries(tenant: String, environment: APNsEnvironment, limit: Int) async throws -> [FeedbackEntry] {
