@@ -196,9 +196,13 @@ public enum StoreError: Error, CustomStringConvertible {
     case invalidURL(String)
     /// A store whose schema predates usage (`apns-bridge report` on it).
     case noUsage(found: Int)
+    /// A database server that did not accept a connection (the location, redacted; the cause).
+    case unreachable(String, String)
 
     public var description: String {
         switch self {
+        case .unreachable(let location, let cause):
+            "cannot connect to \(location): \(cause)"
         case .noUsage(let found):
             "the store has no usage yet (schema version \(found)): a bridge of this version records it once it has opened the store"
         case .schemaTooNew(let found, let known):

@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -61,7 +62,9 @@ public final class AdminServer: Service, Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: idleTimeout))
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    try channel.pipeline.syncOperations.addHandler(AdminRequestHandler(probes: probes, registry: registry))
+                    try channel.pipeline.syncOperations.addHandler(
+                        AdminRequestHandler(probes: probes, registry: registry, policy: AdminRequestPolicy(listenHost: host))
+                    )
                 }
             }
             .bind(host: host, port: port)
@@ -88,11 +91,13 @@ final class AdminRequestHandler: ChannelInboundHandler {
 
     private let probes: AdminServer.Probes
     private let registry: PrometheusCollectorRegistry?
+    private let policy: AdminRequestPolicy
     private var request: HTTPRequestHead?
 
-    init(probes: AdminServer.Probes, registry: PrometheusCollectorRegistry?) {
+    init(probes: AdminServer.Probes, registry: PrometheusCollectorRegistry?, policy: AdminRequestPolicy) {
         self.probes = probes
         self.registry = registry
+        self.policy = policy
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -104,6 +109,10 @@ final class AdminRequestHandler: ChannelInboundHandler {
         case .end:
             guard let head = self.request else { return }
             self.request = nil
+            if let refusal = self.policy.refusal(head) {
+                self.respond(context: context, head: head, (.forbidden, "text/plain; charset=utf-8", Array("refused: \(refusal)\n".utf8)))
+                return
+            }
             if let work = self.asynchronousAnswer(head) {
                 // Answered when the work is done; NIO's pipelining handler holds a next request
                 // on this connection until then.
@@ -174,5 +183,52 @@ final class AdminRequestHandler: ChannelInboundHandler {
         default:
             return (.notFound, text, Array("not found: try /, /metrics, /healthz or /readyz\n".utf8))
         }
+    }
+}
+
+/// Which requests the admin port answers at all. It has no authentication and can reload the
+/// configuration, so a web page the operator opens must not reach it through the browser:
+/// - `Host` must name this admin port: an IP address, `localhost`, the configured listen host
+///   or this machine's name. A page whose own name was made to resolve to 127.0.0.1 (DNS
+///   rebinding) sends its own name, and is refused.
+/// - `Origin`, when present (browsers send it with a cross-site `POST`, such as a text/plain
+///   form aimed at `/-/reload`), must be this same address (`http://` and the `Host` value).
+/// Clients that are not browsers (Prometheus, curl, `apns-bridge reload`) send neither or
+/// matching ones. A refusal answers 403 and runs nothing.
+struct AdminRequestPolicy: Sendable {
+    /// The listen host as configured (`127.0.0.1`, `0.0.0.0`, a name).
+    var listenHost: String
+    /// This machine's name.
+    var machineName: String = ProcessInfo.processInfo.hostName
+
+    /// Why the request is refused; `nil` when it may be answered.
+    func refusal(_ head: HTTPRequestHead) -> String? {
+        let hosts = head.headers["host"]
+        guard hosts.count <= 1 else { return "more than one Host header" }
+        if let host = hosts.first, !self.allows(host: host) {
+            return "Host \(LogLineEscaping.escaped(String(host.prefix(100)))) is not this admin port's address"
+        }
+        for origin in head.headers["origin"] {
+            guard let host = hosts.first, origin.lowercased() == "http://" + host.lowercased() else {
+                return "Origin \(LogLineEscaping.escaped(String(origin.prefix(100)))) is not this admin port"
+            }
+        }
+        return nil
+    }
+
+    /// A `Host` value (`name`, `name:port`, `[v6]:port`) that names this admin port.
+    func allows(host value: String) -> Bool {
+        var name = Substring(value)
+        if name.hasPrefix("[") {
+            guard let end = name.firstIndex(of: "]") else { return false }
+            name = name[name.index(after: name.startIndex)..<end]
+        } else if let colon = name.lastIndex(of: ":") {
+            name = name[..<colon]
+        }
+        let host = name.lowercased()
+        if host == "localhost" || host == self.listenHost.lowercased() || host == self.machineName.lowercased() {
+            return true
+        }
+        return (try? SocketAddress(ipAddress: host, port: 0)) != nil
     }
 }

@@ -3,6 +3,7 @@ import Foundation
 import LegacyProtocol
 import Logging
 import NIOCore
+import NIOPosix
 import PostgresNIO
 import Synchronization
 
@@ -130,6 +131,7 @@ public final class PostgresBridgeStore: BridgeStore {
         logger: Logger,
         start: (BackgroundWork) -> Void
     ) async throws -> PostgresBridgeStore {
+        try await Self.checkReachable(url: url)
         var clientConfiguration = try Self.clientConfiguration(url: url)
         clientConfiguration.options.maximumConnections = maximumConnections
         let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
@@ -265,6 +267,16 @@ public final class PostgresBridgeStore: BridgeStore {
 
     /// The client configuration a store URL names (see ``connect(url:configuration:maximumConnections:logger:)``).
     public static func clientConfiguration(url: String) throws -> PostgresClient.Configuration {
+        try Self.parse(url: url).configuration
+    }
+
+    /// Where `url` points: a TCP host and port, or a unix socket.
+    enum Endpoint: Sendable {
+        case tcp(host: String, port: Int)
+        case unixSocket(String)
+    }
+
+    private static func parse(url: String) throws -> (configuration: PostgresClient.Configuration, endpoint: Endpoint) {
         guard let components = URLComponents(string: url), components.scheme == "postgres" || components.scheme == "postgresql" else {
             throw StoreError.invalidURL("expected postgres://user:password@host:port/database")
         }
@@ -275,12 +287,9 @@ public final class PostgresBridgeStore: BridgeStore {
         let query = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
         if let socketDirectory = query["host"], socketDirectory.hasPrefix("/") {
             let port = components.port ?? 5432
-            return PostgresClient.Configuration(
-                unixSocketPath: "\(socketDirectory)/.s.PGSQL.\(port)",
-                username: user,
-                password: components.password,
-                database: database
-            )
+            let path = "\(socketDirectory)/.s.PGSQL.\(port)"
+            let configuration = PostgresClient.Configuration(unixSocketPath: path, username: user, password: components.password, database: database)
+            return (configuration, .unixSocket(path))
         }
         guard let host = components.host, !host.isEmpty else {
             throw StoreError.invalidURL("no host (or ?host=/socket/directory)")
@@ -292,7 +301,7 @@ public final class PostgresBridgeStore: BridgeStore {
         case "require": tls = .require(.makeClientConfiguration())
         case let other: throw StoreError.invalidURL("sslmode \(other): expected disable, prefer or require")
         }
-        return PostgresClient.Configuration(
+        let configuration = PostgresClient.Configuration(
             host: host,
             port: components.port ?? 5432,
             username: user,
@@ -300,6 +309,28 @@ public final class PostgresBridgeStore: BridgeStore {
             database: database,
             tls: tls
         )
+        return (configuration, .tcp(host: host, port: components.port ?? 5432))
+    }
+
+    /// The server `url` names accepts connections: checked once, within `timeout`, before a
+    /// client is made. postgres-nio's client retries an unreachable server with backoff until
+    /// its circuit breaker trips (67.5 s, reported as `connectionCreationCircuitBreakerTripped`);
+    /// this names the cause ("connection refused", a timeout) at once.
+    public static func checkReachable(url: String, timeout: TimeAmount = .seconds(10)) async throws {
+        let endpoint = try Self.parse(url: url).endpoint
+        let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connectTimeout(timeout)
+        let channel: any Channel
+        do {
+            switch endpoint {
+            case .tcp(let host, let port):
+                channel = try await bootstrap.connect(host: host, port: port).get()
+            case .unixSocket(let path):
+                channel = try await bootstrap.connect(unixDomainSocketPath: path).get()
+            }
+        } catch {
+            throw StoreError.unreachable(Self.redacted(url), "\(error)")
+        }
+        try? await channel.close()
     }
 
     /// The URL without its password, for logs.

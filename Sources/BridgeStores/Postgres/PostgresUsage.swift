@@ -188,6 +188,7 @@ public struct PostgresUsageReader: UsageSource {
         logger: Logger,
         _ body: @Sendable (PostgresUsageReader) async throws -> Result
     ) async throws -> Result {
+        try await PostgresBridgeStore.checkReachable(url: url)
         var configuration = try PostgresBridgeStore.clientConfiguration(url: url)
         configuration.options.maximumConnections = 2
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
