@@ -139,18 +139,21 @@ struct ServeStartupTests {
             try await holder.send(FrameBuilder.frame(.itemized, identifier: 1, token: FrameBuilder.token(1), payload: FrameBuilder.payload()))
             #expect(await environment.mock.ledger.waitForAccepted(1))
             var refused = 0
+            let started = ContinuousClock.now
             for _ in 0..<40 {
                 let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(to: bridge.gatewayAddress).get()
                 try await channel.closeFuture.get()  // closed by the bridge as soon as it is accepted
                 refused += 1
             }
+            let elapsed = ContinuousClock.now - started
             let metrics = try await ServeProcessTests.get(try #require(bridge.adminPort), "/metrics").body
             await holder.close()
             await bridge.terminate()
             let lines = bridge.log.split(separator: "\n").filter { $0.contains("refusing connections: limit reached") }
             #expect(refused == 40)
             #expect(lines.count >= 1)
-            #expect(lines.count <= 2, "one line per interval (10 s), not one per connection: \(lines.count)")
+            // One line per 10-second interval, however slow a loaded machine made the 40 connects.
+            #expect(lines.count <= 2 + Int(elapsed / .seconds(10)), "one line per interval (10 s), not one per connection: \(lines.count) in \(elapsed)")
             // Every listener's series exists from the start: the gateway's is the one that counts.
             let counted = metrics.split(separator: "\n").first {
                 $0.hasPrefix("apns_bridge_refused_connections_total") && $0.contains("listener=\"gateway\"") && $0.contains("reason=\"connections\"")

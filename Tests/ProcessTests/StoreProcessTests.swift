@@ -189,11 +189,18 @@ struct StoreProcessTests {
         await environment.close()
     }
 
-    @Test("1,000,000 pending entries are served to one poller with the server's memory flat")
+    @Test("1,000,000 pending entries (200,000 in a debug build) are served to one poller with the server's memory flat")
     func aMillionEntries() async throws {
         let environment = try await BridgeProcess.Environment.make()
         let path = "\(environment.directory)/million.sqlite"
+        // A million in a release build. A debug build compiles SQLite without optimisation, and
+        // its deletes (which now keep pace with the stream) made this test hold a core for minutes
+        // while the other process tests ran beside it: 200,000 show the same flat memory there.
+        #if DEBUG
+        let total = 200_000
+        #else
         let total = 1_000_000
+        #endif
         // The store makes the schema; one SQL statement then writes the entries (a million
         // `apply` calls would take minutes in a debug build).
         let filler = try await SQLiteBridgeStore.open(path: path, synchronous: .normal)
