@@ -57,8 +57,8 @@ public struct LegacyTLSConfiguration: Sendable {
     /// TLS 1.0 and 1.1, for clients that speak nothing newer.
     public var allowLegacyTLS = false
     /// After the bridge's close_notify, the longest a close waits for the client's before the
-    /// socket closes: the default drain time. (The gateway's drain after an error-response ends
-    /// with a close that does not wait.)
+    /// socket closes (NIOSSL's default is 5 s): a poller that got its list is gone within it,
+    /// and the full close after an error-response's drain comes within it.
     public static let closeNotifyTimeout: TimeAmount = .milliseconds(500)
 
     public init(

@@ -309,14 +309,14 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// The drain is over: close_notify and FIN went out when it began, so the socket closes now,
-    /// below NIOSSL (whose own close would wait up to its shutdown timeout for the provider's
-    /// close_notify, which a client that only writes never sends). The provider's next write
-    /// fails at the drain time, as it did with Apple (docs/protocol.md, "Error-response").
+    /// The drain is over: the full close. NIOSSL's close waits for the provider's close_notify
+    /// at most the listeners' close_notify wait (500 ms, not NIOSSL's 5 s), reading and dropping
+    /// meanwhile, so a client that only writes sees a write fail about a second after its error
+    /// (docs/protocol.md, "Error-response"). (Closing below NIOSSL at once made that half a
+    /// second, but a provider still writing then got a reset before a loaded machine let it read
+    /// the packet.)
     private func closeAfterDrain() {
-        guard let context = self.context else { return }
-        let below = try? context.pipeline.syncOperations.context(handlerType: NIOSSLServerHandler.self)
-        (below ?? context).close(promise: nil)
+        self.context?.close(promise: nil)
     }
 
     /// Every frame the provider sent before it closed its side has an outcome.
