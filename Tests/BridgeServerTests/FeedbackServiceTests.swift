@@ -91,12 +91,13 @@ struct FeedbackServiceTests {
             frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 1, token: gone, payload: FrameBuilder.payload()))
             frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 2, token: back, payload: FrameBuilder.payload()))
             try await provider.send(frames)
-            try await eventually { try await bridge.store.pendingCount() == 2 }
+            // The first upstream connection and the group commit: slow on a loaded debug build.
+            try await eventually(timeout: .seconds(60)) { try await bridge.store.pendingCount() == 2 }
 
             // Token 411 registers again: a later 200 takes it off the list.
             bridge.upstream.mock.script.reregister(token: back.hexDump(format: .compact))
             try await provider.send(FrameBuilder.frame(.itemized, identifier: 3, token: back, payload: FrameBuilder.payload()))
-            try await eventually { try await bridge.store.pendingCount() == 1 }
+            try await eventually(timeout: .seconds(60)) { try await bridge.store.pendingCount() == 1 }
             await provider.close()
 
             let poll = try await bridge.poll()

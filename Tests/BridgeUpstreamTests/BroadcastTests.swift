@@ -166,7 +166,7 @@ struct BroadcastTests {
 
     @Test("Throttling and 5xx that outlast the retry budget: dropped after 429, status 1 after 5xx")
     func retryBudgetRunsOut() async throws {
-        try await withResource(try await UpstreamHarness.start(configureClient: { $0.retryBudget = .milliseconds(300) })) { harness in
+        try await withResource(try await UpstreamHarness.start(configureClient: { $0.retryBudget = .seconds(3) })) { harness in
             let (tenant, channel) = try Self.tenant(harness)
             // The broadcast connection is set up first: the short budget is for the 429s, and a
             // loaded machine's TLS handshake must not use it up (that would be a give-up, not a

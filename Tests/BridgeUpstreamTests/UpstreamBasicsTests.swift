@@ -133,7 +133,7 @@ struct UpstreamBasicsTests {
 
     @Test("After the retry budget: 429 is dropped silently, 503 becomes status 1")
     func retryBudgetExhausted() async throws {
-        try await withResource(try await UpstreamHarness.start(configureClient: { $0.retryBudget = .milliseconds(300) })) { harness in
+        try await withResource(try await UpstreamHarness.start(configureClient: { $0.retryBudget = .seconds(3) })) { harness in
             // The connection is set up first (outside any budget), so that the short budget is spent
             // on retries, not on a TLS and HTTP/2 set-up that a loaded machine can make slow.
             harness.client.warmUp(.sandbox)
