@@ -59,7 +59,7 @@ public struct LegacyTLSConfiguration: Sendable {
     /// After the bridge's close_notify, the longest a close waits for the client's before the
     /// socket closes (NIOSSL's default is 5 s): a poller that got its list is gone within it,
     /// and the full close after an error-response's drain comes within it.
-    public static let closeNotifyTimeout: TimeAmount = .milliseconds(500)
+    public static let closeNotifyTimeout: TimeAmount = .seconds(1)
 
     public init(
         certificateChain: [NIOSSLCertificate],

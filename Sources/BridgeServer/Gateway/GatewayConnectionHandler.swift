@@ -310,8 +310,8 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
     }
 
     /// The drain is over: the full close. NIOSSL's close waits for the provider's close_notify
-    /// at most the listeners' close_notify wait (500 ms, not NIOSSL's 5 s), reading and dropping
-    /// meanwhile, so a client that only writes sees a write fail about a second after its error
+    /// at most the listeners' close_notify wait (1 s, not NIOSSL's 5 s), reading and dropping
+    /// meanwhile, so a client that only writes sees a write fail within 1.5 s of its error
     /// (docs/protocol.md, "Error-response"). (Closing below NIOSSL at once made that half a
     /// second, but a provider still writing then got a reset before a loaded machine let it read
     /// the packet.)
