@@ -5,8 +5,8 @@ import NIOCore
 /// The habits of real legacy clients that the project's own client does not have, reproduced
 /// with tools every machine has: `openssl s_client` (a session saved and resumed, as Java's JSSE
 /// and .NET do on every reconnect) and CPython's `ssl` (Tests/Interop/habits/legacy_habits.py:
-/// a resumed session, a feedback reader that takes one 38-byte `recv` per tuple as Go's libraries
-/// do, a client that only writes as grocer and houston do).
+/// a resumed session, and a feedback reader that takes one 38-byte `recv` per tuple as Go's
+/// libraries do).
 public enum LegacyHabits {
     /// python3 and openssl are on PATH (`.ci/run` installs both, and requires them).
     public static var available: Bool { executablePath("python3") != nil && executablePath("openssl") != nil }
@@ -99,11 +99,4 @@ public struct NaiveFeedbackRead: Decodable, Sendable {
     public var tuples: Int
     public var short_reads: Int
     public var distinct: Int
-}
-
-/// The result of the habits script's `write-only`.
-public struct WriteOnlyRun: Decodable, Sendable {
-    public var failed_after_ms: Int?
-    public var writes: Int
-    public var error: String?
 }

@@ -56,10 +56,6 @@ public struct LegacyTLSConfiguration: Sendable {
     public var allowTLS13 = false
     /// TLS 1.0 and 1.1, for clients that speak nothing newer.
     public var allowLegacyTLS = false
-    /// After the bridge's close_notify, the longest a close waits for the client's before the
-    /// socket closes (NIOSSL's default is 5 s): a poller that got its list is gone within it,
-    /// and the full close after an error-response's drain comes within it.
-    public static let closeNotifyTimeout: TimeAmount = .seconds(1)
 
     public init(
         certificateChain: [NIOSSLCertificate],
@@ -85,9 +81,6 @@ public struct LegacyTLSConfiguration: Sendable {
         tls.sendCANameList = !self.clientCertificateAuthorities.isEmpty
         tls.minimumTLSVersion = self.allowLegacyTLS ? .tlsv1 : .tlsv12
         tls.maximumTLSVersion = self.allowTLS13 ? .tlsv13 : .tlsv12
-        // How long a close waits for the client's close_notify before the TCP close (NIOSSL's
-        // default is 5 s): a poller that got its list, or an idle provider, is gone within it.
-        tls.shutdownTimeout = Self.closeNotifyTimeout
         return try NIOSSLContext(configuration: tls)
     }
 }

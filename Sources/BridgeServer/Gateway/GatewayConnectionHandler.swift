@@ -309,12 +309,10 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// The drain is over: the full close. NIOSSL's close waits for the provider's close_notify
-    /// at most the listeners' close_notify wait (1 s, not NIOSSL's 5 s), reading and dropping
-    /// meanwhile, so a client that only writes sees a write fail within 1.5 s of its error
-    /// (docs/protocol.md, "Error-response"). (Closing below NIOSSL at once made that half a
-    /// second, but a provider still writing then got a reset before a loaded machine let it read
-    /// the packet.)
+    /// The drain is over: the full close. NIOSSL's close still waits up to its shutdown timeout
+    /// (5 s) for the provider's close_notify, reading and dropping meanwhile: a provider that
+    /// keeps writing after its error gets that long to read the packet before a reset could
+    /// destroy it (docs/protocol.md, "Error-response").
     private func closeAfterDrain() {
         self.context?.close(promise: nil)
     }

@@ -12,17 +12,12 @@ Each command prints one JSON object on standard output.
   naive-feedback HOST PORT CERT KEY CA
       Reads the feedback list one 38-byte recv() per tuple, with no buffering, as both Go
       libraries do: a tuple that straddles two TLS records comes back short.
-  write-only HOST PORT CERT KEY CA BAD GOOD PACE_MS LIMIT_S
-      Writes the frame in file BAD, then the frame in file GOOD every PACE_MS, never reading
-      (grocer, houston), until a write fails or LIMIT_S passes; reports when the first write
-      failed, counted from the BAD frame.
 """
 import json
 import socket
 import ssl
 import struct
 import sys
-import time
 
 
 def context(cert, key, ca):
@@ -89,28 +84,6 @@ def naive_feedback(host, port, cert, key, ca):
     print(json.dumps({"tuples": tuples, "short_reads": short_reads, "distinct": len(set(tokens))}))
 
 
-def write_only(host, port, cert, key, ca, bad, good, pace_ms, limit_s):
-    conn = connect(context(cert, key, ca), host, int(port))
-    with open(bad, "rb") as f:
-        bad_frame = f.read()
-    with open(good, "rb") as f:
-        good_frame = f.read()
-    conn.sendall(bad_frame)
-    start = time.monotonic()
-    writes, error = 0, None
-    while time.monotonic() - start < float(limit_s):
-        time.sleep(int(pace_ms) / 1000)
-        try:
-            conn.sendall(good_frame)
-            writes += 1
-        except (OSError, ssl.SSLError) as e:
-            error = type(e).__name__
-            break
-    elapsed_ms = int((time.monotonic() - start) * 1000)
-    conn.close()
-    print(json.dumps({"failed_after_ms": elapsed_ms if error else None, "writes": writes, "error": error}))
-
-
 if __name__ == "__main__":
     command, arguments = sys.argv[1], sys.argv[2:]
-    {"resume": resume, "naive-feedback": naive_feedback, "write-only": write_only}[command](*arguments)
+    {"resume": resume, "naive-feedback": naive_feedback}[command](*arguments)
