@@ -9,8 +9,7 @@ import Testing
 /// "The lifecycle of `serve`"): its round trip runs beside the bridge's services once they are up.
 /// `--keep-running` here; `.ci/run` runs plain `swift run apns-bridge demo` itself (one demo at
 /// a time: each is a mock, a bridge and its clients, heavy beside the other tests in a debug build).
-@Suite("apns-bridge demo (child processes)", .serialized)
-struct DemoProcessTests {
+extension ServeStartupTests {
     /// The demo's output must show the whole round trip: the error-response, the resend, the
     /// broadcast and the feedback tuple.
     static func checkRoundTrip(_ output: String) {

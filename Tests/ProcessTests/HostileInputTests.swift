@@ -12,8 +12,8 @@ import Testing
 
 /// Hostile input against `apns-bridge serve` (docs/operations.md, "Logs"): what anyone can send
 /// without a trusted certificate must not grow the log without bound.
-@Suite("Hostile input: refusals, the admin port, an unreachable PostgreSQL (child processes)", .serialized)
-struct HostileInputTests {
+/// (In `ServeStartupTests`' serialized suite: fewer bridges at a time beside the other tests.)
+extension ServeStartupTests {
     @Test("Certificates from a CA of one's own with a 30,000-character UID: each refusal counted, one short line per 10 s")
     func refusedCertificatesCannotFloodTheLog() async throws {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
@@ -48,7 +48,7 @@ struct HostileInputTests {
 
 /// The admin port against a web page the operator opens (docs/operations.md, "The admin port").
 /// (In the same serialized suite as the refusals: each test starts processes of its own.)
-extension HostileInputTests {
+extension ServeStartupTests {
     /// One request by CPython's http.client with exactly these headers; the status code.
     static func request(_ port: Int, _ method: String, _ path: String, headers: [String: String]) async throws -> Int {
         let script = """
@@ -100,7 +100,7 @@ extension HostileInputTests {
 }
 
 /// A careless operator's store URL: PostgreSQL that nothing answers.
-extension HostileInputTests {
+extension ServeStartupTests {
     /// A loopback port nothing listens on (bound, then closed).
     static func closedPort() async throws -> Int {
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()

@@ -12,8 +12,9 @@ import Testing
 /// (docs/protocol.md, "Resumed TLS sessions"), against `apns-bridge serve`: Java's JSSE and
 /// .NET resume their TLS session on every reconnect. Reproduced with `openssl s_client
 /// -sess_out/-sess_in` and CPython's `ssl` (`session=`).
-@Suite("Legacy clients' habits: resumed TLS sessions (child processes)", .serialized)
-struct LegacyClientHabitsTests {
+/// (In `ServeProcessTests`' serialized suite: these start bridges of their own, and beside the
+/// other process tests in a debug build fewer at a time is kinder to everyone's timers.)
+extension ServeProcessTests {
     static func frame(_ identifier: UInt32, payload: ByteBuffer = FrameBuilder.payload()) -> ByteBuffer {
         FrameBuilder.frame(.itemized, identifier: identifier, token: FrameBuilder.token(Int(identifier)), payload: payload)
     }
