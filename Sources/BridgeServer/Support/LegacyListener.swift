@@ -32,7 +32,6 @@ enum LegacyListener {
     ) async throws -> any Channel {
         let name = listener == .gateway ? "gateway" : "feedback"
         let refusals = RefusalLog(listener: name, logger: logger)
-        let handshakeRefusals = HandshakeRefusalLog(listener: name, logger: logger)
         return try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -48,7 +47,7 @@ enum LegacyListener {
                     connectionLogger[metadataKey: "peer"] = "\(channel.remoteAddress.map { "\($0)" } ?? "?")"
                     let sync = channel.pipeline.syncOperations
                     let peer = VerifiedPeer()
-                    try sync.addHandler(tls.makeServerHandler(peer: peer, tasks: tasks, refusals: handshakeRefusals, remoteAddress: channel.remoteAddress))
+                    try sync.addHandler(tls.makeServerHandler(peer: peer, tasks: tasks, refusals: refusals, remoteAddress: channel.remoteAddress))
                     try sync.addHandler(
                         ProviderHandshakeHandler(
                             peer: peer,
@@ -56,7 +55,7 @@ enum LegacyListener {
                             timeout: handshakeTimeout,
                             port: listener,
                             usage: usage,
-                            refusals: handshakeRefusals,
+                            refusals: refusals,
                             logger: connectionLogger
                         )
                     )
@@ -97,23 +96,26 @@ final class LogRateLimit: Sendable {
     }
 }
 
-/// Handshakes a listener refuses, counted each and logged at most once per interval per kind
-/// (with how many were left out): anyone can mint a certificate from a CA of their own, so
-/// refusals are unauthenticated input and must not become a flood of log lines.
+/// What a listener refuses, counted each and logged at most once per interval per kind (with
+/// how many were left out): refusals come from unauthenticated peers (anyone can mint a
+/// certificate from a CA of their own), and a flood must not become a flood of log lines.
+/// - Connections closed at accept by a limit.
 /// - A client certificate that is not trusted or resolves to no tenant: the reason names the
 ///   certificate by its `UID=` (at most 128 characters) and fingerprint.
 /// - A client that offers no TLS version the listener accepts (PushSharp 2.x, PHP before 7.2
 ///   without `tls.allowLegacyTLS`): the line names the key that would accept it; otherwise the
 ///   operator would see nothing and the provider only failed handshakes.
-final class HandshakeRefusalLog: Sendable {
+final class RefusalLog: Sendable {
     private let listener: String
     private let logger: Logger
+    private let connections: LogRateLimit
     private let certificates: LogRateLimit
     private let versions: LogRateLimit
 
     init(listener: String, logger: Logger, interval: TimeAmount = .seconds(10)) {
         self.listener = listener
         self.logger = logger
+        self.connections = LogRateLimit(interval: interval)
         self.certificates = LogRateLimit(interval: interval)
         self.versions = LogRateLimit(interval: interval)
     }
@@ -151,25 +153,11 @@ final class HandshakeRefusalLog: Sendable {
         let text = "\(failure)"
         return text.contains("UNSUPPORTED_PROTOCOL") || text.contains("WRONG_VERSION_NUMBER")
     }
-}
-
-/// Refused connections are counted each, and logged at most once per interval with how many
-/// were refused since the last line: a flood must not become a flood of log lines.
-final class RefusalLog: Sendable {
-    private let listener: String
-    private let logger: Logger
-    private let limit: LogRateLimit
-
-    init(listener: String, logger: Logger, interval: TimeAmount = .seconds(10)) {
-        self.listener = listener
-        self.logger = logger
-        self.limit = LogRateLimit(interval: interval)
-    }
 
     func refused(_ refusal: ConnectionRegistry.Refusal, peer: SocketAddress?, admission: ConnectionAdmission) {
         guard refusal != .shuttingDown else { return }
         GatewayMetrics.shared.connectionRefused(listener: self.listener, reason: refusal.rawValue)
-        guard let suppressed = self.limit.admit() else { return }
+        guard let suppressed = self.connections.admit() else { return }
         let limit: Int
         switch refusal {
         case .connections: limit = admission.maximumConnections

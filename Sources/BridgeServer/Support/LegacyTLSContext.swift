@@ -60,7 +60,7 @@ public final class LegacyTLSContext: Sendable {
     /// certificate) goes into `peer` before the handshake completes. The check (swift-certificates'
     /// verifier is async) runs as one of the listener's `tasks`; a listener that is closing
     /// refuses the handshake.
-    func makeServerHandler(peer: VerifiedPeer, tasks: ConnectionTasks, refusals: HandshakeRefusalLog, remoteAddress address: SocketAddress?) -> NIOSSLServerHandler {
+    func makeServerHandler(peer: VerifiedPeer, tasks: ConnectionTasks, refusals: RefusalLog, remoteAddress address: SocketAddress?) -> NIOSSLServerHandler {
         let current = self.current.withLock { $0 }
         let verifier = current.verifier
         peer.use(verifier)

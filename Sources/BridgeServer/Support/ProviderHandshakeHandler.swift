@@ -78,7 +78,7 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
     private let timeout: TimeAmount
     private let port: Port
     private let usage: UsageRecorder?
-    private let refusals: HandshakeRefusalLog?
+    private let refusals: RefusalLog?
     private let logger: Logger
     private var timer: Scheduled<Void>?
     private var completed = false
@@ -89,7 +89,7 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
         timeout: TimeAmount,
         port: Port,
         usage: UsageRecorder?,
-        refusals: HandshakeRefusalLog?,
+        refusals: RefusalLog?,
         logger: Logger
     ) {
         self.peer = peer
@@ -107,7 +107,7 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
 
     /// A handshake that fails for want of a common TLS version is counted and logged (rate-limited).
     package func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if !self.completed, HandshakeRefusalLog.isVersionRefusal(error) {
+        if !self.completed, RefusalLog.isVersionRefusal(error) {
             self.refusals?.versionRefused(peer: context.remoteAddress)
         }
         context.fireErrorCaught(error)
