@@ -33,10 +33,13 @@ public final class APNsClient: Sendable {
         public var connectTimeout: TimeAmount = .seconds(10)
         /// How long a request may spend in retries: it bounds the whole wait, answered or not.
         public var retryBudget: TimeAmount = .seconds(30)
-        /// How long one attempt may wait for its answer (or for room on a connection) before
-        /// its stream is reset and it is retried, within the retry budget. APNs answers in
-        /// milliseconds; an upstream that answers PINGs but not a stream must not hold a
-        /// request until the budget is gone on one attempt.
+        /// How long one attempt may wait for room on a connection, and then, counted from the
+        /// moment it is written, for its answer; past either its stream is reset (or it leaves
+        /// the queue) and it is retried, within the retry budget. APNs answers in milliseconds;
+        /// an upstream that answers PINGs but not a stream must not hold a request until the
+        /// budget is gone on one attempt. Counting the answer's wait from the write keeps a
+        /// slow APNs (answers after seconds) from having requests reset just before their
+        /// answers and delivered twice.
         public var requestTimeout: TimeAmount = .seconds(10)
         public var reconnectBackoffBase: TimeAmount = .milliseconds(100)
         public var reconnectBackoffLimit: TimeAmount = .seconds(30)
@@ -268,11 +271,11 @@ public final class APNsClient: Sendable {
             }
         }
         let started = NIODeadline.now()
-        let deadline = attempt.machine.attemptStarted(now: started)
+        let deadlines = attempt.machine.attemptStarted(now: started)
         let sent = attempt
         let poolIndex = self.poolIndex(for: eventLoop, avoiding: attempt.avoid?.pool)
         let avoid = attempt.avoid.flatMap { $0.pool == poolIndex ? $0.connection : nil }
-        self.pools[poolIndex].execute(attempt.request, authorization: authorization, avoiding: avoid, deadline: deadline, on: eventLoop) { result in
+        self.pools[poolIndex].execute(attempt.request, authorization: authorization, avoiding: avoid, deadlines: deadlines, on: eventLoop) { result in
             var attempt = sent
             attempt.avoid = result.connectionID.map { (poolIndex, $0) }
             let now = NIODeadline.now()

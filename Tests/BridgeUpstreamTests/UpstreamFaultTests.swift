@@ -118,6 +118,26 @@ struct UpstreamFaultTests {
         }
     }
 
+    @Test("APNs answering after 5 s: 1,000 notifications through fresh connections, each delivered once")
+    func slowUpstreamDeliversOnce() async throws {
+        // A new connection carries one stream until its first 200 (provider tokens), so 998 of
+        // these wait 5 s for room, then 5 s for their answers: 10 s after their attempt began,
+        // which is the request timeout. Counted from the queue, it reset them just as their
+        // answers came and sent them again (1,022 of 4,000 delivered twice); counted from the
+        // write, each has its whole timeout.
+        try await withResource(try await UpstreamHarness.start(configureClient: { $0.connectionsPerPool = 2 })) { harness in
+            harness.mock.script.delayResponses(by: .seconds(5))
+            let outcomes = try await sendMany(harness, count: 1_000, concurrency: 1_000)
+
+            #expect(outcomes.count == 1_000)
+            #expect(outcomes.values.allSatisfy { $0 == .accepted })
+            let perToken = Dictionary(grouping: harness.mock.ledger.accepted, by: \.token).mapValues(\.count)
+            #expect(perToken.count == 1_000, "lost: \(1_000 - perToken.count)")
+            #expect(perToken.values.allSatisfy { $0 == 1 }, "delivered twice: \(perToken.values.filter { $0 > 1 }.count)")
+            #expect(harness.counter("apns_bridge_upstream_retries_total") == 0, "no request was reset and sent again")
+        }
+    }
+
     @Test("An upstream that answers PINGs but never a stream: each attempt's stream is reset, retried within the budget, then status 1")
     func unansweredStreamsAreBounded() async throws {
         try await withResource(try await UpstreamHarness.start(configureClient: {

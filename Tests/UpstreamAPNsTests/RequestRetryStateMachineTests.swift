@@ -157,6 +157,18 @@ struct RequestRetryStateMachineTests {
         #expect(interrupted > .zero)
     }
 
+    @Test("An attempt's answer deadline counts from its write, not from the queue, and never passes the budget")
+    func answerDeadlineFromTheWrite() {
+        var driver = Driver(budget: .seconds(30))
+        let started = driver.now
+        let deadlines = driver.machine.attemptStarted(now: started)
+        #expect(deadlines.queued == started + .seconds(10), "room must come within the request timeout")
+        // Written after 5 s in the queue: still 10 s for the answer.
+        #expect(deadlines.answerDeadline(writtenAt: started + .seconds(5)) == started + .seconds(15))
+        // Written late in the budget: reset at the budget's end.
+        #expect(deadlines.answerDeadline(writtenAt: started + .seconds(25)) == started + .seconds(30))
+    }
+
     @Test("Attempts that go unanswered until the budget is gone: unanswered, with the last answer given")
     func unansweredUntilTheBudgetIsGone() {
         var driver = Driver(budget: .seconds(25))
@@ -165,7 +177,7 @@ struct RequestRetryStateMachineTests {
         // Each later attempt times out after its 10 s request timeout.
         var deadlines: [NIODeadline] = []
         repeat {
-            let deadline = driver.machine.attemptStarted(now: driver.now)
+            let deadline = driver.machine.attemptStarted(now: driver.now).answerDeadline(writtenAt: driver.now)
             deadlines.append(deadline)
             driver.now = deadline
             action = driver.machine.failed(.interrupted("timed out"), now: driver.now, unixTime: driver.unixTime, using: &driver.random)

@@ -58,7 +58,7 @@ extension ConfigurationKey {
     static let upstreamConnectTimeout = Self("upstream.connectTimeoutSeconds", .seconds(0.1...600), .restart, "how long a connection to APNs may take to open")
     static let upstreamPingInterval = Self("upstream.pingIntervalSeconds", .seconds(1...3600), .restart, "HTTP/2 PING health checks")
     static let upstreamRetryBudget = Self("upstream.retryBudgetSeconds", .seconds(0...3600), .restart, "how long a notification may wait upstream, retries included")
-    static let upstreamRequestTimeout = Self("upstream.requestTimeoutSeconds", .seconds(0.1...600), .restart, "how long one attempt may wait for its answer before it is reset and retried")
+    static let upstreamRequestTimeout = Self("upstream.requestTimeoutSeconds", .seconds(0.1...600), .restart, "how long one attempt may wait for room on a connection, then, from its write, for its answer, before it is reset and retried")
     static let upstreamMaximumQueued = Self("upstream.maximumQueuedRequests", .whole(1...10_000_000), .restart, "requests waiting for a connection, per pool")
     static let upstreamHTTP2Engine = Self("upstream.http2Engine", .choice(["auto", "nio", "nghttp2"]), .restart, "the HTTP/2 implementation upstream (default auto)")
 

@@ -109,13 +109,14 @@ final class APNsConnection: Sendable {
         }
     }
 
-    /// Sends a request; `completion` is called once, on the connection's event loop.
-    func send(_ request: APNsRequest, authorization: String?, deadline: NIODeadline, completion: @escaping APNsResponseHandler) {
+    /// Sends a request; `completion` is called once, on the connection's event loop. Its answer
+    /// deadline counts from now, on the connection's loop, as the request is written.
+    func send(_ request: APNsRequest, authorization: String?, deadlines: AttemptDeadlines, completion: @escaping APNsResponseHandler) {
         if self.eventLoop.inEventLoop {
-            self.handler.value.send(request, authorization: authorization, deadline: deadline, completion: completion)
+            self.handler.value.send(request, authorization: authorization, deadline: deadlines.answerDeadline(writtenAt: .now()), completion: completion)
         } else {
             self.eventLoop.execute {
-                self.handler.value.send(request, authorization: authorization, deadline: deadline, completion: completion)
+                self.handler.value.send(request, authorization: authorization, deadline: deadlines.answerDeadline(writtenAt: .now()), completion: completion)
             }
         }
     }

@@ -31,6 +31,7 @@ final class APNsConnectionPool: Sendable {
     struct PendingAttempt: Sendable {
         var request: APNsRequest
         var authorization: String?
+        var deadlines: AttemptDeadlines
         /// Called once, on the connection's event loop (or the caller's, when the request never
         /// reached a connection).
         var completion: @Sendable (AttemptResult) -> Void
@@ -79,21 +80,21 @@ final class APNsConnectionPool: Sendable {
     var hasRoom: Bool { self.state.withLock { $0.hasRoom } }
 
     /// Sends one request on the connection with the most room (other than `avoid`, where
-    /// possible), or queues it until `deadline`; a request sent but not answered by `deadline`
-    /// has its stream reset. `completion` is called once, with the answer or the failure; the
-    /// queue's deadline sweep runs on `eventLoop`.
+    /// possible), or queues it until `deadlines.queued`; a request sent but not answered within
+    /// `deadlines.answerTimeout` of its write has its stream reset. `completion` is called once,
+    /// with the answer or the failure; the queue's deadline sweep runs on `eventLoop`.
     func execute(
         _ request: APNsRequest,
         authorization: String?,
         avoiding avoid: Int?,
-        deadline: NIODeadline,
+        deadlines: AttemptDeadlines,
         on eventLoop: any EventLoop,
         completion: @escaping @Sendable (AttemptResult) -> Void
     ) {
-        let pending = PendingAttempt(request: request, authorization: authorization, completion: completion)
+        let pending = PendingAttempt(request: request, authorization: authorization, deadlines: deadlines, completion: completion)
         let action = self.state.withLock { state in
             var random = SystemRandomNumberGenerator()
-            return state.place(pending, avoiding: avoid, deadline: deadline, using: &random)
+            return state.place(pending, avoiding: avoid, deadline: deadlines.queued, using: &random)
         }
         self.execute(action, sweepOn: eventLoop)
     }
@@ -158,7 +159,7 @@ final class APNsConnectionPool: Sendable {
     private func send(_ placement: StateMachine.Placement) {
         let id = placement.connectionID
         let pending = placement.request
-        placement.connection.send(pending.request, authorization: pending.authorization, deadline: placement.deadline) { result in
+        placement.connection.send(pending.request, authorization: pending.authorization, deadlines: pending.deadlines) { result in
             let attempt = AttemptResult(connectionID: id, result: result)
             self.execute(self.state.withLock { $0.streamFinished(on: id, answered: attempt.isAnswer) })
             pending.completion(attempt)

@@ -61,7 +61,6 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         package var request: Request
         package var connectionID: Int
         package var connection: Connection
-        package var deadline: NIODeadline
     }
 
     private struct Entry {
@@ -129,7 +128,7 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         }
         if let id = self.pickConnection(avoiding: avoid) {
             self.entries[id]!.inFlight += 1
-            action.send = [Placement(request: request, connectionID: id, connection: self.entries[id]!.connection, deadline: deadline)]
+            action.send = [Placement(request: request, connectionID: id, connection: self.entries[id]!.connection)]
             action.connect = self.connectionsToOpen(using: &random)
             return action
         }
@@ -294,7 +293,7 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
             guard let id = self.pickConnection(avoiding: waiter.avoid) else { break }
             self.waiters.removeFirst()
             self.entries[id]!.inFlight += 1
-            placements.append(Placement(request: waiter.request, connectionID: id, connection: self.entries[id]!.connection, deadline: waiter.deadline))
+            placements.append(Placement(request: waiter.request, connectionID: id, connection: self.entries[id]!.connection))
         }
         return placements
     }

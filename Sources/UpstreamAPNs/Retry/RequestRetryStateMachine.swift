@@ -26,7 +26,8 @@ package struct RequestRetryStateMachine: Sendable {
     package struct Policy: Sendable, Hashable {
         /// How long a request may spend in retries, from its first attempt.
         package var budget: TimeAmount
-        /// How long one attempt may wait for its answer.
+        /// How long one attempt may wait for room on a connection, and then, from the moment it
+        /// is written, for its answer.
         package var requestTimeout: TimeAmount
         /// The first backoff delay; it doubles with each attempt, up to `backoffLimit`.
         package var backoffBase: TimeAmount
@@ -87,11 +88,16 @@ package struct RequestRetryStateMachine: Sendable {
         self.expiration = expiration
     }
 
-    /// An attempt starts now: returns its deadline (its timeout, within the budget).
-    package mutating func attemptStarted(now: NIODeadline) -> NIODeadline {
+    /// An attempt starts now: returns its deadlines (waiting for room, then for its answer from
+    /// the moment it is written; neither past the budget).
+    package mutating func attemptStarted(now: NIODeadline) -> AttemptDeadlines {
         precondition(!self.isFinished, "an attempt of a finished request")
         self.attempts += 1
-        return min(now + self.policy.requestTimeout, self.budgetDeadline)
+        return AttemptDeadlines(
+            queued: min(now + self.policy.requestTimeout, self.budgetDeadline),
+            answerTimeout: self.policy.requestTimeout,
+            budgetEnd: self.budgetDeadline
+        )
     }
 
     /// The attempt got an answer.
