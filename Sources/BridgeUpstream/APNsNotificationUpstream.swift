@@ -36,6 +36,10 @@ public final class APNsNotificationUpstream: NotificationUpstream {
     /// Broadcasts go to their own hosts; a client opens no connection before its first request.
     private let broadcastClients: [APNsEnvironment: APNsClient]
     private let logger: Logger
+    /// Bridge bugs and upstream faults come once per notification when they come at all (a
+    /// server that resets every stream): one line per kind per interval, with the count left out.
+    private let bridgeBugLog = LogRateLimit()
+    private let upstreamFaultLog = LogRateLimit()
     private let idGenerator = APNsIDGenerator()
     private let forwarded: Counter
     private let failed: LabelledCounters
@@ -237,7 +241,9 @@ public final class APNsNotificationUpstream: NotificationUpstream {
                 metadata: metadata
             )
         case .bridgeBug:
-            self.logger.critical("upstream refused a broadcast the bridge built: this is a bug in apns-bridge", metadata: metadata)
+            self.logLimited(.critical, "upstream refused a broadcast the bridge built: this is a bug in apns-bridge", metadata, by: self.bridgeBugLog)
+        case .upstreamFault:
+            self.logLimited(.warning, "upstream answered a broadcast outside Apple's documented API", metadata, by: self.upstreamFaultLog)
         }
         self.countBroadcast(mapping.outcome, reason: reason)
         return mapping.outcome
@@ -263,10 +269,20 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         case .topicFailure:
             self.logger.error("upstream refused the tenant's topic: check the tenant's configuration", metadata: metadata)
         case .bridgeBug:
-            self.logger.critical("upstream refused a request the bridge built: this is a bug in apns-bridge", metadata: metadata)
+            self.logLimited(.critical, "upstream refused a request the bridge built: this is a bug in apns-bridge", metadata, by: self.bridgeBugLog)
+        case .upstreamFault:
+            self.logLimited(.warning, "upstream answered outside Apple's documented API", metadata, by: self.upstreamFaultLog)
         }
         self.count(mapping.outcome, reason: reason)
         return mapping.outcome
+    }
+
+    /// One line now unless `limit` had one within its interval; the line says how many it left out.
+    private func logLimited(_ level: Logger.Level, _ message: Logger.Message, _ metadata: Logger.Metadata, by limit: LogRateLimit) {
+        guard let suppressed = limit.admit() else { return }
+        var metadata = metadata
+        if suppressed > 0 { metadata["left_out_since_last_line"] = "\(suppressed)" }
+        self.logger.log(level: level, message, metadata: metadata)
     }
 
     /// Adds what APNs answered (status, `apns-unique-id`, reason) or why it did not to a log

@@ -20,8 +20,15 @@ public enum LegacyOutcomeMapping: Hashable, Sendable {
     /// The topic comes from the tenant's configuration, so this is an operator's problem (as is
     /// an app without broadcast push enabled): an alarm; the provider gets status 3.
     case topicFailure
-    /// The bridge built a request APNs calls malformed: a bug, logged loudly; status 255.
+    /// The bridge built a request APNs calls malformed (one of Apple's documented reasons about
+    /// a header the bridge writes, such as `BadPriority`): a bug, logged as critical (at most one
+    /// line per interval); status 255.
     case bridgeBug
+    /// The upstream answered outside Apple's documented API (a status or reason Apple does not
+    /// list, a body without a reason), or reset the stream with `PROTOCOL_ERROR`: its
+    /// behaviour, never a bug in the bridge. A warning (at most one line per interval); status
+    /// 255, the legacy interface's "unknown", on both HTTP/2 engines.
+    case upstreamFault
 
     /// The outcome the provider session gets.
     public var outcome: NotificationOutcome {
@@ -29,7 +36,7 @@ public enum LegacyOutcomeMapping: Hashable, Sendable {
         case .outcome(let outcome), .gaveUp(let outcome): outcome
         case .credentialFailure: .rejected(.processingError)
         case .topicFailure: .rejected(.missingTopic)
-        case .bridgeBug: .rejected(.unknown)
+        case .bridgeBug, .upstreamFault: .rejected(.unknown)
         }
     }
 
@@ -59,8 +66,10 @@ public enum LegacyOutcomeMapping: Hashable, Sendable {
                 default: self = .bridgeBug
                 }
             case .refusedByServer:
-                // A stream reset with PROTOCOL_ERROR: the server calls the request malformed.
-                self = .bridgeBug
+                // A stream reset with PROTOCOL_ERROR: the server calls the request malformed, yet
+                // it says nothing of what: the upstream's word, not proof of a bridge bug (a
+                // hostile or broken server resets every stream so).
+                self = .upstreamFault
             }
         }
     }
@@ -109,7 +118,7 @@ public enum LegacyOutcomeMapping: Hashable, Sendable {
             case 429: self = .gaveUp(.dropped)
             case 500...599: self = .gaveUp(.gaveUp(.processingError))
             case 403: self = .credentialFailure
-            default: self = .bridgeBug
+            default: self = .upstreamFault
             }
         }
     }

@@ -51,7 +51,10 @@ struct LegacyOutcomeMappingTests {
         Row(status: 400, reason: "MissingPushType", expected: .bridgeBug),
         Row(status: 404, reason: "BadPath", expected: .bridgeBug),
         Row(status: 405, reason: "MethodNotAllowed", expected: .bridgeBug),
-        Row(status: 400, reason: "SomethingNew", expected: .bridgeBug),
+        // A reason or status Apple does not document is the upstream's behaviour, not a bug.
+        Row(status: 400, reason: "SomethingNew", expected: .upstreamFault),
+        Row(status: 400, reason: nil, expected: .upstreamFault),
+        Row(status: 418, reason: nil, expected: .upstreamFault),
         Row(status: 502, reason: "SomethingNew", expected: .gaveUp(.gaveUp(.processingError))),
     ]
 
@@ -66,6 +69,7 @@ struct LegacyOutcomeMappingTests {
         #expect(LegacyOutcomeMapping.credentialFailure.outcome == .rejected(.processingError))
         #expect(LegacyOutcomeMapping.topicFailure.outcome == .rejected(.missingTopic))
         #expect(LegacyOutcomeMapping.bridgeBug.outcome == .rejected(.unknown))
+        #expect(LegacyOutcomeMapping.upstreamFault.outcome == .rejected(.unknown))
         #expect(LegacyOutcomeMapping.gaveUp(.dropped).outcome == .dropped)
     }
 
@@ -77,6 +81,8 @@ struct LegacyOutcomeMappingTests {
         #expect(LegacyOutcomeMapping(.unanswered(budget, lastResponse: APNsResponse(status: 503, apnsID: nil))) == .gaveUp(.gaveUp(.processingError)))
         let unsigned = APNsSendFailure(kind: .cannotSignProviderToken, detail: "test")
         #expect(LegacyOutcomeMapping(.unanswered(unsigned, lastResponse: nil)) == .credentialFailure)
+        let reset = APNsSendFailure(kind: .refusedByServer, detail: "PROTOCOL_ERROR")
+        #expect(LegacyOutcomeMapping(.unanswered(reset, lastResponse: nil)) == .upstreamFault, "a server's PROTOCOL_ERROR is its word, not a bridge bug")
     }
 
     @Test("A legacy notification's request: /3/device/ and the token in lowercase hex, the tenant's topic, background at priority 5")

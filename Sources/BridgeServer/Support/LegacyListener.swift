@@ -67,35 +67,6 @@ enum LegacyListener {
     }
 }
 
-/// At most one log line per interval, and how many were left out since the last one: a flood
-/// of refusals must not become a flood of log lines.
-final class LogRateLimit: Sendable {
-    private struct State {
-        var lastLine: NIODeadline?
-        var suppressed = 0
-    }
-
-    private let interval: TimeAmount
-    private let state = Mutex(State())
-
-    init(interval: TimeAmount = .seconds(10)) {
-        self.interval = interval
-    }
-
-    /// `nil`: no line now (counted as left out); otherwise how many were left out before it.
-    func admit(now: NIODeadline = .now()) -> Int? {
-        self.state.withLock { state in
-            if let last = state.lastLine, now - last < self.interval {
-                state.suppressed += 1
-                return nil
-            }
-            defer { state.suppressed = 0 }
-            state.lastLine = now
-            return state.suppressed
-        }
-    }
-}
-
 /// What a listener refuses, counted each and logged at most once per interval per kind (with
 /// how many were left out): refusals come from unauthenticated peers (anyone can mint a
 /// certificate from a CA of their own), and a flood must not become a flood of log lines.

@@ -379,7 +379,17 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
         }
         var session: OpaquePointer?
         let userData = Unmanaged.passUnretained(self).toOpaque()
-        guard nghttp2_session_client_new(&session, callbacks, userData) == 0, let session else { return nil }
+        // Without nghttp2's HTTP messaging checks (content-length against the body, header
+        // names and values, pseudo-header order), as the NIOHTTP2 engine runs without NIOHTTP2's
+        // (APNsConnection): both engines read an answer field by field, bodies cut at a bound,
+        // so the same bytes from an upstream give the same result on either. With them, a 400
+        // whose content-length disagreed with its body was a stream reset here (status 255)
+        // and an answer there (status 8).
+        var options: OpaquePointer?
+        guard nghttp2_option_new(&options) == 0, let options else { return nil }
+        defer { nghttp2_option_del(options) }
+        nghttp2_option_set_no_http_messaging(options, 1)
+        guard nghttp2_session_client_new2(&session, callbacks, userData, options) == 0, let session else { return nil }
         // What the NIOHTTP2 engine sends too (APNsConnection): no push, 100 streams from the
         // server (which never opens one), a 64 KiB stream window, a bound on answer headers.
         var settings = [
