@@ -52,7 +52,8 @@ struct MalformedAnswerTests {
         await upstream.shutdownAndWait()
         await server.close()
 
-        #expect(outcomes == Array(repeating: expected, count: Self.count), "engine \(engine): \(Set(outcomes.map { "\($0)" }))")
+        #expect(outcomes.count == Self.count)
+        #expect(outcomes.allSatisfy { $0 == expected }, "engine \(engine) gave \(Set(outcomes.map { "\($0)" }).sorted())")
         #expect(log.lines(at: .critical).isEmpty, "an upstream's behaviour is not a bug in the bridge: \(log.lines(at: .critical).first?.message ?? "")")
         let loud = log.lines.filter { $0.level >= .warning }
         let bound = 1 + Int(elapsed / .seconds(10))
