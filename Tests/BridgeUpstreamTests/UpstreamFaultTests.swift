@@ -164,13 +164,12 @@ struct UpstreamFaultTests {
             #expect(try await harness.send(UpstreamHarness.notification(1)) == .accepted)
             #expect(harness.client.connectionsOpened(.sandbox) == 1)
             harness.mock.script.ignorePings(true)
-            let stalled = ContinuousClock.now
-            // Detected and closed within two intervals (1 s), plus slack for a loaded machine.
-            _ = try? await eventually("the stalled connection to close", timeout: .seconds(5)) { harness.mock.connectionCount == 0 }
-            let detection = ContinuousClock.now - stalled
-            #expect(harness.mock.connectionCount == 0)
-            #expect(detection < .milliseconds(1_000 + 500), "closed after \(detection)")
-            #expect(harness.mock.ledger.counters.pingsIgnored >= 1)
+            // Closed at the first interval that finds its PING unanswered: one PING ignored (two
+            // if one was already on its way when the mock stopped answering), counted in PINGs
+            // rather than in seconds, which a loaded machine stretches.
+            try await eventually("the stalled connection to close", timeout: .seconds(60)) { harness.mock.connectionCount == 0 }
+            let ignored = harness.mock.ledger.counters.pingsIgnored
+            #expect((1...2).contains(ignored), "closed after \(ignored) unanswered PINGs")
             harness.mock.script.ignorePings(false)
             #expect(try await harness.send(UpstreamHarness.notification(2)) == .accepted)
             // Replaced. (On a very loaded machine a slow PING answer may replace a healthy

@@ -145,7 +145,10 @@ struct APNsConnectionPoolStateMachineTests {
             #expect(delay.nanoseconds >= step / 2 && delay.nanoseconds <= step, "backoff \(index + 1): \(delay)")
         }
         // A connection finally opens and answers: the next one opens at once.
-        guard case .openAfter = connect else { return }
+        guard case .openAfter = connect else {
+            Issue.record("the sixth failure schedules a backoff too, got \(connect)")
+            return
+        }
         guard case .open(let finallyDue) = pool.machine.reconnectDue().connect, let id = finallyDue.first else {
             Issue.record("the backoff's end opens one connection")
             return

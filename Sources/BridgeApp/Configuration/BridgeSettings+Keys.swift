@@ -1,11 +1,6 @@
 /// What the schema decides about keys as a whole: which are known (a key nothing reads is a
 /// typo, refused), and which a reload applies live.
 extension BridgeSettings {
-    /// Every key without a name in it (docs/configuration.md lists them all).
-    public static var fixedKeys: Set<String> {
-        Set(ConfigurationKey.schema.map(\.name))
-    }
-
     /// Every valid key, for the tenants, channels and credentials the settings list.
     public static func knownKeys(tenants: [String], credentials: [String], channels: [String: [String]] = [:]) -> Set<String> {
         ConfigurationKey.known(tenants: tenants, credentials: credentials, channels: channels)

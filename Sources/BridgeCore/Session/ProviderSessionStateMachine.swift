@@ -361,6 +361,7 @@ public struct ProviderSessionStateMachine {
             records.append(RecordDraft(frame: entry.frame, outcome: entry.outcome))
         }
         self.finish(recordingAfter: failure.sequence)
+        // Command 0 carries no identifier: Apple closed such connections without a packet.
         let packet: ErrorResponsePacket? =
             failure.command == .simple ? nil : ErrorResponsePacket(status: failure.status, identifier: failure.identifier)
         return Farewell(packet: packet, status: failure.status, resendRecords: records)

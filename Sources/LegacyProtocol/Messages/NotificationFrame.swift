@@ -60,12 +60,6 @@ public struct NotificationFrame: Hashable, Sendable {
         self.deviceToken = deviceToken
         self.payload = payload
     }
-
-    /// Whether a failure of this notification can be reported with an error-response packet.
-    /// Command 0 carries no identifier: Apple closed such connections without a packet.
-    public var canReceiveErrorResponse: Bool {
-        self.command != .simple
-    }
 }
 
 /// Item ids of a command-2 frame.
