@@ -6,7 +6,8 @@ import NIOCore
 /// (``ProviderConnectionStateMachine``: its buffer, the decoder, the session): the input is a
 /// provider's byte stream, cut into reads of a size its first byte decides, and upstream
 /// outcomes are fed back as the step count decides, so that the failure, resend-record,
-/// end-of-input and shutdown paths run too. A crash or a broken precondition is a finding.
+/// end-of-input and shutdown paths run too. The same bytes go through the PROXY protocol header
+/// parser first (``ProxyHeaderFuzzCheck``). A crash or a broken precondition is a finding.
 ///
 /// Shared by the libFuzzer target and by the tests that replay the corpus and every crasher.
 public struct LegacyStreamFuzzRun {
@@ -19,6 +20,9 @@ public struct LegacyStreamFuzzRun {
     }
 
     public func run() {
+        // A load balancer's PROXY header comes before the same listeners' TLS: its parser gets
+        // the same bytes in the same reads.
+        ProxyHeaderFuzzCheck.run(self.input, chunkSize: self.chunkSize)
         let topic: String? = self.chunkSize % 5 == 0 ? nil : (self.chunkSize % 3 == 0 ? "app.voip" : "app")
         var machine = ProviderConnectionStateMachine(
             sessionConfiguration: {
