@@ -15,6 +15,7 @@ extension LegacyConnection {
         minimumTLSVersion: TLSVersion = .tlsv1,
         maximumTLSVersion: TLSVersion? = .tlsv12,
         from localAddress: SocketAddress? = nil,
+        preamble: ByteBuffer? = nil,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> LegacyConnection {
         var tls = TLSConfiguration.makeClientConfiguration()
@@ -25,7 +26,7 @@ extension LegacyConnection {
             tls.certificateChain = [.certificate(identity.certificate)]
             tls.privateKey = .privateKey(identity.privateKey)
         }
-        return try await Self.connect(to: address, tls: tls, serverHostname: "localhost", from: localAddress, group: group)
+        return try await Self.connect(to: address, tls: tls, serverHostname: "localhost", from: localAddress, preamble: preamble, group: group)
     }
 }
 

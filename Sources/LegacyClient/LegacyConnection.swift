@@ -21,6 +21,7 @@ public final class LegacyConnection: Sendable {
         tls: TLSConfiguration,
         serverHostname: String?,
         from localAddress: SocketAddress? = nil,
+        preamble: ByteBuffer? = nil,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> LegacyConnection {
         let sslContext = try NIOSSLContext(configuration: tls)
@@ -36,6 +37,9 @@ public final class LegacyConnection: Sendable {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let handler = CollectingHandler(promise: closed)
+                    if let preamble {
+                        try channel.pipeline.syncOperations.addHandler(PreambleWriter(preamble))
+                    }
                     try channel.pipeline.syncOperations.addHandler(
                         try NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname)
                     )
@@ -161,5 +165,24 @@ private final class CollectingHandler: ChannelInboundHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // Resets and unclean TLS shutdowns: the bytes received so far still count.
         context.close(promise: nil)
+    }
+}
+
+/// Writes bytes in the clear as the connection becomes active, before TLS's first byte (a
+/// load balancer's PROXY protocol header, as the tests play one), then leaves.
+private final class PreambleWriter: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let bytes: ByteBuffer
+
+    init(_ bytes: ByteBuffer) {
+        self.bytes = bytes
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        context.writeAndFlush(self.wrapOutboundOut(self.bytes), promise: nil)
+        context.fireChannelActive()
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 }

@@ -36,8 +36,20 @@ extension BridgeSettings {
         return interval == .zero ? nil : interval
     }
 
+    /// The load balancers that send PROXY protocol headers (both listeners).
+    static func readProxyProtocol(_ settings: SettingsReader) throws -> ProxyProtocolPolicy {
+        let networks = try settings.list(.proxyProtocolLoadBalancers).map { text in
+            guard let network = IPNetwork(text) else {
+                throw ConfigurationError(key: ConfigurationKey.proxyProtocolLoadBalancers.name, "\(text) is not an IP address or a CIDR network (10.0.0.0/8, fd00::/8)")
+            }
+            return network
+        }
+        return ProxyProtocolPolicy(loadBalancers: networks)
+    }
+
     static func readGateway(_ settings: SettingsReader, tls: LegacyTLSConfiguration) throws -> GatewayConfiguration {
         var gateway = GatewayConfiguration(tls: tls)
+        gateway.proxyProtocol = try Self.readProxyProtocol(settings)
         (gateway.host, gateway.port) = try settings.address(.gatewayListen, default: "\(gateway.host):\(gateway.port)")!
         gateway.maximumConnections = try settings.int(.gatewayMaximumConnections, default: gateway.maximumConnections)
         gateway.maximumHandshakes = try settings.int(.gatewayMaximumHandshakes, default: gateway.maximumHandshakes)
@@ -52,6 +64,7 @@ extension BridgeSettings {
 
     static func readFeedback(_ settings: SettingsReader, tls: LegacyTLSConfiguration) throws -> FeedbackConfiguration {
         var feedback = FeedbackConfiguration(tls: tls)
+        feedback.proxyProtocol = try Self.readProxyProtocol(settings)
         (feedback.host, feedback.port) = try settings.address(.feedbackListen, default: "\(feedback.host):\(feedback.port)")!
         feedback.maximumConnections = try settings.int(.feedbackMaximumConnections, default: feedback.maximumConnections)
         feedback.maximumHandshakes = try settings.int(.feedbackMaximumHandshakes, default: feedback.maximumHandshakes)

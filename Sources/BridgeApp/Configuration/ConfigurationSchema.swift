@@ -34,6 +34,14 @@ extension ConfigurationKey {
     static let tlsAllowTLS13 = Self("tls.allowTLS13", .flag, .live, "offer TLS 1.3 on the legacy ports (default false)")
     static let tlsAllowLegacyTLS = Self("tls.allowLegacyTLS", .flag, .live, "accept TLS 1.0 and 1.1 (default false)")
 
+    // Both legacy listeners behind a load balancer.
+    static let proxyProtocolLoadBalancers = Self(
+        "proxyProtocol.loadBalancers",
+        .list,
+        .restart,
+        "addresses or CIDR networks of load balancers whose connections begin with a PROXY protocol header (v1 or v2); empty: off"
+    )
+
     // Reloading.
     static let reloadWatchInterval = Self("reload.watchIntervalSeconds", .seconds(0...86_400), .restart, "how often the configuration and its files are checked for changes (default 10); 0: only on SIGHUP")
     static let tlsReloadInterval = Self("tls.reloadIntervalSeconds", .seconds(0...86_400), .restart, "the name of reload.watchIntervalSeconds before 0.5, read when that one is not set")
@@ -77,6 +85,7 @@ extension ConfigurationKey {
         .feedbackListen, .feedbackMaximumConnections, .feedbackMaximumHandshakes, .feedbackMaximumHandshakesPerAddress,
         .feedbackWriteTimeout, .feedbackOnly32ByteTokens, .feedbackRetention,
         .tlsCertificate, .tlsPrivateKey, .tlsClientCA, .tlsPinnedFingerprints, .tlsAllowTLS13, .tlsAllowLegacyTLS,
+        .proxyProtocolLoadBalancers,
         .reloadWatchInterval, .tlsReloadInterval,
         .credentials, .defaultCredentials, .tenants, .acceptUnlistedCertificates,
         .upstreamProduction, .upstreamSandbox, .upstreamBroadcastProduction, .upstreamBroadcastSandbox,

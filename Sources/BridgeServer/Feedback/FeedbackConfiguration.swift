@@ -17,6 +17,9 @@ public struct FeedbackConfiguration: Sendable {
     /// which new ones are closed as soon as they are accepted.
     public var maximumHandshakes: Int = 256
     public var maximumHandshakesPerAddress: Int = 32
+    /// The load balancers whose connections begin with a PROXY protocol header naming the
+    /// client (docs/scaling.md#proxy-protocol); off by default.
+    public var proxyProtocol: ProxyProtocolPolicy = .off
     /// Batch size, and the 38-byte-tuple option (tokens that are not 32 bytes are left out).
     public var drain = FeedbackDrainOptions()
 

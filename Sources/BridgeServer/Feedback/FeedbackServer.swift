@@ -72,6 +72,7 @@ public final class FeedbackServer: Sendable {
             admission: configuration.admission,
             handshakeTimeout: configuration.handshakeTimeout,
             usage: usage,
+            proxyProtocol: configuration.proxyProtocol,
             group: group,
             logger: logger
         ) { connectionLogger in
@@ -90,7 +91,7 @@ public final class FeedbackServer: Sendable {
             tasks: tasks,
             logger: logger
         )
-        logger.info("feedback service listening", metadata: ["address": "\(server.localAddress)"])
+        logger.info("feedback service listening", metadata: ["address": "\(server.localAddress)", "proxy_protocol_from": "\(configuration.proxyProtocol)"])
         return server
     }
 

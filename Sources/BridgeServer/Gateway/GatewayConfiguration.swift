@@ -20,6 +20,9 @@ public struct GatewayConfiguration: Sendable {
     public var maximumHandshakes: Int = 512
     /// The same bound for one source address.
     public var maximumHandshakesPerAddress: Int = 64
+    /// The load balancers whose connections begin with a PROXY protocol header naming the
+    /// client (docs/scaling.md#proxy-protocol); off by default.
+    public var proxyProtocol: ProxyProtocolPolicy = .off
     public var session = ProviderSessionStateMachine.Configuration()
     /// After an error-response: how long to keep reading (and dropping) before the final close,
     /// so that a reset does not destroy the packet on its way (§1.5).

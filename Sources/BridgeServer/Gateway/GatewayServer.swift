@@ -49,6 +49,12 @@ public final class GatewayServer: Sendable {
         self.registry.handshakingCount
     }
 
+    /// Connections still in their TLS handshake counted against `address` (an IP address
+    /// without port: the peer's, or the client's a PROXY header named).
+    package func handshakingCount(from address: String) -> Int {
+        self.registry.handshakingCount(from: address)
+    }
+
     /// Notifications forwarded and store writes started, not yet finished, on every
     /// connection (also those already closed).
     public var inFlightCount: Int {
@@ -94,6 +100,7 @@ public final class GatewayServer: Sendable {
             admission: configuration.admission,
             handshakeTimeout: configuration.handshakeTimeout,
             usage: usage,
+            proxyProtocol: configuration.proxyProtocol,
             allowHalfClosure: true,
             group: group,
             logger: logger
@@ -109,7 +116,7 @@ public final class GatewayServer: Sendable {
             tasks: tasks,
             logger: logger
         )
-        logger.info("gateway listening", metadata: ["address": "\(server.localAddress)"])
+        logger.info("gateway listening", metadata: ["address": "\(server.localAddress)", "proxy_protocol_from": "\(configuration.proxyProtocol)"])
         return server
     }
 

@@ -25,6 +25,7 @@ enum LegacyListener {
         admission: ConnectionAdmission,
         handshakeTimeout: TimeAmount,
         usage: UsageRecorder?,
+        proxyProtocol: ProxyProtocolPolicy = .off,
         allowHalfClosure: Bool = false,
         group: any EventLoopGroup,
         logger: Logger,
@@ -32,34 +33,74 @@ enum LegacyListener {
     ) async throws -> any Channel {
         let name = listener == .gateway ? "gateway" : "feedback"
         let refusals = RefusalLog(listener: name, logger: logger)
+
+        /// TLS, the handshake half and the port's handler, for the connection's client.
+        @Sendable func addConnectionHandlers(
+            _ sync: ChannelPipeline.SynchronousOperations,
+            channel: any Channel,
+            client: SocketAddress?,
+            after first: (any ChannelHandler)?
+        ) throws {
+            var connectionLogger = logger
+            connectionLogger[metadataKey: "peer"] = "\(client.map { "\($0)" } ?? "?")"
+            if client != channel.remoteAddress {
+                connectionLogger[metadataKey: "load_balancer"] = "\(channel.remoteAddress.map { "\($0)" } ?? "?")"
+            }
+            let peer = VerifiedPeer()
+            let handlers: [any ChannelHandler] = [
+                tls.makeServerHandler(peer: peer, tasks: tasks, refusals: refusals, remoteAddress: client),
+                ProviderHandshakeHandler(
+                    peer: peer,
+                    registry: registry,
+                    timeout: handshakeTimeout,
+                    port: listener,
+                    usage: usage,
+                    refusals: refusals,
+                    client: client,
+                    logger: connectionLogger
+                ),
+                makeHandler(connectionLogger),
+            ]
+            if let first {
+                try sync.addHandlers(handlers, position: .after(first))
+            } else {
+                try sync.addHandlers(handlers)
+            }
+        }
+
         return try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelOption(.allowRemoteHalfClosure, value: allowHalfClosure)
             .childChannelInitializer { channel in
-                if let refusal = registry.admit(channel, limits: admission) {
+                // A load balancer's connection names its client in a PROXY header first; until
+                // then it counts against the global limits only.
+                let fromLoadBalancer = proxyProtocol.expectsHeader(from: channel.remoteAddress)
+                if let refusal = registry.admit(channel, limits: admission, attributed: !fromLoadBalancer) {
                     refusals.refused(refusal, peer: channel.remoteAddress, admission: admission)
                     return channel.close()
                 }
                 return channel.eventLoop.makeCompletedFuture {
-                    var connectionLogger = logger
-                    connectionLogger[metadataKey: "peer"] = "\(channel.remoteAddress.map { "\($0)" } ?? "?")"
                     let sync = channel.pipeline.syncOperations
-                    let peer = VerifiedPeer()
-                    try sync.addHandler(tls.makeServerHandler(peer: peer, tasks: tasks, refusals: refusals, remoteAddress: channel.remoteAddress))
-                    try sync.addHandler(
-                        ProviderHandshakeHandler(
-                            peer: peer,
-                            registry: registry,
-                            timeout: handshakeTimeout,
-                            port: listener,
-                            usage: usage,
-                            refusals: refusals,
-                            logger: connectionLogger
-                        )
-                    )
-                    try sync.addHandler(makeHandler(connectionLogger))
+                    guard fromLoadBalancer else {
+                        try addConnectionHandlers(sync, channel: channel, client: channel.remoteAddress, after: nil)
+                        return
+                    }
+                    let loadBalancer = channel.remoteAddress
+                    let header = ProxyHeaderHandler(timeout: handshakeTimeout) { sync, client in
+                        if let refusal = registry.attribute(channel, to: client, limits: admission) {
+                            refusals.refused(refusal, peer: client, admission: admission)
+                            throw ProxyHeaderHandler.Refusal.limit
+                        }
+                        let first = try sync.handler(type: ProxyHeaderHandler.self)
+                        try addConnectionHandlers(sync, channel: channel, client: client, after: first)
+                    } refused: { refusal, detail in
+                        if refusal != .limit {
+                            refusals.proxyHeaderRefused(refusal, detail: detail, loadBalancer: loadBalancer)
+                        }
+                    }
+                    try sync.addHandler(header)
                 }
             }
             .bind(host: host, port: port)
@@ -76,12 +117,14 @@ enum LegacyListener {
 /// - A client that offers no TLS version the listener accepts (PushSharp 2.x, PHP before 7.2
 ///   without `tls.allowLegacyTLS`): the line names the key that would accept it; otherwise the
 ///   operator would see nothing and the provider only failed handshakes.
+/// - A connection from a configured load balancer without a valid PROXY header.
 final class RefusalLog: Sendable {
     private let listener: String
     private let logger: Logger
     private let connections: LogRateLimit
     private let certificates: LogRateLimit
     private let versions: LogRateLimit
+    private let proxyHeaders: LogRateLimit
 
     init(listener: String, logger: Logger, interval: TimeAmount = .seconds(10)) {
         self.listener = listener
@@ -89,6 +132,7 @@ final class RefusalLog: Sendable {
         self.connections = LogRateLimit(interval: interval)
         self.certificates = LogRateLimit(interval: interval)
         self.versions = LogRateLimit(interval: interval)
+        self.proxyHeaders = LogRateLimit(interval: interval)
     }
 
     func certificateRefused(_ reason: String, resumed: Bool = false, peer: SocketAddress?) {
@@ -123,6 +167,22 @@ final class RefusalLog: Sendable {
         guard case NIOSSLError.handshakeFailed(let failure) = error else { return false }
         let text = "\(failure)"
         return text.contains("UNSUPPORTED_PROTOCOL") || text.contains("WRONG_VERSION_NUMBER")
+    }
+
+    /// A connection from a configured load balancer without a valid PROXY header in time.
+    func proxyHeaderRefused(_ refusal: ProxyHeaderHandler.Refusal, detail: String, loadBalancer: SocketAddress?) {
+        GatewayMetrics.shared.proxyHeaderRefused(listener: self.listener, reason: refusal.rawValue)
+        guard let suppressed = self.proxyHeaders.admit() else { return }
+        self.logger.warning(
+            "refusing a connection from a load balancer: no valid PROXY protocol header (is send-proxy-v2 set on its server lines?)",
+            metadata: [
+                "listener": "\(self.listener)",
+                "reason": "\(refusal.rawValue)",
+                "detail": "\(detail.prefix(200))",
+                "load_balancer": "\(loadBalancer.map { "\($0)" } ?? "?")",
+                "refused_since_last_line": "\(suppressed)",
+            ]
+        )
     }
 
     func refused(_ refusal: ConnectionRegistry.Refusal, peer: SocketAddress?, admission: ConnectionAdmission) {

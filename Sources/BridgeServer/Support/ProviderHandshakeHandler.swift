@@ -79,6 +79,8 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
     private let port: Port
     private let usage: UsageRecorder?
     private let refusals: RefusalLog?
+    /// The client's address when a PROXY header named it; else the channel's peer.
+    private let client: SocketAddress?
     private let logger: Logger
     private var timer: Scheduled<Void>?
     private var completed = false
@@ -90,8 +92,10 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
         port: Port,
         usage: UsageRecorder?,
         refusals: RefusalLog?,
+        client: SocketAddress? = nil,
         logger: Logger
     ) {
+        self.client = client
         self.peer = peer
         self.registry = registry
         self.timeout = timeout
@@ -108,7 +112,7 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
     /// A handshake that fails for want of a common TLS version is counted and logged (rate-limited).
     package func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if !self.completed, RefusalLog.isVersionRefusal(error) {
-            self.refusals?.versionRefused(peer: context.remoteAddress)
+            self.refusals?.versionRefused(peer: self.client ?? context.remoteAddress)
         }
         context.fireErrorCaught(error)
     }
@@ -150,7 +154,13 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
             context.close(promise: nil)
             return
         }
-        self.usage?.connected(tenant: verified.tenant.name, context: context, certificate: verified.certificate, feedback: self.port == .feedback)
+        self.usage?.connected(
+            tenant: verified.tenant.name,
+            context: context,
+            address: self.client ?? context.remoteAddress,
+            certificate: verified.certificate,
+            feedback: self.port == .feedback
+        )
         context.fireUserInboundEventTriggered(verified)
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
@@ -166,7 +176,7 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
             return verified
         case .refused(let why):
             if let refusals = self.refusals {
-                refusals.certificateRefused(why, resumed: true, peer: context.remoteAddress)
+                refusals.certificateRefused(why, resumed: true, peer: self.client ?? context.remoteAddress)
             } else {
                 GatewayMetrics.shared.handshakeRefused()
             }
