@@ -153,7 +153,7 @@ extension StoreProcessTests {
         await first.kill()
         for attempt in 0..<4 {
             let seed = 2000 + attempt
-            let provider = try await connect(from: "127.0.0.2")
+            let provider = try await connect(from: attempt % 2 == 0 ? "127.0.0.2" : "127.0.0.3")
             // A reconnect HAProxy sent to the dead bridge is closed under it: the send may fail.
             try? await provider.send(FrameBuilder.frame(.itemized, identifier: UInt32(seed), token: FrameBuilder.token(seed), payload: FrameBuilder.payload()))
             let served = try await eventually("reconnect \(attempt) served or closed", timeout: .seconds(60)) { () -> Bool? in
@@ -182,6 +182,16 @@ extension StoreProcessTests {
         balancer.terminate()
         try await eventually("HAProxy to exit", timeout: .seconds(30)) { !balancer.isRunning }
         await second.terminate()
+
+        // The migration view counts the providers' addresses, not the load balancer's one: the
+        // survivor served 127.0.0.2 and .3 after the kill, and the feedback poller (on
+        // 127.0.0.1) if HAProxy sent its poll there (the killed bridge's counts died with it).
+        let report = try await MigrationReportTests.report(url, ["--format", "csv"])
+        #expect(report.status == 0)
+        let rows = report.output.split(separator: "\n").map { $0.split(separator: ",", omittingEmptySubsequences: false) }
+        let column = try #require(rows.first?.firstIndex(of: "source_addresses"))
+        let row = try #require(rows.first { $0.first.map(String.init) == UpstreamHarness.topic }, "\(report.output)")
+        #expect(["2", "3"].contains(row[column]), "distinct source addresses: \(row[column]); through HAProxy without the PROXY protocol, 1")
         await environment.close()
     }
 }
