@@ -38,7 +38,7 @@ struct ProxyHeaderParserTests {
         #expect(unknown.header == ProxyHeader(version: .one, source: nil))
     }
 
-    @Test("Version 2 PROXY over IPv4 and IPv6, LOCAL, and a family the bridge cannot use; TLVs are skipped")
+    @Test("Version 2 PROXY over IPv4 and IPv6, LOCAL, and a family the bridge cannot use; TLVs are passed over")
     func version2() throws {
         let v4 = try Self.parseBytewise(Self.version2(family: 0x11, block: Self.ipv4Block) + [0x16])
         #expect(v4.header == ProxyHeader(version: .two, source: try SocketAddress(ipAddress: "203.0.113.7", port: 5555)))
