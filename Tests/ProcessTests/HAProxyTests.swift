@@ -101,13 +101,13 @@ extension StoreProcessTests {
         for provider in providers {
             _ = await provider.finish()
         }
-        for bridge in [first, second] {
-            let connected = bridge.log.split(separator: "\n").filter { $0.contains("provider connected") }
-            #expect(!connected.isEmpty, "HAProxy gave a bridge no provider")
-            // NIO writes an address as [IPv4]address:port (with host/ before it when it has a name).
-            #expect(connected.allSatisfy { $0.contains("peer=[IPv4]127.0.0.2:") || $0.contains("peer=[IPv4]127.0.0.3:") }, "\(connected.first ?? "")")
-            #expect(connected.allSatisfy { $0.contains("load_balancer=[IPv4]127.0.0.1/") })
-        }
+        // Which bridge each got is HAProxy's choice (on a loaded machine one may get all four);
+        // every provider connection either logged names the provider, not HAProxy.
+        let connected = (first.log + "\n" + second.log).split(separator: "\n").filter { $0.contains("provider connected") }
+        #expect(connected.count >= 4, "\(connected.count) provider connections logged")
+        // NIO writes an address as [IPv4]address:port (with host/ before it when it has a name).
+        #expect(connected.allSatisfy { $0.contains("peer=[IPv4]127.0.0.2:") || $0.contains("peer=[IPv4]127.0.0.3:") }, "\(connected.first ?? "")")
+        #expect(connected.allSatisfy { $0.contains("load_balancer=[IPv4]127.0.0.1/") })
 
         // A feedback entry is read once through HAProxy's feedback port.
         let gone = FrameBuilder.token(0x410)
