@@ -126,7 +126,13 @@ struct FeedbackServiceTests {
 
     @Test("A poller that hangs up midway gets the rest next time, never an entry twice", arguments: StoreKind.available)
     func pollerHangsUp(kind: StoreKind) async throws {
-        try await withResource(try await Bridge.start(kind) { $0.drain.batchSize = 100 }) { bridge in
+        try await withResource(
+            try await Bridge.start(kind) {
+                $0.drain.batchSize = 100
+                // A loaded debug run once took the second poll's handshake past the 10 s default.
+                $0.handshakeTimeout = .seconds(120)
+            }
+        ) { bridge in
             try await bridge.record(5_000)
             let first = try await bridge.poll(closeAfterBytes: 38 * 1_000 + 7)
             #expect(!first.cleanClose)
