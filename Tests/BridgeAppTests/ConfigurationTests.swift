@@ -62,7 +62,7 @@ struct ConfigurationTests {
         // Values that differ from the defaults, set through the names environmentVariable(for:) gives.
         let keys: [String: String] = [
             "gateway.maximumInFlight": "7", "tls.allowTLS13": "true", "tls.allowLegacyTLS": "true",
-            "upstream.connectionsPerPool": "5", "upstream.retryBudgetSeconds": "3", "store.resendWindowSeconds": "9",
+            "tls.closeNotifyWaitSeconds": "0.5", "upstream.connectionsPerPool": "5", "upstream.retryBudgetSeconds": "3", "store.resendWindowSeconds": "9",
             "feedback.retentionDays": "2", "admin.listen": "off", "environment": "sandbox", "log.level": "debug",
             "tenants": "shop", "tenant.shop.uid": "com.example.shop", "tenant.shop.environment": "production",
         ]
@@ -71,6 +71,7 @@ struct ConfigurationTests {
         #expect(settings.gateway.session.maximumInFlight == 7)
         #expect(settings.gateway.tls.allowTLS13)
         #expect(settings.gateway.tls.allowLegacyTLS)
+        #expect(settings.gateway.tls.closeNotifyWait == .milliseconds(500))
         #expect(settings.upstream.client.connectionsPerPool == 5)
         #expect(settings.upstream.client.retryBudget == .seconds(3))
         #expect(settings.store.resendRecordWindow == .seconds(9))

@@ -25,6 +25,7 @@ extension BridgeSettings {
         }
         tls.allowTLS13 = try settings.bool(.tlsAllowTLS13, default: tls.allowTLS13)
         tls.allowLegacyTLS = try settings.bool(.tlsAllowLegacyTLS, default: tls.allowLegacyTLS)
+        tls.closeNotifyWait = try settings.timeAmount(.tlsCloseNotifyWait, default: tls.closeNotifyWait)
         return (files, tls)
     }
 

@@ -33,6 +33,12 @@ extension ConfigurationKey {
     static let tlsPinnedFingerprints = Self("tls.pinnedFingerprints", .list, .live, "SHA-256 fingerprints of client certificates trusted by themselves")
     static let tlsAllowTLS13 = Self("tls.allowTLS13", .flag, .live, "offer TLS 1.3 on the legacy ports (default false)")
     static let tlsAllowLegacyTLS = Self("tls.allowLegacyTLS", .flag, .live, "accept TLS 1.0 and 1.1 (default false)")
+    static let tlsCloseNotifyWait = Self(
+        "tls.closeNotifyWaitSeconds",
+        .seconds(0...60),
+        .live,
+        "after an error-response's drain or a poll's last tuple, how long the close waits for the client's close_notify (default 5); 0: close at once"
+    )
 
     // Both legacy listeners behind a load balancer.
     static let proxyProtocolLoadBalancers = Self(
@@ -84,7 +90,7 @@ extension ConfigurationKey {
         .gatewayMaximumInFlight, .gatewayHandshakeTimeout, .gatewayIdleTimeout, .gatewayShutdownGrace,
         .feedbackListen, .feedbackMaximumConnections, .feedbackMaximumHandshakes, .feedbackMaximumHandshakesPerAddress,
         .feedbackWriteTimeout, .feedbackOnly32ByteTokens, .feedbackRetention,
-        .tlsCertificate, .tlsPrivateKey, .tlsClientCA, .tlsPinnedFingerprints, .tlsAllowTLS13, .tlsAllowLegacyTLS,
+        .tlsCertificate, .tlsPrivateKey, .tlsClientCA, .tlsPinnedFingerprints, .tlsAllowTLS13, .tlsAllowLegacyTLS, .tlsCloseNotifyWait,
         .proxyProtocolLoadBalancers,
         .reloadWatchInterval, .tlsReloadInterval,
         .credentials, .defaultCredentials, .tenants, .acceptUnlistedCertificates,

@@ -59,6 +59,12 @@ public struct LegacyTLSConfiguration: Sendable {
     public var allowTLS13 = false
     /// TLS 1.0 and 1.1, for clients that speak nothing newer.
     public var allowLegacyTLS = false
+    /// How long the bridge's close waits for the client's close_notify, reading and dropping
+    /// meanwhile: after an error-response's drain, and after a feedback poll's last tuple
+    /// (docs/protocol.md#closing). A client that only writes sees its writes fail only after the
+    /// drain plus this; a client still writing when the close comes may get a reset before it
+    /// read its packet. NIOSSL's default, 5 s; 0 closes at once.
+    public var closeNotifyWait: TimeAmount = .seconds(5)
 
     public init(
         certificateChain: [NIOSSLCertificate],
@@ -84,6 +90,7 @@ public struct LegacyTLSConfiguration: Sendable {
         tls.sendCANameList = !self.clientCertificateAuthorities.isEmpty
         tls.minimumTLSVersion = self.allowLegacyTLS ? .tlsv1 : .tlsv12
         tls.maximumTLSVersion = self.allowTLS13 ? .tlsv13 : .tlsv12
+        tls.shutdownTimeout = self.closeNotifyWait
         return try NIOSSLContext(configuration: tls)
     }
 }

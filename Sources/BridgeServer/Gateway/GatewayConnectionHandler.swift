@@ -310,9 +310,9 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
     }
 
     /// The drain is over: the full close. NIOSSL's close still waits up to its shutdown timeout
-    /// (5 s) for the provider's close_notify, reading and dropping meanwhile: a provider that
-    /// keeps writing after its error gets that long to read the packet before a reset could
-    /// destroy it (docs/protocol.md, "Error-response").
+    /// (`tls.closeNotifyWaitSeconds`, 5 s by default) for the provider's close_notify, reading
+    /// and dropping meanwhile: a provider that keeps writing after its error gets that long to
+    /// read the packet before a reset could destroy it (docs/protocol.md#closing).
     private func closeAfterDrain() {
         self.context?.close(promise: nil)
     }

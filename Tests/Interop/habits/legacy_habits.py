@@ -12,12 +12,17 @@ Each command prints one JSON object on standard output.
   naive-feedback HOST PORT CERT KEY CA
       Reads the feedback list one 38-byte recv() per tuple, with no buffering, as both Go
       libraries do: a tuple that straddles two TLS records comes back short.
+  write-only HOST PORT CERT KEY CA FIRST NEXT PACE_MS LIMIT
+      Writes the file FIRST, then the file NEXT every PACE_MS milliseconds (at most LIMIT
+      times) and never reads, as grocer and houston's persistent connections do: how long
+      after FIRST a write failed, and how many writes went out before.
 """
 import json
 import socket
 import ssl
 import struct
 import sys
+import time
 
 
 def context(cert, key, ca):
@@ -84,6 +89,27 @@ def naive_feedback(host, port, cert, key, ca):
     print(json.dumps({"tuples": tuples, "short_reads": short_reads, "distinct": len(set(tokens))}))
 
 
+def write_only(host, port, cert, key, ca, first, next_frame, pace_ms, limit):
+    conn = connect(context(cert, key, ca), host, int(port))
+    with open(first, "rb") as f:
+        first_bytes = f.read()
+    with open(next_frame, "rb") as f:
+        next_bytes = f.read()
+    start = time.monotonic()
+    conn.sendall(first_bytes)
+    writes, failed_after = 0, None
+    for _ in range(int(limit)):
+        time.sleep(int(pace_ms) / 1000)
+        try:
+            conn.sendall(next_bytes)
+        except (OSError, ssl.SSLError):
+            failed_after = time.monotonic() - start
+            break
+        writes += 1
+    conn.close()
+    print(json.dumps({"writes": writes, "failed_after_seconds": failed_after}))
+
+
 if __name__ == "__main__":
     command, arguments = sys.argv[1], sys.argv[2:]
-    {"resume": resume, "naive-feedback": naive_feedback}[command](*arguments)
+    {"resume": resume, "naive-feedback": naive_feedback, "write-only": write_only}[command](*arguments)

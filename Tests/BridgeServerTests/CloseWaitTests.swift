@@ -1,0 +1,54 @@
+import BridgeServer
+import BridgeTestSupport
+import DevelopmentPKI
+import Foundation
+import LegacyClient
+import LegacyProtocol
+import NIOCore
+import Testing
+
+/// The close after an error-response (docs/protocol.md#closing): after the drain, the close waits
+/// for the provider's close_notify at most `tls.closeNotifyWaitSeconds`. A client that only
+/// writes (grocer, houston) never sends one; CPython's `ssl` plays it, writing every 10 ms and
+/// never reading.
+@Suite("Closing after an error-response")
+struct CloseWaitTests {
+    struct WriteOnlyRun: Decodable {
+        var writes: Int
+        var failed_after_seconds: Double?
+    }
+
+    @Test(
+        "A client that only writes: with a 500 ms drain and a 0.5 s close_notify wait, its writes fail about a second after its error, not after NIOSSL's 5 s",
+        .enabled(if: LegacyHabits.available)
+    )
+    func writeOnlyClient() async throws {
+        let configure: (inout GatewayConfiguration) -> Void = {
+            $0.errorDrainTime = .milliseconds(500)
+            $0.tls.closeNotifyWait = .milliseconds(500)
+        }
+        try await withResource(try await GatewayHarness.start(configure: configure)) { harness in
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("write-only-\(UUID().uuidString)").path
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let files = try LegacyHabits.Files(identity: try harness.pki.providerIdentity(bundleID: "com.example.app"), pki: harness.pki, in: directory, name: "writer")
+            // An empty payload: status 4 at once, and nothing after it is forwarded.
+            let first = FrameBuilder.frame(.itemized, identifier: 1, token: FrameBuilder.token(1), payload: ByteBuffer())
+            let next = FrameBuilder.frame(.itemized, identifier: 2, token: FrameBuilder.token(2), payload: FrameBuilder.payload())
+            let run = try await LegacyHabits.python(
+                "write-only",
+                [
+                    "127.0.0.1", "\(harness.server.localAddress.port!)", files.certificate, files.privateKey, files.ca,
+                    try LegacyHabits.file(first, in: directory), try LegacyHabits.file(next, in: directory),
+                    "10", "1500",
+                ],
+                as: WriteOnlyRun.self
+            )
+            let failedAfter = try #require(run.failed_after_seconds, "no write failed in 1,500 writes (\(run.writes) went out)")
+            // 1 s (drain + wait) is expected; NIOSSL's default wait would make it 5.5 s. The
+            // margin is for a loaded machine, not a speed requirement.
+            #expect(failedAfter < 4.5, "the first failed write came \(failedAfter) s after the bad frame")
+            #expect(harness.upstream.ledger.isEmpty, "a frame written after the error was forwarded")
+        }
+    }
+}
