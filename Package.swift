@@ -34,7 +34,7 @@ let package = Package(
         .executable(name: "UpstreamEngineFuzzer", targets: ["UpstreamEngineFuzzer"]),
     ],
     traits: [
-        // Upstream HTTP/2 on libnghttp2 (Debian libnghttp2-dev; issue 27): `swift build --traits
+        // Upstream HTTP/2 on libnghttp2 (Debian libnghttp2-dev): `swift build --traits
         // NGHTTP2Engine`. Off by default, so the README's commands need nothing beyond Swift.
         .trait(name: "NGHTTP2Engine", description: "Upstream HTTP/2 connections on libnghttp2 (needs libnghttp2-dev)"),
         .default(enabledTraits: []),
@@ -113,7 +113,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // The bridge's side of the upstream: a legacy notification becomes an APNs request, and
-        // the client's final result a legacy outcome (CONTRACT §1.7, §2).
+        // the client's final result a legacy outcome (docs/upstream.md#requests, #outcomes).
         .target(
             name: "BridgeUpstream",
             dependencies: [

@@ -8,7 +8,7 @@ public enum APNsEnvironment: String, Hashable, Sendable, CaseIterable {
 }
 
 /// The app a provider connection pushes for, resolved from its client certificate when the TLS
-/// handshake completes (CONTRACT §1.2).
+/// handshake completes (docs/configuration.md#tenants).
 public struct Tenant: Hashable, Sendable, CustomStringConvertible {
     /// A stable name for logs, metrics and the stores (for example the bundle id).
     public var name: String

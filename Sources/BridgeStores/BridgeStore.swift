@@ -3,7 +3,7 @@ import Foundation
 import Logging
 import NIOCore
 
-/// The durable store (CONTRACT §4): feedback lists and resend records in one database.
+/// The durable store (docs/feedback.md#stores): feedback lists and resend records in one database.
 ///
 /// - ``SQLiteBridgeStore``: a local file, the embedded default for one instance.
 /// - ``PostgresBridgeStore``: a PostgreSQL database shared by several instances behind a TCP
@@ -14,7 +14,7 @@ public protocol BridgeStore: FeedbackStore, ResendRecordStore, UsageStore {
     var configuration: BridgeStoreConfiguration { get }
 
     /// The tokens that may be on a feedback list; a 200 for any other token does not reach the
-    /// database (issue 15, part 3).
+    /// database (docs/feedback.md#on-the-list).
     var feedbackListFilter: FeedbackListFilter { get }
 
     /// Removes feedback entries older than the retention, expired resend records, claims left
@@ -48,10 +48,10 @@ extension BridgeStore {
 
 /// Settings shared by the stores.
 public struct BridgeStoreConfiguration: Sendable {
-    /// Feedback entries not polled within this time are removed (CONTRACT §3: retention is
+    /// Feedback entries not polled within this time are removed (docs/feedback.md: retention is
     /// bounded). Default 30 days: cron jobs poll daily.
     public var feedbackRetention: Duration = .seconds(30 * 24 * 3600)
-    /// How long a resend record is kept (CONTRACT §1.6: 2 minutes by default).
+    /// How long a resend record is kept (docs/protocol.md#resend-records: 2 minutes by default).
     public var resendRecordWindow: Duration = .seconds(120)
     /// A claim older than this is taken to belong to a drain that died with its process, and its
     /// entries are served again. Longer than the longest drain (a million entries take seconds).
@@ -63,7 +63,7 @@ public struct BridgeStoreConfiguration: Sendable {
     public var resendOutcomePollInterval: Duration = .milliseconds(20)
     /// PostgreSQL only: how often an instance renews its heartbeat, and how long after the last
     /// renewal the other instances take it for gone (crashed), so that the resends of what it
-    /// had in flight are forwarded again instead of waiting (CONTRACT §1.6). An instance that
+    /// had in flight are forwarded again instead of waiting (docs/protocol.md#resend-records). An instance that
     /// stops cleanly says so at once.
     public var instanceHeartbeatInterval: Duration = .seconds(5)
     public var instanceLease: Duration = .seconds(20)

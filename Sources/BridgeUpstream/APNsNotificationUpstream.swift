@@ -11,10 +11,10 @@ import UpstreamAPNs
 /// The bridge's side of the upstream: fills the gateway's ``NotificationUpstream`` seam with
 /// one ``APNsClient`` per APNs environment, for one set of credentials.
 ///
-/// For each legacy notification it builds the HTTP/2 request (CONTRACT §2: the tenant's topic,
+/// For each legacy notification it builds the HTTP/2 request (docs/upstream.md#requests: the tenant's topic,
 /// the push type inferred, background notifications at priority 5, a new `apns-id`), sends it
 /// with the client of the tenant's environment, and reads the client's final result as a
-/// legacy outcome (``LegacyOutcomeMapping``, CONTRACT §1.7), with the log line and the alarm
+/// legacy outcome (``LegacyOutcomeMapping``, docs/upstream.md#outcomes), with the log line and the alarm
 /// each kind of failure deserves.
 public final class APNsNotificationUpstream: NotificationUpstream {
     public struct Configuration: Sendable {
@@ -126,7 +126,7 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         }
     }
 
-    /// The HTTP/2 request of a legacy notification (CONTRACT §2).
+    /// The HTTP/2 request of a legacy notification (docs/upstream.md#requests).
     public static func request(for notification: UpstreamNotification, apnsID: String) -> APNsRequest {
         let frame = notification.frame
         let pushType = APNsPushType.infer(topic: notification.tenant.topic, payload: frame.payload)

@@ -2,7 +2,7 @@ import BridgeCore
 import LegacyProtocol
 import UpstreamAPNs
 
-/// What the APNs client's final result means to a legacy provider (CONTRACT §1.7).
+/// What the APNs client's final result means to a legacy provider (docs/upstream.md#outcomes).
 ///
 /// The client has already retried what may be retried (429 and 5xx within the budget, an
 /// expired provider token once, unprocessed streams); this is the bridge's reading of what is
@@ -12,7 +12,7 @@ public enum LegacyOutcomeMapping: Hashable, Sendable {
     case outcome(NotificationOutcome)
     /// APNs still answered 429 or 5xx, or nothing at all, when the retry budget ran out:
     /// dropped after 429 (the provider is told nothing), status 1 otherwise. The bridge's
-    /// decision, not APNs' answer: a resend record does not keep it (CONTRACT §1.6).
+    /// decision, not APNs' answer: a resend record does not keep it (docs/protocol.md#resend-records).
     case gaveUp(NotificationOutcome)
     /// A credential problem (403 reasons, a provider token refused again after a refresh, a
     /// token that cannot be signed): an alarm; the provider gets status 1.
@@ -57,7 +57,7 @@ public enum LegacyOutcomeMapping: Hashable, Sendable {
                 // After a 429, a later attempt that went unanswered still counts as throttled.
                 self = lastResponse?.status == 429 ? .gaveUp(.dropped) : .gaveUp(.gaveUp(.processingError))
             case .malformedHeader(let name):
-                // Never sent (CONTRACT §1.7 as APNs would answer it): a topic is the tenant's,
+                // Never sent (docs/upstream.md#outcomes as APNs would answer it): a topic is the tenant's,
                 // so the operator's problem (3); a channel id stands for the token (8); anything
                 // else the bridge built itself (255).
                 switch name {

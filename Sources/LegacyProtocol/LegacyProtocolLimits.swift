@@ -1,7 +1,7 @@
 /// The named limits of the legacy binary interface.
 ///
 /// Every length field read from the wire is compared with one of these before the bytes it
-/// announces are waited for or allocated (CONTRACT §1.4).
+/// announces are waited for or allocated (docs/protocol.md#status-codes).
 public enum LegacyProtocolLimits {
     /// Device tokens: 32 bytes is the classic size; Apple calls tokens variable length, so up to
     /// 100 bytes are accepted.

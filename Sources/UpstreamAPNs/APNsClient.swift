@@ -188,7 +188,7 @@ public final class APNsClient: Sendable {
     /// The pool an attempt from `eventLoop` goes to: the loop's own while it has a free stream,
     /// else one that has (the next loops' first), else the loop's own (or the first), which
     /// queues it. A retry prefers a pool other than its last attempt's, so that it goes out on
-    /// another connection where one has room (CONTRACT §2).
+    /// another connection where one has room (docs/upstream.md#requests).
     private func poolIndex(for eventLoop: any EventLoop, avoiding avoided: Int?) -> Int {
         if self.pools.count == 1 { return 0 }
         let local = self.poolIndexByLoop[ObjectIdentifier(eventLoop)]

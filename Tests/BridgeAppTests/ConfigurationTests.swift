@@ -166,7 +166,7 @@ struct ConfigurationTests {
     }
 }
 
-/// Issue 18, part 3: `check-config` (BridgeSettings.load) catches what `serve` would fail on.
+/// `check-config` (BridgeSettings.load) catches what `serve` would fail on.
 @Suite("Configuration: what serve would fail on")
 struct ConfigurationFailsEarlyTests {
     typealias Files = ConfigurationTests.Files
@@ -262,7 +262,7 @@ struct ConfigurationFailsEarlyTests {
     }
 }
 
-/// Issue 17, part 5: a key the bridge does not know is refused, naming the nearest known key.
+/// A key the bridge does not know is refused, naming the nearest known key.
 @Suite("Configuration: unknown keys")
 struct UnknownKeyTests {
     typealias Files = ConfigurationTests.Files

@@ -3,7 +3,7 @@ import Foundation
 import Logging
 import Testing
 
-/// Logs that cannot be forged (issue 26, part 3): a value from outside (a certificate subject, a
+/// Logs that cannot be forged: a value from outside (a certificate subject, a
 /// topic, a file name, an upstream reason) never breaks its line, in either log format.
 @Suite("Log lines cannot be forged")
 struct LogEscapingTests {

@@ -7,7 +7,7 @@ import Testing
 import Glibc
 #endif
 
-/// Memory after bursts (issue 26, part 5): what a burst freed but the allocator kept is given
+/// Memory after bursts: what a burst freed but the allocator kept is given
 /// back to the system.
 @Suite("Memory reclaimer")
 struct MemoryReclaimerTests {

@@ -327,7 +327,7 @@ struct ProviderConnectionStateMachineTests {
         let checked = Self.drain(&machine)
         #expect(
             checked == [.forwardUnlessAnswered(1, UpstreamNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(2)), command: .itemized)],
-            "the tenant may hold records: the frame may be a resend (§1.6)"
+            "the tenant may hold records: the frame may be a resend (docs/protocol.md#resend-records)"
         )
     }
 

@@ -4,7 +4,7 @@ import LegacyProtocol
 import Synchronization
 import Testing
 
-/// Issue 28: what the migration view counts, and how the report reads it.
+/// What the migration view counts, and how the report reads it.
 @Suite("Usage: the recorder's batches and the migration report")
 struct UsageTests {
     /// A settable wall clock.

@@ -9,7 +9,7 @@ import NIOCore
 import NIOPosix
 import Testing
 
-/// CONTRACT §1.4 over real TLS: the end of a provider's input is not loss. Providers that write
+/// docs/protocol.md#end-of-input over real TLS: the end of a provider's input is not loss. Providers that write
 /// a batch and close at once (PHP's `fwrite` then `fclose`) have every complete frame forwarded,
 /// however long the in-flight window makes it wait; only a frame cut off by the close is not.
 @Suite("End of input")
@@ -104,7 +104,7 @@ struct EndOfInputTests {
     }
 }
 
-/// Issue 13, part 4: sockets that never finish a handshake are bounded apart from providers.
+/// Sockets that never finish a handshake are bounded apart from providers.
 @Suite("Handshake admission")
 struct HandshakeAdmissionTests {
     /// A TCP connection that sends nothing: a stalled handshake.

@@ -11,7 +11,7 @@ import NIOCore
 import NIOPosix
 import Testing
 
-/// The feedback listener over real TLS on loopback, with each store (CONTRACT §3).
+/// The feedback listener over real TLS on loopback, with each store (docs/feedback.md).
 @Suite("Feedback service")
 struct FeedbackServiceTests {
     static let eventLoop = MultiThreadedEventLoopGroup.singleton.any()

@@ -7,7 +7,7 @@ import LegacyProtocol
 import NIOCore
 import Testing
 
-/// CONTRACT §1.4 over real TLS on loopback: each malformed or invalid frame gets its status
+/// docs/protocol.md#status-codes over real TLS on loopback: each malformed or invalid frame gets its status
 /// (or, for command 0, a plain close), the connection closes, and the next client is served.
 @Suite("Local validation over TLS")
 struct LocalValidationTests {

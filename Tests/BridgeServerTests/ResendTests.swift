@@ -6,7 +6,7 @@ import LegacyProtocol
 import NIOCore
 import Testing
 
-/// CONTRACT §1.5 and §1.6 over real TLS: an upstream failure in the middle of a pipelined
+/// docs/protocol.md#after-a-failure and #resend-records over real TLS: an upstream failure in the middle of a pipelined
 /// stream, and the provider's resend on a new connection.
 @Suite("Upstream failure and resend")
 struct ResendTests {

@@ -11,7 +11,7 @@ import NIOCore
 import NIOSSL
 import Testing
 
-/// CONTRACT §1.2 with certificates shaped like Apple's, made in-process: UID=, OU=, the
+/// docs/configuration.md#tenants with certificates shaped like Apple's, made in-process: UID=, OU=, the
 /// environment markers and the topics extension; configured tenants override them; unknown
 /// certificates are refused during the handshake; pinned fingerprints; certificate reload.
 @Suite("Tenants from provider certificates")

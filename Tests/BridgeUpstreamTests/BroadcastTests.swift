@@ -14,7 +14,7 @@ import NIOPosix
 import Testing
 import UpstreamAPNs
 
-/// Broadcast push (issue 16): a frame to a tenant's channel token becomes a broadcast to a Live
+/// Broadcast push: a frame to a tenant's channel token becomes a broadcast to a Live
 /// Activity channel, over real TLS and HTTP/2 to MockAPNs, whose broadcast and channel
 /// management APIs validate like Apple's.
 @Suite("Broadcast push through channel tokens")
@@ -108,7 +108,7 @@ struct BroadcastTests {
         }
     }
 
-    @Test("Every broadcast reason maps to its legacy status, as CONTRACT §1.7 does for devices")
+    @Test("Every broadcast reason maps to its legacy status, as docs/upstream.md#outcomes does for devices")
     func reasonsMapToLegacyStatuses() async throws {
         try await withResource(try await UpstreamHarness.start()) { harness in
             let (tenant, channel) = try Self.tenant(harness)

@@ -5,7 +5,7 @@ import NIOCore
 import Testing
 import UpstreamAPNs
 
-/// CONTRACT §1.7: each final APNs answer maps to one legacy behaviour. (Which answers the client
+/// docs/upstream.md#outcomes: each final APNs answer maps to one legacy behaviour. (Which answers the client
 /// retries first is the retry state machine's business: `RequestRetryStateMachineTests`.)
 @Suite("Legacy outcome of the client's final result")
 struct LegacyOutcomeMappingTests {
@@ -58,7 +58,7 @@ struct LegacyOutcomeMappingTests {
         Row(status: 502, reason: "SomethingNew", expected: .gaveUp(.gaveUp(.processingError))),
     ]
 
-    @Test("Each APNs answer maps as the contract says", arguments: rows)
+    @Test("Each APNs answer maps as docs/upstream.md#outcomes says", arguments: rows)
     func mapping(_ row: Row) {
         let response = APNsResponse(status: row.status, apnsID: nil, reason: row.reason.map(APNsReason.init), timestamp: 1_700_000_000_123)
         #expect(LegacyOutcomeMapping(.answered(response)) == row.expected)

@@ -11,7 +11,7 @@ import NIOSSL
 import Testing
 import UpstreamAPNs
 
-/// Issue 17, part 1: upstream credentials replaced by a reload while notifications are in
+/// Upstream credentials replaced by a reload while notifications are in
 /// flight. Each one finishes on the client it started on; what is sent afterwards goes with the
 /// new credentials; the old client is shut down once its last notification is answered.
 @Suite("Reload: upstream credentials replaced in flight")

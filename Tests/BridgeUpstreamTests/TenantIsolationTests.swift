@@ -11,7 +11,7 @@ import NIOPosix
 import Testing
 import UpstreamAPNs
 
-/// One tenant cannot break the upstream connections it shares with others (issue 26, part 2):
+/// One tenant cannot break the upstream connections it shares with others:
 /// every value that becomes a header is checked where it enters, and the client refuses to send
 /// a header HTTP/2 cannot carry, so a bad request fails alone.
 @Suite("Tenant isolation on a shared upstream")

@@ -17,7 +17,7 @@ import UpstreamAPNs
 
 @Suite("Upstream client against MockAPNs: requests and answers")
 struct UpstreamBasicsTests {
-    @Test("A notification arrives with the headers of CONTRACT §2 and HPACK as Apple asks")
+    @Test("A notification arrives with the headers of docs/upstream.md#requests and HPACK as Apple asks")
     func headersAndIndexing() async throws {
         try await withResource(try await UpstreamHarness.start()) { harness throws in
             #expect(try await harness.send(UpstreamHarness.notification(1)) == .accepted)
@@ -93,7 +93,7 @@ struct UpstreamBasicsTests {
         }
     }
 
-    @Test("APNs reasons map to legacy outcomes (CONTRACT §1.7)")
+    @Test("APNs reasons map to legacy outcomes (docs/upstream.md#outcomes)")
     func reasonMapping() async throws {
         try await withResource(try await UpstreamHarness.start()) { harness throws in
             let unregistered = FrameBuilder.token(10).hexDump(format: .compact)

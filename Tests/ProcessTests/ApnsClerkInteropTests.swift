@@ -7,9 +7,9 @@ import Testing
 
 /// A second real legacy client nobody on the team wrote, with other habits than PyAPNs:
 /// apns-clerk (PyPI `apns-clerk` 0.2.0, Tests/Interop/apns_clerk/send_batch.py). It speaks only
-/// TLS 1.0 (CONTRACT §1.1: `tls.allowLegacyTLS`), writes one message to many tokens in 2 KB
+/// TLS 1.0 (docs/protocol.md#tls: `tls.allowLegacyTLS`), writes one message to many tokens in 2 KB
 /// chunks with identifiers 0, 1, 2, … (each frame's index), and after an error-response resends
-/// the tokens after the failed one as a new message numbered from 0 again (CONTRACT §1.6). It
+/// the tokens after the failed one as a new message numbered from 0 again (docs/protocol.md#resend-records). It
 /// then reads the feedback service with its own parser.
 ///
 /// `scripts/test` installs it into .build/interop/apns-clerk (pip, SHA-256 checked); without it

@@ -12,7 +12,7 @@ import MockAPNs
 import NIOCore
 import Testing
 
-/// `apns-bridge channels` (issue 16) as a child process against MockAPNs' channel management API:
+/// `apns-bridge channels` as a child process against MockAPNs' channel management API:
 /// create (added to the configuration file), list, get, delete, and the derived token.
 @Suite("channels: the CLI against the mock's channel management API (child processes)", .serialized)
 struct ChannelsCommandTests {

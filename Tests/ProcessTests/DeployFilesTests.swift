@@ -11,7 +11,7 @@ import NIOPosix
 import Testing
 import Yams
 
-/// Issue 17, parts 3 and 4: the Grafana dashboard and the Prometheus rules in `deploy/` name
+/// The Grafana dashboard and the Prometheus rules in `deploy/` name
 /// only metrics the bridge exports, and the admin port's status page shows live numbers.
 @Suite("serve: dashboard, alert rules and status page (child process)", .serialized)
 struct DeployFilesTests {

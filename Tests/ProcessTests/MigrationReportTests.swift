@@ -9,7 +9,7 @@ import MockAPNs
 import NIOCore
 import Testing
 
-/// Issue 28: the report's figures match what was sent, across a restart (SQLite) and across two
+/// The report's figures match what was sent, across a restart (SQLite) and across two
 /// instances sharing one PostgreSQL database, read by `apns-bridge report` from the stopped
 /// bridges' store.
 @Suite("Migration report: figures against notifications sent (child processes)", .serialized)

@@ -12,7 +12,7 @@ import NIOSSL
 import Testing
 import UpstreamAPNs
 
-/// Issue 14, part 4: `apns-bridge mock-apns` stops promptly on SIGTERM even while a client keeps
+/// `apns-bridge mock-apns` stops promptly on SIGTERM even while a client keeps
 /// its HTTP/2 connections open (before, each connection's TLS shutdown waited up to 5 s for the
 /// client's close_notify, one connection after another).
 @Suite("mock-apns: SIGTERM with clients connected (child process)")

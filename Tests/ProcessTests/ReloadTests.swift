@@ -10,7 +10,7 @@ import MockAPNs
 import NIOCore
 import Testing
 
-/// Issue 17, part 1, on `apns-bridge serve` as a child process: SIGHUP, `apns-bridge reload`
+/// On `apns-bridge serve` as a child process: SIGHUP, `apns-bridge reload`
 /// and a watched file change apply tenants without a restart; an invalid configuration is
 /// refused and the running one stays.
 @Suite("serve: reloading the configuration (child processes)", .serialized)

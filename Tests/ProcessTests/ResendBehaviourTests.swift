@@ -7,7 +7,7 @@ import MockAPNs
 import NIOCore
 import Testing
 
-/// CONTRACT §1.6 as real legacy clients resend, through `apns-bridge serve` to MockAPNs: after
+/// docs/protocol.md#resend-records as real legacy clients resend, through `apns-bridge serve` to MockAPNs: after
 /// an error-response (or a status 10), each client resends the rest of its batch in its own way,
 /// and every notification it meant to send reaches APNs exactly once (counted at the mock).
 @Suite("Resends as real clients make them (child processes)", .serialized)

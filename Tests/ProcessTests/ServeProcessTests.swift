@@ -13,7 +13,7 @@ import NIOCore
 import NIOPosix
 import Testing
 
-/// Issue 5's checks on `apns-bridge serve` as operators run it (child processes): the
+/// The checks on `apns-bridge serve` as operators run it (child processes): the
 /// configuration file, SIGTERM under load, the admin port, and what the logs leave out.
 @Suite("serve: configuration, shutdown, metrics, logs (child processes)", .serialized)
 struct ServeProcessTests {

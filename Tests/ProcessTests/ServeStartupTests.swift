@@ -10,7 +10,7 @@ import NIOCore
 import NIOPosix
 import Testing
 
-/// Issue 18, parts 3 and 4, on `apns-bridge serve` as a child process: what cannot start is
+/// On `apns-bridge serve` as a child process: what cannot start is
 /// refused with exit 78 and the key at fault, before a database is created; the admin port
 /// closes idle connections; refusals at the connection cap are logged at a bounded rate.
 @Suite("serve: refusing to start, small bounds (child processes)", .serialized)

@@ -11,7 +11,7 @@ import NIOPosix
 import SQLiteNIO
 import Testing
 
-/// Issue 4's process-level checks: `apns-bridge serve` killed with SIGKILL, two instances on
+/// The process-level checks: `apns-bridge serve` killed with SIGKILL, two instances on
 /// one PostgreSQL, a million entries served with flat memory.
 @Suite("Store: crashes, several instances, a million entries (child processes)", .serialized)
 struct StoreProcessTests {

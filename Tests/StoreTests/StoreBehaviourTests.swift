@@ -10,8 +10,8 @@ import PostgresNIO
 import Synchronization
 import Testing
 
-/// One behavioural suite, run against both stores (issue 4): what the gateway records, what the
-/// feedback listener serves, and the resend records of CONTRACT §1.6.
+/// One behavioural suite, run against both stores: what the gateway records, what the
+/// feedback listener serves, and the resend records of docs/protocol.md#resend-records.
 @Suite("Store behaviour (SQLite and PostgreSQL)")
 struct StoreBehaviourTests {
     static let eventLoop = MultiThreadedEventLoopGroup.singleton.any()

@@ -5,7 +5,7 @@ import Foundation
 import Logging
 import Testing
 
-/// Issue 28: usage lasts in both stores; batches of several instances (or of one bridge before
+/// Usage lasts in both stores; batches of several instances (or of one bridge before
 /// and after a restart) add up; a reader of a running bridge's store sees the same; retention
 /// removes old days.
 @Suite("Usage in the store (SQLite and PostgreSQL)")

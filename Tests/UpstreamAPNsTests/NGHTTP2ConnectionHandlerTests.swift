@@ -6,8 +6,8 @@ import Testing
 import UpstreamAPNs
 import UpstreamEngineFuzzing
 
-/// The libnghttp2 engine's handler on an EmbeddedChannel, the server played as raw frames
-/// (issue 27, part 4): answers, GOAWAY, resets, SETTINGS, deadlines and PINGs reach the same
+/// The libnghttp2 engine's handler on an EmbeddedChannel, the server played as raw frames:
+/// answers, GOAWAY, resets, SETTINGS, deadlines and PINGs reach the same
 /// state machine as on the NIOHTTP2 engine, and completions that re-enter the handler or close
 /// the connection are safe.
 @Suite("libnghttp2 engine: the connection handler")

@@ -28,7 +28,7 @@ struct APNsIDGeneratorTests {
     }
 }
 
-@Suite("Push type inference (CONTRACT §2)")
+@Suite("Push type inference (docs/upstream.md#requests)")
 struct APNsPushTypeTests {
     @Test("Topic suffixes", arguments: [
         ("com.example.app.voip", APNsPushType.voip),

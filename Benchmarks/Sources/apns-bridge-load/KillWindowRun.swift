@@ -8,7 +8,7 @@ import MockAPNs
 import NIOCore
 import Synchronization
 
-/// How soon after APNs answers 410 the feedback entry survives `kill -9` (issue 18): for each
+/// How soon after APNs answers 410 the feedback entry survives `kill -9`: for each
 /// delay, a provider sends a batch whose every token APNs reports unregistered; the bridge is
 /// killed that long after the mock wrote its last answer; the SQLite file is then opened and
 /// the entries counted.

@@ -7,7 +7,7 @@ import Glibc
 /// Checks, before anything is opened, that each listen address can be bound: a socket is bound
 /// to it (with `SO_REUSEADDR`, as the listeners bind) and closed again, without `listen()`, so no
 /// client can connect to it meanwhile. A port that another process listens on fails here, before
-/// the store is opened or any other listener is up (issue 26, part 4). Port 0 (any free port)
+/// the store is opened or any other listener is up (docs/operations.md#refusing-to-start). Port 0 (any free port)
 /// always binds and is not probed.
 enum ListenAddressProbe {
     /// - Throws: ``ConfigurationError`` naming `key` and the address.

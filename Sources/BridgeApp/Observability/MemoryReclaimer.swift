@@ -3,7 +3,7 @@ import Foundation
 import Logging
 import Synchronization
 
-/// Gives memory back to the system after a burst (issue 26, part 5).
+/// Gives memory back to the system after a burst (docs/operations.md#memory-after-bursts).
 ///
 /// A burst of connections or notifications grows the C allocator's arenas; when it is over, the
 /// memory is freed but glibc keeps most of it in its arenas (only a free block at the very top

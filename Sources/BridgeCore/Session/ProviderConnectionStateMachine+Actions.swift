@@ -35,7 +35,7 @@ extension ProviderConnectionStateMachine {
         case frame(ProviderSessionStateMachine.FrameReceivedAction, command: NotificationFrame.Command)
         /// The session forwards this frame, but the tenant may hold live resend records (an
         /// error-response or a shutdown within the record window): claim the frame's record
-        /// first, and send it upstream only if no outcome is remembered (CONTRACT §1.6).
+        /// first, and send it upstream only if no outcome is remembered (docs/protocol.md#resend-records).
         case forwardUnlessAnswered(ProviderSessionStateMachine.Sequence, UpstreamNotification, command: NotificationFrame.Command)
         /// The stream cannot be decoded: the buffer is dropped, and the session decided.
         case malformed(LegacyProtocolError, ProviderSessionStateMachine.FrameReceivedAction)

@@ -26,7 +26,7 @@ import NIOCore
 ///   for it (one query for a shared store). Bytes are buffered, not decoded.
 /// - `open`: frames are decoded while the session reads (backpressure: it stops at its
 ///   in-flight bound, and reads are held back until it drains).
-/// - `draining`: the farewell is being written; whatever arrives is read and dropped (§1.5).
+/// - `draining`: the farewell is being written; whatever arrives is read and dropped (docs/protocol.md#after-a-failure).
 /// - `closed`: outcomes of notifications still in flight keep arriving, to resolve resend records.
 ///
 /// The session lives inside the phase it belongs to, so no phase can reach a session it does
@@ -34,7 +34,7 @@ import NIOCore
 ///
 /// A connection whose input ended (FIN, with or without close_notify) or that is gone stays in
 /// its phase: complete frames already buffered are still decoded and forwarded as the window
-/// drains, and `closeDrained` ends it when the last one has an outcome (§1.4).
+/// drains, and `closeDrained` ends it when the last one has an outcome (docs/protocol.md#end-of-input).
 public struct ProviderConnectionStateMachine {
     private enum Phase {
         case handshaking
@@ -110,7 +110,7 @@ public struct ProviderConnectionStateMachine {
             if case .open = self.phase { return .decode }
             return .none
         case .handshaking, .draining, .closed, .modifying:
-            return .none  // after a farewell, frames are dropped (§1.5)
+            return .none  // after a farewell, frames are dropped (docs/protocol.md#after-a-failure)
         }
     }
 
@@ -249,7 +249,7 @@ public struct ProviderConnectionStateMachine {
         return .close
     }
 
-    /// The server is stopping (CONTRACT §1.8), or a reload removed this connection's tenant.
+    /// The server is stopping (docs/protocol.md#shutdown), or a reload removed this connection's tenant.
     public mutating func shutdownRequested() -> Action {
         switch self.phase {
         case .handshaking, .preparing:

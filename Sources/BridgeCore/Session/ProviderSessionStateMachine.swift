@@ -1,20 +1,20 @@
 import LegacyProtocol
 import NIOCore
 
-/// The life of one provider connection, without any I/O (CONTRACT §1.3–1.6, §1.8).
+/// The life of one provider connection, without any I/O (docs/protocol.md#frames to #shutdown).
 ///
 /// ## States
 /// - `active`: frames are read, validated and forwarded.
 /// - `failing`: a notification failed (locally or upstream). Nothing more is forwarded and
 ///   reading stops; the machine waits until every notification *before* the failed one has an
 ///   outcome, because an earlier one may fail too, and the provider must hear of the earliest.
-/// - `shuttingDown`: the server is stopping (§1.8). Reading stops; in-flight notifications finish.
+/// - `shuttingDown`: the server is stopping (docs/protocol.md#shutdown). Reading stops; in-flight notifications finish.
 /// - `finished`: the farewell (error-response or status 10) was decided. Notifications forwarded
 ///   after the one it names are remembered as resend records; their outcomes still arrive and
 ///   resolve those records.
 ///
 /// Beside the state, whether the provider's input has ended (FIN, close_notify, or the
-/// connection gone): the end of input is not an error (§1.4). Every complete frame received
+/// connection gone): the end of input is not an error (docs/protocol.md#end-of-input). Every complete frame received
 /// before it is still decoded and forwarded as the in-flight window drains; once the last one
 /// has an outcome, the connection closes (`closeDrained`). A failure decided after the end is
 /// still a farewell: the packet reaches a provider that only half-closed.
@@ -131,7 +131,7 @@ public struct ProviderSessionStateMachine {
             self.entries.append(Entry(sequence: sequence, frame: frame, outcome: nil))
             return .forward(sequence, UpstreamNotification(tenant: self.tenant, frame: frame))
         case .failing, .shuttingDown, .finished:
-            // Frames after a failure are not forwarded (§1.5); while shutting down, reading has
+            // Frames after a failure are not forwarded (docs/protocol.md#after-a-failure); while shutting down, reading has
             // stopped and a frame still buffered is left for the provider to resend.
             return .ignore
         }

@@ -9,8 +9,8 @@ extension FeedbackKey {
     }
 }
 
-/// Which tokens may be on a feedback list: what lets a 200 skip the store (CONTRACT §1.7, first
-/// row: "the token leaves the feedback list if it was there"; issue 15, part 3).
+/// Which tokens may be on a feedback list: what lets a 200 skip the store (a 200 takes its token
+/// off the list if it was there: docs/feedback.md#on-the-list).
 ///
 /// Almost every upstream answer is a 200, and almost no token that gets one is on a feedback
 /// list. Without this filter every 200 would queue a `DELETE` for its token. With it, a 200 goes

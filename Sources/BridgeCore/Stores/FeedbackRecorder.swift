@@ -35,7 +35,7 @@ public struct FeedbackEntry: Hashable, Sendable {
     }
 }
 
-/// What an upstream outcome changes on a feedback list (CONTRACT §3, issue 4).
+/// What an upstream outcome changes on a feedback list (docs/feedback.md#on-the-list).
 public enum FeedbackChange: Hashable, Sendable {
     /// `410 Unregistered` / `ExpiredToken`: one entry per (tenant, environment, token), keeping
     /// the latest timestamp.
@@ -58,8 +58,8 @@ public protocol FeedbackRecorder: Sendable {
     func apply(_ change: FeedbackChange, on eventLoop: any EventLoop) -> EventLoopFuture<Void>
 
     /// Whether `key`'s token may be on its feedback list. `false` means certainly not: a 200
-    /// for it changes nothing, and the gateway does not call ``apply(_:on:)`` for it (issue 15,
-    /// part 3). The durable stores answer from their ``FeedbackListFilter``.
+    /// for it changes nothing, and the gateway does not call ``apply(_:on:)`` for it
+    /// (docs/feedback.md#on-the-list). The durable stores answer from their ``FeedbackListFilter``.
     func mayBeOnList(_ key: FeedbackKey) -> Bool
 }
 

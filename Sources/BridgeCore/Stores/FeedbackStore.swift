@@ -28,7 +28,7 @@ public struct FeedbackDrainResult: Hashable, Sendable {
     }
 }
 
-/// The feedback lists (CONTRACT §3): written by the gateway through ``FeedbackRecorder``,
+/// The feedback lists (docs/feedback.md): written by the gateway through ``FeedbackRecorder``,
 /// read by the feedback listener through ``drain(tenant:environment:options:deliver:finish:)``.
 public protocol FeedbackStore: FeedbackRecorder {
     /// Serves one poller: the pending entries of this tenant and environment, in batches.

@@ -44,7 +44,7 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
     private let horizons = ResendRecordHorizons()
 
     /// - Parameters:
-    ///   - window: how long a record is kept (CONTRACT §1.6: 2 minutes by default).
+    ///   - window: how long a record is kept (docs/protocol.md#resend-records: 2 minutes by default).
     ///   - now: the clock; injected by tests.
     public init(window: TimeAmount = .minutes(2), now: @escaping @Sendable () -> NIODeadline = { .now() }) {
         self.window = window

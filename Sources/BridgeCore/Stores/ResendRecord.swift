@@ -21,7 +21,7 @@ public struct PayloadDigest: Hashable, Sendable {
     }
 }
 
-/// What identifies a resent notification (CONTRACT §1.6): the tenant, the token, the payload
+/// What identifies a resent notification (docs/protocol.md#resend-records): the tenant, the token, the payload
 /// digest and the priority.
 ///
 /// The identifier and the expiry are deliberately not part of it: real clients change both
@@ -62,7 +62,7 @@ public struct ResendRecord: Hashable, Sendable {
     }
 }
 
-/// Where resend records live (CONTRACT §1.6): an in-memory store for one process, and durable
+/// Where resend records live (docs/protocol.md#resend-records): an in-memory store for one process, and durable
 /// ones shared by several instances.
 ///
 /// Records are kept for a bounded window; each is used once.
@@ -70,7 +70,7 @@ public protocol ResendRecordStore: Sendable {
     /// Whether a live record of this tenant may exist, answered from memory (no I/O).
     ///
     /// `false` means the tenant's notifications are new: the caller computes no key and makes
-    /// no claim (CONTRACT §1.6: the normal path costs nothing). A store shared by several
+    /// no claim (docs/protocol.md#resend-records: the normal path costs nothing). A store shared by several
     /// instances learns of the others' records through ``refreshLiveRecords(tenant:on:)``.
     func mayHoldLiveRecords(tenant: String) -> Bool
 
@@ -95,7 +95,7 @@ public protocol ResendRecordStore: Sendable {
     func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<ResendClaim>
 }
 
-/// What a claim found for a notification that may be a resend (CONTRACT §1.6).
+/// What a claim found for a notification that may be a resend (docs/protocol.md#resend-records).
 public enum ResendClaim: Hashable, Sendable, CustomStringConvertible {
     /// No live record: the notification is new; forward it.
     case new

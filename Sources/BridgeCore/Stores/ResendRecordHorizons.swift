@@ -1,6 +1,6 @@
 import Synchronization
 
-/// Until when each tenant may hold live resend records (CONTRACT §1.6, last sentence): what
+/// Until when each tenant may hold live resend records (docs/protocol.md#resend-records, last sentence): what
 /// lets a notification skip the digest and the store.
 ///
 /// A horizon only moves forward: remembering records extends it to their expiry, and a store

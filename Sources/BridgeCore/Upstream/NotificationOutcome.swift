@@ -1,12 +1,13 @@
 import LegacyProtocol
 
-/// What became of one notification upstream, in the legacy provider's terms (CONTRACT §1.7).
+/// What became of one notification upstream, in the legacy provider's terms (docs/upstream.md#outcomes).
 ///
 /// The upstream seam reports this after its own retries: a `rejected` outcome is final.
 ///
 /// `accepted`, `unregistered` and `rejected` are answers APNs gave; `gaveUp` and `dropped` are
-/// the bridge's own decisions. Only the former are kept as a resend record's outcome (CONTRACT
-/// §1.6): the resend of a notification the bridge gave up on is forwarded again.
+/// the bridge's own decisions. Only the former are kept as a resend record's outcome
+/// (docs/protocol.md#resend-records): the resend of a notification the bridge gave up on is
+/// forwarded again.
 public enum NotificationOutcome: Hashable, Sendable, CustomStringConvertible {
     /// Delivered to APNs (HTTP 200): nothing is sent to the provider.
     case accepted

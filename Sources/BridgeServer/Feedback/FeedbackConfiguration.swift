@@ -1,7 +1,7 @@
 import BridgeCore
 import NIOCore
 
-/// How the feedback listener (default port 2196) behaves (CONTRACT §3).
+/// How the feedback listener (default port 2196) behaves (docs/feedback.md).
 public struct FeedbackConfiguration: Sendable {
     public var host: String = "0.0.0.0"
     public var port: Int = 2196

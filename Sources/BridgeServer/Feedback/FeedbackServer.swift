@@ -7,7 +7,7 @@ import NIOSSL
 import NIOTLS
 import Synchronization
 
-/// The feedback listener: TLS on port 2196 (CONTRACT §3).
+/// The feedback listener: TLS on port 2196 (docs/feedback.md).
 ///
 /// On connect, the client certificate names the tenant (the gateway's resolver); the server
 /// writes every pending tuple of that tenant and environment, streamed from the store a batch

@@ -25,9 +25,9 @@ public struct GatewayConfiguration: Sendable {
     public var proxyProtocol: ProxyProtocolPolicy = .off
     public var session = ProviderSessionStateMachine.Configuration()
     /// After an error-response: how long to keep reading (and dropping) before the final close,
-    /// so that a reset does not destroy the packet on its way (§1.5).
+    /// so that a reset does not destroy the packet on its way (docs/protocol.md#after-a-failure).
     public var errorDrainTime: TimeAmount = .milliseconds(500)
-    /// On shutdown: how long in-flight notifications may take before status 10 is sent (§1.8).
+    /// On shutdown: how long in-flight notifications may take before status 10 is sent (docs/protocol.md#shutdown).
     public var shutdownGracePeriod: TimeAmount = .seconds(10)
 
     public init(tls: LegacyTLSConfiguration) {
@@ -43,7 +43,7 @@ public struct GatewayConfiguration: Sendable {
     }
 }
 
-/// TLS for a legacy listener (CONTRACT §1.1): the client certificate is always requested and
+/// TLS for a legacy listener (docs/protocol.md#tls): the client certificate is always requested and
 /// required, and verified against the configured CA certificates or pinned fingerprints. At most TLS 1.2 unless
 /// TLS 1.3 is allowed; TLS 1.0 and 1.1 only when legacy TLS is allowed.
 public struct LegacyTLSConfiguration: Sendable {

@@ -159,7 +159,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         self.outcomes = GatewayMetrics.shared.outcomes(tenant: tenant.name)
         self.usage = self.dependencies.usage?.counters(tenant: tenant.name)
         // Immediate for a store only this process writes; one query for a shared one, so that
-        // records another instance wrote before this connection are recognised (§1.6).
+        // records another instance wrote before this connection are recognised (docs/protocol.md#resend-records).
         self.dependencies.resendRecords.refreshLiveRecords(tenant: tenant.name, on: context.eventLoop)
             .hop(to: context.eventLoop)
             .assumeIsolated()
@@ -340,7 +340,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// §1.5: remember what the provider will resend, then write the packet, flush, and do what
+    /// docs/protocol.md#after-a-failure: remember what the provider will resend, then write the packet, flush, and do what
     /// the machine says (close at once when the provider's input has ended, else send
     /// close_notify and FIN, read and drop what still arrives for a moment, and close). The
     /// machine is already draining: it decided the farewell.

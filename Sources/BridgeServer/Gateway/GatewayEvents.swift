@@ -1,6 +1,6 @@
 import NIOCore
 
-/// Sent down a gateway connection's pipeline to start the graceful shutdown of CONTRACT §1.8.
+/// Sent down a gateway connection's pipeline to start the graceful shutdown of docs/protocol.md#shutdown.
 package struct GatewayShutdownEvent: Sendable {
     var gracePeriod: TimeAmount
 

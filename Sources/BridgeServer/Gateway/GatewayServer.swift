@@ -8,7 +8,7 @@ import NIOSSL
 ///
 /// Start it with ``start(configuration:upstream:resendRecords:feedback:tenantResolver:tlsContext:usage:group:logger:)``,
 /// run ``run()`` while it serves (each handshake's client-certificate check is one of its child
-/// tasks), and stop it with ``shutdownGracefully()`` (CONTRACT §1.8) or ``close()``, which end
+/// tasks), and stop it with ``shutdownGracefully()`` (docs/protocol.md#shutdown) or ``close()``, which end
 /// ``run()``.
 public final class GatewayServer: Sendable {
     public let configuration: GatewayConfiguration
@@ -120,7 +120,7 @@ public final class GatewayServer: Sendable {
         return server
     }
 
-    /// CONTRACT §1.8: stop accepting; stop reading; let in-flight notifications finish within
+    /// docs/protocol.md#shutdown: stop accepting; stop reading; let in-flight notifications finish within
     /// the grace period; send each connection `08 0A id` and close. Returns when every
     /// connection is closed and the notifications of connections closed earlier are finished
     /// (with their store writes), or after the grace period plus the drain time and a margin,
@@ -149,7 +149,7 @@ public final class GatewayServer: Sendable {
     /// After a configuration reload: each open connection resolves its client certificate
     /// again, and one that no longer resolves to a tenant (its tenant was removed), or whose
     /// tenant names upstream credentials not in `credentials`, is closed as at shutdown
-    /// (CONTRACT §1.8): its notifications in flight finish within the grace period, then it gets
+    /// (docs/protocol.md#shutdown): its notifications in flight finish within the grace period, then it gets
     /// `08 0A id`. Other connections keep the settings they started with until they close.
     ///
     /// Returns when every connection has seen the review: from then on, the connections being

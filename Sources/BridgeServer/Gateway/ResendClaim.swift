@@ -4,7 +4,7 @@ import NIOCore
 
 extension ResendRecordStore {
     /// Sends a notification upstream unless it is a resend of one that was already forwarded
-    /// (CONTRACT §1.6): then the remembered outcome is reported and nothing is sent.
+    /// (docs/protocol.md#resend-records): then the remembered outcome is reported and nothing is sent.
     ///
     /// Only for a tenant that may hold live resend records (the connection machine's
     /// `.forwardUnlessAnswered`): otherwise the notification goes straight upstream, with no

@@ -4,7 +4,7 @@ import SwiftASN1
 import X509
 
 /// Resolves the tenant of a provider connection from its verified client certificate
-/// (CONTRACT §1.2). `nil` refuses the connection.
+/// (docs/configuration.md#tenants). `nil` refuses the connection.
 public protocol TenantResolver: Sendable {
     func tenant(for certificate: NIOSSLCertificate) -> Tenant?
 

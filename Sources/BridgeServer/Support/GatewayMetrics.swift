@@ -15,7 +15,7 @@ public final class GatewayMetrics: Sendable {
     let inFlight = Meter(label: "apns_bridge_notifications_in_flight")
     let resendsAnsweredFromRecords = Counter(label: "apns_bridge_resends_deduplicated_total")
     /// Resends of notifications whose first send has no outcome any more (its process stopped or
-    /// crashed with it in flight, or the bridge gave up on it): forwarded again (CONTRACT §1.6).
+    /// crashed with it in flight, or the bridge gave up on it): forwarded again (docs/protocol.md#resend-records).
     let resendsForwardedAgain = Counter(label: "apns_bridge_resends_forwarded_again_total")
     let gatewayConnections = Meter(label: "apns_bridge_legacy_connections", dimensions: [("listener", "gateway")])
     let feedbackConnections = Meter(label: "apns_bridge_legacy_connections", dimensions: [("listener", "feedback")])
@@ -24,7 +24,7 @@ public final class GatewayMetrics: Sendable {
     let feedbackRecorded = Counter(label: "apns_bridge_feedback_entries_recorded_total")
     /// Failures decided after the provider's connection was gone: nobody could be told.
     let failuresAfterClose = Counter(label: "apns_bridge_failures_after_provider_close_total")
-    /// Frames cut off by the end of a provider's input (§1.4: not forwarded).
+    /// Frames cut off by the end of a provider's input (docs/protocol.md#end-of-input: not forwarded).
     let partialFrames = Counter(label: "apns_bridge_partial_frames_dropped_total")
     private let errorResponses = LabelledCounters(label: "apns_bridge_error_responses_total", labelNames: ["status"])
     /// Connections closed at accept: `reason` is `connections` (the connection cap),

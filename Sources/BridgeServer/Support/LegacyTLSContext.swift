@@ -11,7 +11,7 @@ import X509
 /// replaceable while the listeners run (new handshakes use the replacement; open connections
 /// keep theirs).
 ///
-/// The check runs during the handshake (CONTRACT §1.1, §1.2): a certificate is trusted when its
+/// The check runs during the handshake (docs/protocol.md#tls, docs/configuration.md#tenants): a certificate is trusted when its
 /// SHA-256 fingerprint is pinned, or when it chains to one of the client CAs (RFC 5280, at the
 /// time of the handshake); and it must resolve to a tenant. Otherwise the handshake fails.
 ///

@@ -42,7 +42,7 @@ public struct TenantRule: Hashable, Sendable {
     }
 }
 
-/// Resolves tenants from the configuration and the certificate (CONTRACT §1.2).
+/// Resolves tenants from the configuration and the certificate (docs/configuration.md#tenants).
 ///
 /// A certificate matches a rule by fingerprint first, then by `UID=`. Configuration overrides
 /// the certificate: the topic is the rule's, else the certificate's `UID=`; the environment is

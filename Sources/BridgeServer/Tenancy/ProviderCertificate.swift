@@ -5,7 +5,7 @@ import NIOSSL
 import SwiftASN1
 import X509
 
-/// What a provider (client) certificate says about its app, as Apple issued them (CONTRACT §1.2):
+/// What a provider (client) certificate says about its app, as Apple issued them (docs/configuration.md#tenants):
 /// the subject's `UID=` (bundle id) and `OU=` (team id), the environment markers and the topics
 /// extension, and the certificate's SHA-256 fingerprint.
 public struct ProviderCertificate: Hashable, Sendable {

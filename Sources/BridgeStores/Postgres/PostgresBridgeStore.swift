@@ -14,7 +14,7 @@ import Synchronization
 // of other instances' entries in FeedbackListNotifications.swift.
 
 /// The shared store: one PostgreSQL database for several bridge instances behind a TCP load
-/// balancer (CONTRACT §4, docs/scaling.md).
+/// balancer (docs/feedback.md#stores, docs/scaling.md).
 ///
 /// Feedback drains claim rows with `FOR UPDATE SKIP LOCKED`, so pollers on different instances
 /// never get the same entry; a claim left by an instance that died is released after
@@ -27,7 +27,7 @@ import Synchronization
 /// ``BridgeStoreConfiguration/instanceHeartbeatInterval``) and owns the records it writes. A
 /// pending record whose owner closed (it marks its pending records unknown as it closes) or
 /// stopped renewing its heartbeat for ``BridgeStoreConfiguration/instanceLease`` (it crashed)
-/// can get no outcome any more: its resend is forwarded again (CONTRACT §1.6).
+/// can get no outcome any more: its resend is forwarded again (docs/protocol.md#resend-records).
 public final class PostgresBridgeStore: BridgeStore {
     /// 2: instances own their resend records; 3: the usage tables (``PostgresUsage``).
     static let schemaVersion = 3
@@ -357,7 +357,7 @@ public final class PostgresBridgeStore: BridgeStore {
                 try await Self.createSchema1(connection, logger: logger)
             }
             if version < 2 {
-                // Schema 2: instances own their resend records (CONTRACT §1.6). Records written
+                // Schema 2: instances own their resend records (docs/protocol.md#resend-records). Records written
                 // by schema 1 have no owner: pending ones count as unknown.
                 let statements: [PostgresQuery] = [
                     """

@@ -11,7 +11,7 @@ import Synchronization
 // runs through, so that one file shows everything one store does to its tables. The usage
 // tables are in SQLiteUsage.swift.
 
-/// The embedded store: one SQLite file, for one bridge process (CONTRACT §4).
+/// The embedded store: one SQLite file, for one bridge process (docs/feedback.md#stores).
 ///
 /// WAL journal; `synchronous=FULL` by default, so a commit survives a power cut as well as a
 /// crash. One connection: SQLite has one writer at a time anyway, and every operation here
@@ -21,7 +21,7 @@ import Synchronization
 /// One process per file: at open, claims left by a drain of a previous run (which died before
 /// it could delete or release them) are released at once, and resend records that run left
 /// pending can no longer get an outcome: they are marked unknown, so their resends are
-/// forwarded again at once (CONTRACT §1.6).
+/// forwarded again at once (docs/protocol.md#resend-records).
 public final class SQLiteBridgeStore: BridgeStore {
     public enum Synchronous: String, Sendable {
         /// A commit is on disk before it returns: survives crashes and power cuts.

@@ -12,7 +12,7 @@ import Synchronization
 /// has committed.
 ///
 /// A 200 for a token that ``FeedbackListFilter`` says is on no list is not queued at all: its
-/// future succeeds at once (issue 15, part 3). A 410's token goes into the filter when it is
+/// future succeeds at once (docs/feedback.md#on-the-list). A 410's token goes into the filter when it is
 /// submitted (so that a 200 right after it is not skipped) and again when it has committed (so
 /// that a rebuild of the filter running meanwhile keeps it).
 ///

@@ -25,7 +25,7 @@ enum StoredOutcome {
 
     /// What a claim of a row with this outcome answers. A kind this code does not know (a newer
     /// schema's) reads as unknown: forwarding again is at-least-once, and a failure the upstream
-    /// did not give is never invented (CONTRACT §1.6).
+    /// did not give is never invented (docs/protocol.md#resend-records).
     static func claim(kind: Int64, value: Int64) -> ResendClaim {
         switch kind {
         case Self.accepted: .answered(.accepted)

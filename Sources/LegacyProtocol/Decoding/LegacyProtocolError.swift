@@ -1,4 +1,4 @@
-/// A frame the decoder refuses: it carries the status byte of CONTRACT §1.4 and the identifier
+/// A frame the decoder refuses: it carries the status byte of docs/protocol.md#status-codes and the identifier
 /// when it could be read, so the gateway can answer with an error-response packet at once.
 ///
 /// After such an error the stream cannot be trusted any more; the connection is closed.

@@ -8,7 +8,7 @@ import NIOCore
 /// so a hostile length is refused on the header alone and nothing proportional to it is
 /// allocated.
 ///
-/// The decoder checks structure only (CONTRACT §1.4's protocol errors, and token lengths that
+/// The decoder checks structure only (the protocol errors of docs/protocol.md#status-codes, and token lengths that
 /// are too long to wait for). What depends on the tenant (topic, payload limit) and the
 /// "missing" statuses are checked by ``NotificationFrame/validationFailure(hasTopic:maximumPayloadLength:)``.
 ///

@@ -1,7 +1,7 @@
 import NIOCore
 
 extension NotificationFrame {
-    /// The local checks of CONTRACT §1.4, in the order the contract lists them: token, topic,
+    /// The local checks of docs/protocol.md#status-codes, in the order listed there: token, topic,
     /// payload. Returns `nil` for a frame that may be forwarded.
     ///
     /// - Parameters:

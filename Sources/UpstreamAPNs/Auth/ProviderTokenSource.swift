@@ -5,7 +5,7 @@ import Synchronization
 
 /// The one provider token of a signing key, shared by every connection that uses the key.
 ///
-/// Apple's rules (CONTRACT §2): refresh a token after 50 minutes (tokens older than an hour are
+/// Apple's rules (docs/upstream.md#requests): refresh a token after 50 minutes (tokens older than an hour are
 /// refused), and never more often than once per 20 minutes (`TooManyProviderTokenUpdates`).
 /// When APNs answers `ExpiredProviderToken` earlier than expected (a skewed clock), the token is
 /// replaced at once if the 20 minutes allow it; otherwise the same token is used for the retry.

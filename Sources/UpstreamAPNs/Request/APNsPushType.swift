@@ -1,7 +1,7 @@
 import NIOCore
 
 /// The `apns-push-type` header. The legacy interface had no such field, so the bridge infers it
-/// from the tenant's topic and the payload (CONTRACT §2).
+/// from the tenant's topic and the payload (docs/upstream.md#requests).
 public struct APNsPushType: Hashable, Sendable, CustomStringConvertible {
     public var rawValue: String
 

@@ -8,7 +8,7 @@ apns-clerk differs from PyAPNs in what it does on the wire:
   message (0, 1, 2, ...); it peeks for an error-response between chunks and waits 3 s for one
   after the last;
 - on an error-response it builds a new message from the tokens after the failed one, numbered
-  from 0 again, and sends it on a new connection (the resend CONTRACT §1.6 matches without the
+  from 0 again, and sends it on a new connection (docs/protocol.md#resend-records matches a resend without the
   identifier);
 - it reads the feedback service with its own parser.
 
