@@ -6,10 +6,11 @@ import PackageDescription
 let warningsAsErrors: [SwiftSetting] =
     Context.environment["APNS_BRIDGE_WARNINGS_AS_ERRORS"] == "1" ? [.treatAllWarnings(as: .error)] : []
 
-let swiftSettings: [SwiftSetting] = [
-    .enableUpcomingFeature("ExistentialAny"),
-    .enableUpcomingFeature("MemberImportVisibility"),
-] + warningsAsErrors
+let swiftSettings: [SwiftSetting] =
+    [
+        .enableUpcomingFeature("ExistentialAny"),
+        .enableUpcomingFeature("MemberImportVisibility"),
+    ] + warningsAsErrors
 
 let package = Package(
     name: "apns-bridge",
@@ -50,7 +51,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.2"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
-        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0", traits: ["YAML", "Reloading"]),
+        .package(
+            url: "https://github.com/apple/swift-configuration.git",
+            from: "1.4.0",
+            traits: ["YAML", "Reloading"]
+        ),
         // Already in the graph through swift-configuration's YAML trait; read directly to list
         // the keys a configuration file sets (unknown keys are refused).
         .package(url: "https://github.com/jpsim/Yams.git", "5.4.0"..<"7.0.0"),

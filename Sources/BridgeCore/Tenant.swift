@@ -53,14 +53,16 @@ public struct Tenant: Hashable, Sendable, CustomStringConvertible {
     /// ``maximumPayloadLength``.
     @inline(__always)
     public func maximumPayloadLength(forToken token: ByteBuffer) -> Int {
-        self.channels.channel(forToken: token) == nil ? self.maximumPayloadLength : BroadcastChannel.maximumPayloadLength
+        self.channels.channel(forToken: token) == nil
+            ? self.maximumPayloadLength : BroadcastChannel.maximumPayloadLength
     }
 
     /// The bundle id a broadcast names in its path: the topic without a push-type suffix (APNs
     /// answers `TopicDisallowed` to a suffixed one).
     public var broadcastBundleID: String? {
         guard let topic else { return nil }
-        for suffix in [".push-type.liveactivity", ".voip", ".complication", ".pushkit.fileprovider"] where topic.hasSuffix(suffix) {
+        for suffix in [".push-type.liveactivity", ".voip", ".complication", ".pushkit.fileprovider"]
+        where topic.hasSuffix(suffix) {
             return String(topic.dropLast(suffix.count))
         }
         return topic
@@ -81,7 +83,8 @@ public struct Tenant: Hashable, Sendable, CustomStringConvertible {
         var previous: UInt8 = UInt8(ascii: ".")
         for byte in utf8 {
             switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"),
                 UInt8(ascii: "-"), UInt8(ascii: "_"):
                 break
             case UInt8(ascii: "."):

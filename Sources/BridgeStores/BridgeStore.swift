@@ -158,7 +158,12 @@ public enum BridgeStoreLocation {
         if location.hasPrefix("sqlite:") {
             let path = String(location.dropFirst("sqlite:".count))
             guard !path.isEmpty else { throw StoreError.invalidURL("sqlite: needs a file path") }
-            return try await SQLiteBridgeStore.open(path: path, configuration: configuration, synchronous: configuration.sqliteSynchronous, logger: logger)
+            return try await SQLiteBridgeStore.open(
+                path: path,
+                configuration: configuration,
+                synchronous: configuration.sqliteSynchronous,
+                logger: logger
+            )
         }
         throw StoreError.invalidURL("\(location): expected sqlite:PATH or postgres://user@host/database")
     }
@@ -174,12 +179,19 @@ public enum BridgeStoreLocation {
         _ body: (any BridgeStore) async throws -> Result
     ) async throws -> Result {
         if location.hasPrefix("postgres://") || location.hasPrefix("postgresql://") {
-            return try await PostgresBridgeStore.withStore(url: location, configuration: configuration, logger: logger) { try await body($0) }
+            return try await PostgresBridgeStore.withStore(url: location, configuration: configuration, logger: logger)
+            { try await body($0) }
         }
-        guard location.hasPrefix("sqlite:"), case let path = String(location.dropFirst("sqlite:".count)), !path.isEmpty else {
+        guard location.hasPrefix("sqlite:"), case let path = String(location.dropFirst("sqlite:".count)), !path.isEmpty
+        else {
             throw StoreError.invalidURL("\(location): expected sqlite:PATH or postgres://user@host/database")
         }
-        return try await SQLiteBridgeStore.withStore(path: path, configuration: configuration, synchronous: configuration.sqliteSynchronous, logger: logger) {
+        return try await SQLiteBridgeStore.withStore(
+            path: path,
+            configuration: configuration,
+            synchronous: configuration.sqliteSynchronous,
+            logger: logger
+        ) {
             try await body($0)
         }
     }

@@ -40,7 +40,9 @@ public final class CapturedLog: Sendable {
 
         func log(event: LogEvent) {
             let merged = self.metadata.merging(event.metadata ?? [:]) { $1 }
-            self.log.append(Line(level: event.level, message: "\(event.message)", metadata: merged.mapValues { "\($0)" }))
+            self.log.append(
+                Line(level: event.level, message: "\(event.message)", metadata: merged.mapValues { "\($0)" })
+            )
         }
     }
 }

@@ -26,7 +26,14 @@ extension LegacyConnection {
             tls.certificateChain = [.certificate(identity.certificate)]
             tls.privateKey = .privateKey(identity.privateKey)
         }
-        return try await Self.connect(to: address, tls: tls, serverHostname: "localhost", from: localAddress, preamble: preamble, group: group)
+        return try await Self.connect(
+            to: address,
+            tls: tls,
+            serverHostname: "localhost",
+            from: localAddress,
+            preamble: preamble,
+            group: group
+        )
     }
 }
 
@@ -42,6 +49,14 @@ extension FeedbackPoller {
         timeout: TimeAmount = .seconds(60),
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> Poll {
-        try await Self.poll(address, tls: identity.clientTLSConfiguration(trusting: ca), serverHostname: "localhost", keepTuples: keepTuples, closeAfterBytes: closeAfterBytes, timeout: timeout, group: group)
+        try await Self.poll(
+            address,
+            tls: identity.clientTLSConfiguration(trusting: ca),
+            serverHostname: "localhost",
+            keepTuples: keepTuples,
+            closeAfterBytes: closeAfterBytes,
+            timeout: timeout,
+            group: group
+        )
     }
 }

@@ -9,12 +9,22 @@ public struct ConfigurationFiles {
     public var pki: DevelopmentCA
 
     public init() throws {
-        self.directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-config-\(UUID().uuidString)").path
+        self.directory =
+            FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-config-\(UUID().uuidString)")
+            .path
         try FileManager.default.createDirectory(atPath: self.directory, withIntermediateDirectories: true)
         self.pki = try DevelopmentCA()
         _ = try self.pki.server.writePEMFiles(to: self.directory, name: "gateway")
-        try self.pki.caCertificatePEM.write(toFile: self.directory + "/provider-ca.pem", atomically: true, encoding: .utf8)
-        try P256.Signing.PrivateKey().pemRepresentation.write(toFile: self.directory + "/AuthKey.p8", atomically: true, encoding: .utf8)
+        try self.pki.caCertificatePEM.write(
+            toFile: self.directory + "/provider-ca.pem",
+            atomically: true,
+            encoding: .utf8
+        )
+        try P256.Signing.PrivateKey().pemRepresentation.write(
+            toFile: self.directory + "/AuthKey.p8",
+            atomically: true,
+            encoding: .utf8
+        )
     }
 
     /// The settings every test needs, as flags.

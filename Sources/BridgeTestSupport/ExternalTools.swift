@@ -42,7 +42,9 @@ public struct ChildRun: Sendable {
         process.standardOutput = try FileHandle(forWritingTo: outputURL)
         process.standardError = try FileHandle(forWritingTo: errorURL)
         try process.run()
-        _ = try? await eventually("\(executable) to exit", timeout: timeout, interval: .milliseconds(20)) { !process.isRunning }
+        _ = try? await eventually("\(executable) to exit", timeout: timeout, interval: .milliseconds(20)) {
+            !process.isRunning
+        }
         if process.isRunning {
             process.terminate()
             try await eventually("\(executable) to exit after SIGTERM", timeout: .seconds(60)) { !process.isRunning }

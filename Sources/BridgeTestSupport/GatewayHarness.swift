@@ -55,7 +55,13 @@ public final class GatewayHarness: Sendable {
             tlsContext: tlsContext,
             logger: logger
         )
-        return GatewayHarness(pki: pki, upstream: upstream, resendRecords: resendRecords, feedback: feedback, server: server)
+        return GatewayHarness(
+            pki: pki,
+            upstream: upstream,
+            resendRecords: resendRecords,
+            feedback: feedback,
+            server: server
+        )
     }
 
     /// A provider connection with a certificate for `bundleID` (`nil`: a certificate without `UID=`).

@@ -33,7 +33,10 @@ public final class HostileHTTP2Server: Sendable {
 
     public static func start(_ behaviour: Behaviour) async throws -> HostileHTTP2Server {
         let pki = try DevelopmentCA()
-        var tls = TLSConfiguration.makeServerConfiguration(certificateChain: [.certificate(pki.server.certificate)], privateKey: .privateKey(pki.server.privateKey))
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: [.certificate(pki.server.certificate)],
+            privateKey: .privateKey(pki.server.privateKey)
+        )
         tls.applicationProtocols = ["h2"]
         tls.shutdownTimeout = .milliseconds(100)
         let context = try NIOSSLContext(configuration: tls)
@@ -57,7 +60,12 @@ public final class HostileHTTP2Server: Sendable {
 
     /// Where a client reaches it, trusting its throwaway CA.
     public var endpoint: APNsEndpoint {
-        APNsEndpoint(host: "127.0.0.1", port: self.port, serverHostname: "localhost", trustRoots: .certificates([self.pki.caCertificate]))
+        APNsEndpoint(
+            host: "127.0.0.1",
+            port: self.port,
+            serverHostname: "localhost",
+            trustRoots: .certificates([self.pki.caCertificate])
+        )
     }
 
     public func close() async {
@@ -86,12 +94,30 @@ public final class HostileHTTP2Server: Sendable {
             guard ended else { return }
             switch self.behaviour {
             case .misstatedContentLength:
-                let headers: HPACKHeaders = [":status": "400", "content-type": "application/json", "content-length": "3"]
-                context.write(self.wrapOutboundOut(HTTP2Frame(streamID: frame.streamID, payload: .headers(.init(headers: headers)))), promise: nil)
+                let headers: HPACKHeaders = [
+                    ":status": "400", "content-type": "application/json", "content-length": "3",
+                ]
+                context.write(
+                    self.wrapOutboundOut(
+                        HTTP2Frame(streamID: frame.streamID, payload: .headers(.init(headers: headers)))
+                    ),
+                    promise: nil
+                )
                 let body = ByteBuffer(string: #"{"reason":"BadDeviceToken"}"#)
-                context.write(self.wrapOutboundOut(HTTP2Frame(streamID: frame.streamID, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: nil)
+                context.write(
+                    self.wrapOutboundOut(
+                        HTTP2Frame(
+                            streamID: frame.streamID,
+                            payload: .data(.init(data: .byteBuffer(body), endStream: true))
+                        )
+                    ),
+                    promise: nil
+                )
             case .resetWithProtocolError:
-                context.write(self.wrapOutboundOut(HTTP2Frame(streamID: frame.streamID, payload: .rstStream(.protocolError))), promise: nil)
+                context.write(
+                    self.wrapOutboundOut(HTTP2Frame(streamID: frame.streamID, payload: .rstStream(.protocolError))),
+                    promise: nil
+                )
             }
             context.flush()
         }

@@ -36,10 +36,18 @@ public enum LegacyHabits {
     }
 
     /// Runs the habits script's `command` and decodes the JSON object it prints.
-    public static func python<Result: Decodable>(_ command: String, _ arguments: [String], as: Result.Type) async throws -> Result {
+    public static func python<Result: Decodable>(
+        _ command: String,
+        _ arguments: [String],
+        as: Result.Type
+    ) async throws -> Result {
         let run = try await ChildRun.run("python3", [Self.script, command] + arguments)
         guard run.status == 0, let result = try? JSONDecoder().decode(Result.self, from: Data(run.outputBytes)) else {
-            throw Failed(what: "legacy_habits.py \(command)", status: run.status, detail: run.output + run.error.suffix(2000))
+            throw Failed(
+                what: "legacy_habits.py \(command)",
+                status: run.status,
+                detail: run.output + run.error.suffix(2000)
+            )
         }
         return result
     }
@@ -71,7 +79,9 @@ public enum LegacyHabits {
         /// server has checked its certificate).
         public var new: Bool { self.run.output.contains("New, TLSv") }
         /// The server refused the client's certificate with an alert.
-        public var refusedByServer: Bool { self.run.error.contains("alert certificate unknown") || self.run.error.contains("alert handshake failure") }
+        public var refusedByServer: Bool {
+            self.run.error.contains("alert certificate unknown") || self.run.error.contains("alert handshake failure")
+        }
 
         /// Whether the bytes the server sent (among s_client's text) contain `bytes`.
         public func received(_ bytes: [UInt8]) -> Bool {

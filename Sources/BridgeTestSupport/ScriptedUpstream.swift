@@ -44,7 +44,10 @@ public final class ScriptedUpstream: NotificationUpstream {
         self.state.withLock { $0.ledger }
     }
 
-    public func send(_ notification: UpstreamNotification, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome> {
+    public func send(
+        _ notification: UpstreamNotification,
+        on eventLoop: any EventLoop
+    ) -> EventLoopFuture<NotificationOutcome> {
         let (arrival, ready): (Int, [EventLoopPromise<Void>]) = self.state.withLock { state in
             state.ledger.append(notification)
             let count = state.ledger.count
@@ -64,7 +67,11 @@ public final class ScriptedUpstream: NotificationUpstream {
     }
 
     /// Completes when the ledger holds at least `count` notifications, or fails after `timeout`.
-    public func waitForLedgerCount(_ count: Int, timeout: TimeAmount = .seconds(10), on eventLoop: any EventLoop) async throws {
+    public func waitForLedgerCount(
+        _ count: Int,
+        timeout: TimeAmount = .seconds(10),
+        on eventLoop: any EventLoop
+    ) async throws {
         let promise = eventLoop.makePromise(of: Void.self)
         let alreadyThere = self.state.withLock { state in
             if state.ledger.count >= count { return true }
@@ -79,4 +86,3 @@ public final class ScriptedUpstream: NotificationUpstream {
         try await promise.futureResult.get()
     }
 }
-

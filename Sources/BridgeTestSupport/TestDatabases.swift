@@ -12,7 +12,9 @@ public enum TestDatabases {
 
     /// A path for a new SQLite database in a new temporary folder.
     public static func sqliteLocation() throws -> String {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-test-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "apns-bridge-test-\(UUID().uuidString)"
+        )
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         return "sqlite:" + directory.appendingPathComponent("store.sqlite").path
     }
@@ -22,10 +24,14 @@ public enum TestDatabases {
         guard let base = Self.postgresURL, var components = URLComponents(string: base) else {
             throw TestDatabaseUnavailable()
         }
-        let name = "apns_bridge_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
+        let name =
+            "apns_bridge_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
         var logger = Logger(label: "test.postgres")
         logger.logLevel = .error  // not the warning about a lease requested before run() started
-        let client = PostgresClient(configuration: try PostgresBridgeStore.clientConfiguration(url: base), backgroundLogger: logger)
+        let client = PostgresClient(
+            configuration: try PostgresBridgeStore.clientConfiguration(url: base),
+            backgroundLogger: logger
+        )
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             try await client.query("CREATE DATABASE \(unescaped: name)")
@@ -55,11 +61,17 @@ public enum StoreKind: String, CaseIterable, Sendable {
         }
     }
 
-    public func open(_ location: String, configuration: BridgeStoreConfiguration = .init()) async throws -> any BridgeStore {
-        try await BridgeStoreLocation.open(location, configuration: configuration, logger: Logger.forTests("apns-bridge.test.store"))
+    public func open(
+        _ location: String,
+        configuration: BridgeStoreConfiguration = .init()
+    ) async throws -> any BridgeStore {
+        try await BridgeStoreLocation.open(
+            location,
+            configuration: configuration,
+            logger: Logger.forTests("apns-bridge.test.store")
+        )
     }
 }
-
 
 extension StoreKind {
     /// The kinds these tests can reach: SQLite always, PostgreSQL when a test server is set.

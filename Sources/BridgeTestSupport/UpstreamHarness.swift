@@ -19,7 +19,8 @@ extension Logger {
     /// `trace`) to show what the client and the mock do.
     public static func forTests(_ label: String = "apns-bridge.test") -> Logger {
         var logger = Logger(label: label)
-        logger.logLevel = ProcessInfo.processInfo.environment["APNS_BRIDGE_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .error
+        logger.logLevel =
+            ProcessInfo.processInfo.environment["APNS_BRIDGE_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .error
         return logger
     }
 }
@@ -57,7 +58,14 @@ public final class UpstreamHarness: Sendable {
     public let clock: TestClock
     public let metrics: TestMetrics
 
-    private init(pki: DevelopmentCA, mock: MockAPNsServer, client: APNsNotificationUpstream, tokens: ProviderTokenSource, clock: TestClock, metrics: TestMetrics) {
+    private init(
+        pki: DevelopmentCA,
+        mock: MockAPNsServer,
+        client: APNsNotificationUpstream,
+        tokens: ProviderTokenSource,
+        clock: TestClock,
+        metrics: TestMetrics
+    ) {
         self.pki = pki
         self.mock = mock
         self.client = client
@@ -145,7 +153,12 @@ public final class UpstreamHarness: Sendable {
 
     /// The endpoint of the mock, as the harness's clients reach it.
     public var mockEndpoint: APNsEndpoint {
-        APNsEndpoint(host: "127.0.0.1", port: self.mock.port, serverHostname: "localhost", trustRoots: .certificates([self.pki.caCertificate]))
+        APNsEndpoint(
+            host: "127.0.0.1",
+            port: self.mock.port,
+            serverHostname: "localhost",
+            trustRoots: .certificates([self.pki.caCertificate])
+        )
     }
 
     /// Sends `notification` and waits for its outcome.

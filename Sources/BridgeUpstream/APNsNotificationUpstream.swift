@@ -1,7 +1,6 @@
 import BridgeCore
 import CoreMetrics
 import Foundation
-import CoreMetrics
 import LegacyProtocol
 import Logging
 import NIOCore
@@ -53,7 +52,10 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         logger: Logger = Logger(label: "apns-bridge.upstream"),
         metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) throws {
-        func makeClients(_ endpoints: [APNsEnvironment: APNsEndpoint], api: String) throws -> [APNsEnvironment: APNsClient] {
+        func makeClients(
+            _ endpoints: [APNsEnvironment: APNsEndpoint],
+            api: String
+        ) throws -> [APNsEnvironment: APNsClient] {
             var clients: [APNsEnvironment: APNsClient] = [:]
             for (environment, endpoint) in endpoints {
                 var clientLogger = logger
@@ -74,9 +76,17 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         self.broadcastClients = try makeClients(configuration.broadcastEndpoints, api: "broadcast")
         self.logger = logger
         self.forwarded = Counter(label: "apns_bridge_notifications_forwarded_total", factory: metricsFactory)
-        self.failed = LabelledCounters(label: "apns_bridge_notifications_failed_total", labelNames: ["status", "reason"], factory: metricsFactory)
+        self.failed = LabelledCounters(
+            label: "apns_bridge_notifications_failed_total",
+            labelNames: ["status", "reason"],
+            factory: metricsFactory
+        )
         self.broadcastsForwarded = Counter(label: "apns_bridge_broadcasts_forwarded_total", factory: metricsFactory)
-        self.broadcastsFailed = LabelledCounters(label: "apns_bridge_broadcasts_failed_total", labelNames: ["status", "reason"], factory: metricsFactory)
+        self.broadcastsFailed = LabelledCounters(
+            label: "apns_bridge_broadcasts_failed_total",
+            labelNames: ["status", "reason"],
+            factory: metricsFactory
+        )
     }
 
     /// The client of an environment (`nil` when the configuration has no endpoint for it).
@@ -106,7 +116,8 @@ public final class APNsNotificationUpstream: NotificationUpstream {
 
     /// Each environment's connections and queue, for diagnostics.
     public var poolSnapshot: String {
-        self.clients.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue): \($0.value.poolSnapshot)" }.joined(separator: "; ")
+        self.clients.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue): \($0.value.poolSnapshot)" }
+            .joined(separator: "; ")
     }
 
     /// Closes every connection; requests still waiting fail.
@@ -163,20 +174,28 @@ public final class APNsNotificationUpstream: NotificationUpstream {
 
     // MARK: NotificationUpstream
 
-    public func send(_ notification: UpstreamNotification, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome> {
+    public func send(
+        _ notification: UpstreamNotification,
+        on eventLoop: any EventLoop
+    ) -> EventLoopFuture<NotificationOutcome> {
         if let channel = notification.tenant.channels.channel(forToken: notification.frame.deviceToken) {
             return self.broadcast(notification, to: channel, on: eventLoop)
         }
         let identifier = notification.frame.identifier
         guard let client = self.clients[notification.tenant.environment] else {
-            self.logger.error("no upstream endpoint for the environment", metadata: ["environment": "\(notification.tenant.environment.rawValue)"])
+            self.logger.error(
+                "no upstream endpoint for the environment",
+                metadata: ["environment": "\(notification.tenant.environment.rawValue)"]
+            )
             self.count(.gaveUp(.processingError), reason: nil)
             return eventLoop.makeSucceededFuture(.gaveUp(.processingError))
         }
         let request = Self.request(for: notification, apnsID: self.idGenerator.next())
         self.logger.debug(
             "forwarding",
-            metadata: ["identifier": "\(identifier)", "apns-id": "\(request.apnsID)", "push_type": "\(request.pushType)"]
+            metadata: [
+                "identifier": "\(identifier)", "apns-id": "\(request.apnsID)", "push_type": "\(request.pushType)",
+            ]
         )
         // One future per notification: the client calls back, the outcome completes it.
         let promise = eventLoop.makePromise(of: NotificationOutcome.self)
@@ -187,20 +206,38 @@ public final class APNsNotificationUpstream: NotificationUpstream {
     }
 
     /// A frame to a channel token, as a broadcast (Apple's broadcast push API).
-    private func broadcast(_ notification: UpstreamNotification, to channel: BroadcastChannel, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome> {
+    private func broadcast(
+        _ notification: UpstreamNotification,
+        to channel: BroadcastChannel,
+        on eventLoop: any EventLoop
+    ) -> EventLoopFuture<NotificationOutcome> {
         let identifier = notification.frame.identifier
         let tenant = notification.tenant
         guard let client = self.broadcastClients[tenant.environment], let bundleID = tenant.broadcastBundleID else {
             self.logger.error(
                 "no broadcast endpoint or bundle id for the tenant",
-                metadata: ["tenant": "\(tenant.name)", "environment": "\(tenant.environment.rawValue)", "channel": "\(channel.name)"]
+                metadata: [
+                    "tenant": "\(tenant.name)", "environment": "\(tenant.environment.rawValue)",
+                    "channel": "\(channel.name)",
+                ]
             )
             self.countBroadcast(.gaveUp(.processingError), reason: nil)
             return eventLoop.makeSucceededFuture(.gaveUp(.processingError))
         }
-        let request = Self.broadcastRequest(for: notification, channel: channel, bundleID: bundleID, requestID: self.idGenerator.next())
+        let request = Self.broadcastRequest(
+            for: notification,
+            channel: channel,
+            bundleID: bundleID,
+            requestID: self.idGenerator.next()
+        )
         return client.send(request, on: eventLoop).map { result in
-            self.broadcastOutcome(of: result, identifier: identifier, request: request, channel: channel, tenant: tenant)
+            self.broadcastOutcome(
+                of: result,
+                identifier: identifier,
+                request: request,
+                channel: channel,
+                tenant: tenant
+            )
         }
     }
 
@@ -222,14 +259,20 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         case .outcome(.accepted):
             self.logger.info("broadcast sent", metadata: metadata)
         case .outcome(.unregistered):
-            self.logger.warning("the channel no longer exists: its channel token goes on the feedback list", metadata: metadata)
+            self.logger.warning(
+                "the channel no longer exists: its channel token goes on the feedback list",
+                metadata: metadata
+            )
         case .outcome:
             self.logger.warning("broadcast refused", metadata: metadata)
         case .gaveUp(let outcome):
             metadata["outcome"] = "\(outcome)"
             self.logger.warning("gave up a broadcast after retries", metadata: metadata)
         case .credentialFailure:
-            self.logger.error("upstream refused the bridge's credentials for a broadcast: check the tenant's key or certificate", metadata: metadata)
+            self.logger.error(
+                "upstream refused the bridge's credentials for a broadcast: check the tenant's key or certificate",
+                metadata: metadata
+            )
         case .topicFailure:
             self.logger.error(
                 "upstream refused the tenant's app for broadcasts: check its topic and that broadcast push is enabled for it",
@@ -241,15 +284,29 @@ public final class APNsNotificationUpstream: NotificationUpstream {
                 metadata: metadata
             )
         case .bridgeBug:
-            self.logLimited(.critical, "upstream refused a broadcast the bridge built: this is a bug in apns-bridge", metadata, by: self.bridgeBugLog)
+            self.logLimited(
+                .critical,
+                "upstream refused a broadcast the bridge built: this is a bug in apns-bridge",
+                metadata,
+                by: self.bridgeBugLog
+            )
         case .upstreamFault:
-            self.logLimited(.warning, "upstream answered a broadcast outside Apple's documented API", metadata, by: self.upstreamFaultLog)
+            self.logLimited(
+                .warning,
+                "upstream answered a broadcast outside Apple's documented API",
+                metadata,
+                by: self.upstreamFaultLog
+            )
         }
         self.countBroadcast(mapping.outcome, reason: reason)
         return mapping.outcome
     }
 
-    private func outcome(of result: APNsSendResult, identifier: NotificationIdentifier, apnsID: String) -> NotificationOutcome {
+    private func outcome(
+        of result: APNsSendResult,
+        identifier: NotificationIdentifier,
+        apnsID: String
+    ) -> NotificationOutcome {
         if case .answered(let response) = result, response.status == 200 {
             // The common case: nothing to log, no metadata to build.
             self.forwarded.increment()
@@ -265,20 +322,41 @@ public final class APNsNotificationUpstream: NotificationUpstream {
             metadata["outcome"] = "\(outcome)"
             self.logger.warning("gave up after retries", metadata: metadata)
         case .credentialFailure:
-            self.logger.error("upstream refused the bridge's credentials: check the tenant's key or certificate", metadata: metadata)
+            self.logger.error(
+                "upstream refused the bridge's credentials: check the tenant's key or certificate",
+                metadata: metadata
+            )
         case .topicFailure:
-            self.logger.error("upstream refused the tenant's topic: check the tenant's configuration", metadata: metadata)
+            self.logger.error(
+                "upstream refused the tenant's topic: check the tenant's configuration",
+                metadata: metadata
+            )
         case .bridgeBug:
-            self.logLimited(.critical, "upstream refused a request the bridge built: this is a bug in apns-bridge", metadata, by: self.bridgeBugLog)
+            self.logLimited(
+                .critical,
+                "upstream refused a request the bridge built: this is a bug in apns-bridge",
+                metadata,
+                by: self.bridgeBugLog
+            )
         case .upstreamFault:
-            self.logLimited(.warning, "upstream answered outside Apple's documented API", metadata, by: self.upstreamFaultLog)
+            self.logLimited(
+                .warning,
+                "upstream answered outside Apple's documented API",
+                metadata,
+                by: self.upstreamFaultLog
+            )
         }
         self.count(mapping.outcome, reason: reason)
         return mapping.outcome
     }
 
     /// One line now unless `limit` had one within its interval; the line says how many it left out.
-    private func logLimited(_ level: Logger.Level, _ message: Logger.Message, _ metadata: Logger.Metadata, by limit: LogRateLimit) {
+    private func logLimited(
+        _ level: Logger.Level,
+        _ message: Logger.Message,
+        _ metadata: Logger.Metadata,
+        by limit: LogRateLimit
+    ) {
         guard let suppressed = limit.admit() else { return }
         var metadata = metadata
         if suppressed > 0 { metadata["left_out_since_last_line"] = "\(suppressed)" }

@@ -45,7 +45,11 @@ public enum LegacyOutcomeMapping: Hashable, Sendable {
     public init(_ result: APNsSendResult, now: UInt64 = 0) {
         switch result {
         case .answered(let response):
-            self.init(status: response.status, reason: response.reason, timestamp: response.timestamp ?? (response.reason == .channelNotRegistered ? now : nil))
+            self.init(
+                status: response.status,
+                reason: response.reason,
+                timestamp: response.timestamp ?? (response.reason == .channelNotRegistered ? now : nil)
+            )
         case .unanswered(let failure, let lastResponse):
             switch failure.kind {
             case .cannotSignProviderToken:

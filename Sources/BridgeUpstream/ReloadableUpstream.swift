@@ -82,7 +82,11 @@ public final class ReloadableUpstream: NotificationUpstream {
 
     /// Puts `replacements` in force (new names, or new clients for existing names), removes the
     /// clients `removed` names, and sets the default; the clients they displace are retired.
-    public func update(replacing replacements: [String: APNsNotificationUpstream], removing removed: Set<String>, defaultCredentials: String) {
+    public func update(
+        replacing replacements: [String: APNsNotificationUpstream],
+        removing removed: Set<String>,
+        defaultCredentials: String
+    ) {
         let retired: [Member] = self.clients.withLock { clients in
             var retired: [Member] = []
             for (name, client) in replacements {
@@ -95,7 +99,10 @@ public final class ReloadableUpstream: NotificationUpstream {
                     retired.append(old)
                 }
             }
-            precondition(clients.members[defaultCredentials] != nil, "the default credentials must be one of the clients")
+            precondition(
+                clients.members[defaultCredentials] != nil,
+                "the default credentials must be one of the clients"
+            )
             clients.defaultCredentials = defaultCredentials
             return retired
         }
@@ -104,7 +111,10 @@ public final class ReloadableUpstream: NotificationUpstream {
         }
     }
 
-    public func send(_ notification: UpstreamNotification, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome> {
+    public func send(
+        _ notification: UpstreamNotification,
+        on eventLoop: any EventLoop
+    ) -> EventLoopFuture<NotificationOutcome> {
         // A client retired between the lookup and `begin` takes nothing: look again.
         while true {
             let member = self.clients.withLock { clients in

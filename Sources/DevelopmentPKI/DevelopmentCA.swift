@@ -98,18 +98,37 @@ public struct DevelopmentCA: Sendable {
         if let bundleID {
             rdns.append(RelativeDistinguishedName(.init(type: Self.userIDAttribute, utf8String: bundleID)))
         }
-        rdns.append(RelativeDistinguishedName(.init(type: .RDNAttributeType.commonName, utf8String: commonName ?? "Apple Push Services: \(bundleID ?? "none")")))
-        rdns.append(RelativeDistinguishedName(.init(type: .RDNAttributeType.organizationalUnitName, utf8String: teamID)))
+        rdns.append(
+            RelativeDistinguishedName(
+                .init(
+                    type: .RDNAttributeType.commonName,
+                    utf8String: commonName ?? "Apple Push Services: \(bundleID ?? "none")"
+                )
+            )
+        )
+        rdns.append(
+            RelativeDistinguishedName(.init(type: .RDNAttributeType.organizationalUnitName, utf8String: teamID))
+        )
         var appleExtensions: [Certificate.Extension] = []
         // Apple's markers carry an ASN.1 NULL.
         if sandboxMarker {
-            appleExtensions.append(Certificate.Extension(oid: [1, 2, 840, 113_635, 100, 6, 3, 1], critical: false, value: [0x05, 0x00]))
+            appleExtensions.append(
+                Certificate.Extension(oid: [1, 2, 840, 113_635, 100, 6, 3, 1], critical: false, value: [0x05, 0x00])
+            )
         }
         if productionMarker {
-            appleExtensions.append(Certificate.Extension(oid: [1, 2, 840, 113_635, 100, 6, 3, 2], critical: false, value: [0x05, 0x00]))
+            appleExtensions.append(
+                Certificate.Extension(oid: [1, 2, 840, 113_635, 100, 6, 3, 2], critical: false, value: [0x05, 0x00])
+            )
         }
         if !topics.isEmpty {
-            appleExtensions.append(Certificate.Extension(oid: [1, 2, 840, 113_635, 100, 6, 3, 6], critical: false, value: try Self.topicsExtensionValue(topics)[...]))
+            appleExtensions.append(
+                Certificate.Extension(
+                    oid: [1, 2, 840, 113_635, 100, 6, 3, 6],
+                    critical: false,
+                    value: try Self.topicsExtensionValue(topics)[...]
+                )
+            )
         }
         return try Self.issue(
             subject: DistinguishedName(rdns),

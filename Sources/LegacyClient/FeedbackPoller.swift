@@ -33,7 +33,9 @@ public enum FeedbackPoller {
         let channel = try await ClientBootstrap(group: eventLoop)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
+                    try channel.pipeline.syncOperations.addHandler(
+                        try NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname)
+                    )
                     try channel.pipeline.syncOperations.addHandler(
                         TupleCollector(promise: done, keepTuples: keepTuples, closeAfterBytes: closeAfterBytes)
                     )
@@ -84,7 +86,9 @@ private final class TupleCollector: ChannelInboundHandler {
             while let tuple = try self.decoder.decode(buffer: &self.buffered) {
                 self.poll.tupleCount += 1
                 if self.keepTuples {
-                    self.poll.tuples.append(FeedbackTuple(timestamp: tuple.timestamp, deviceToken: ByteBuffer(buffer: tuple.deviceToken)))
+                    self.poll.tuples.append(
+                        FeedbackTuple(timestamp: tuple.timestamp, deviceToken: ByteBuffer(buffer: tuple.deviceToken))
+                    )
                 }
             }
             self.buffered.discardReadBytes()

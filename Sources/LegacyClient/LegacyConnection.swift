@@ -31,7 +31,8 @@ public final class LegacyConnection: Sendable {
         if let localAddress {
             bootstrap = bootstrap.bind(to: localAddress)
         }
-        let channel = try await bootstrap
+        let channel =
+            try await bootstrap
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelOption(.allowRemoteHalfClosure, value: true)
             .channelInitializer { channel in

@@ -60,7 +60,9 @@ public struct LegacyStreamFuzzRun {
                 case .frame(let action, _), .malformed(_, let action):
                     switch action {
                     case .forward(let sequence, let notification):
-                        precondition(notification.frame.deviceToken.readableBytes <= LegacyProtocolLimits.maximumTokenLength)
+                        precondition(
+                            notification.frame.deviceToken.readableBytes <= LegacyProtocolLimits.maximumTokenLength
+                        )
                         outstanding.append(sequence)
                     case .close(let farewell):
                         checkFarewell(farewell)
@@ -85,7 +87,9 @@ public struct LegacyStreamFuzzRun {
             guard !outstanding.isEmpty else { return }
             let pick = step % outstanding.count
             let sequence = outstanding.remove(at: pick)
-            let outcomes: [NotificationOutcome] = [.accepted, .accepted, .unregistered(timestamp: 1), .rejected(.invalidToken), .dropped]
+            let outcomes: [NotificationOutcome] = [
+                .accepted, .accepted, .unregistered(timestamp: 1), .rejected(.invalidToken), .dropped,
+            ]
             let completion = machine.upstreamCompleted(sequence, outcome: outcomes[step % outcomes.count])
             if case .add(_, let stored) = completion.feedback {
                 precondition(stored == sequence, "a 410 reports its own notification")
@@ -101,7 +105,10 @@ public struct LegacyStreamFuzzRun {
         var offset = self.input.startIndex
         if offset < self.input.endIndex {
             let end = min(offset + self.chunkSize, self.input.endIndex)
-            precondition(machine.bytesReceived(ByteBuffer(bytes: self.input[offset..<end])) == .none, "decoded before the store was ready")
+            precondition(
+                machine.bytesReceived(ByteBuffer(bytes: self.input[offset..<end])) == .none,
+                "decoded before the store was ready"
+            )
             offset = end
         }
         precondition(machine.storeReady() == .decode)

@@ -22,7 +22,10 @@ enum ProxyHeaderFuzzCheck {
             }
             if header != nil {
                 let consumed = held - buffer.readableBytes
-                precondition(consumed > 0 && consumed <= ProxyHeaderParser.maximumVersion2Length, "a header of \(consumed) bytes")
+                precondition(
+                    consumed > 0 && consumed <= ProxyHeaderParser.maximumVersion2Length,
+                    "a header of \(consumed) bytes"
+                )
                 return
             }
             precondition(buffer.readableBytes == held, "more was asked for, yet bytes were consumed")

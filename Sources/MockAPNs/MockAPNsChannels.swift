@@ -78,7 +78,13 @@ struct MockAPNsBroadcastAPI {
     static let managementPrefix = "/1/apps/"
 
     func broadcast(headers: HPACKHeaders, body: ByteBuffer, hasClientCertificate: Bool, now: Date) -> MockAPNsAnswer {
-        if Self.repeatsAny(of: ["apns-request-id", "apns-channel-id", "apns-priority", "apns-expiration", "apns-push-type", "authorization"], headers) {
+        if Self.repeatsAny(
+            of: [
+                "apns-request-id", "apns-channel-id", "apns-priority", "apns-expiration", "apns-push-type",
+                "authorization",
+            ],
+            headers
+        ) {
             return refuse(400, .duplicateHeaders)
         }
         guard headers.first(name: ":method") == "POST" else { return refuse(405, .methodNotAllowed) }
@@ -95,9 +101,15 @@ struct MockAPNsBroadcastAPI {
         case .success(let id): channelID = id
         case .failure(let refused): return refused
         }
-        guard let pushType = headers.first(name: "apns-push-type") else { return refuse(400, .missingPushType, channelID: channelID) }
-        guard pushType.lowercased() == "liveactivity" else { return refuse(400, .invalidPushType, channelID: channelID) }
-        guard let expirationText = headers.first(name: "apns-expiration"), let expiration = Int64(expirationText), expiration >= 0 else {
+        guard let pushType = headers.first(name: "apns-push-type") else {
+            return refuse(400, .missingPushType, channelID: channelID)
+        }
+        guard pushType.lowercased() == "liveactivity" else {
+            return refuse(400, .invalidPushType, channelID: channelID)
+        }
+        guard let expirationText = headers.first(name: "apns-expiration"), let expiration = Int64(expirationText),
+            expiration >= 0
+        else {
             return refuse(400, .badExpirationDate, channelID: channelID)
         }
         if expiration != 0, self.channels.storagePolicy(of: channelID, bundleID: bundleID) == 0 {
@@ -121,7 +133,10 @@ struct MockAPNsBroadcastAPI {
             return refuse(400, .duplicateHeaders)
         }
         let method = headers.first(name: ":method") ?? ""
-        let parts = (headers.first(name: ":path") ?? "").dropFirst(Self.managementPrefix.count).split(separator: "/", omittingEmptySubsequences: false)
+        let parts = (headers.first(name: ":path") ?? "").dropFirst(Self.managementPrefix.count).split(
+            separator: "/",
+            omittingEmptySubsequences: false
+        )
         guard parts.count == 2, !parts[0].isEmpty, parts[1] == "channels" || parts[1] == "all-channels" else {
             return refuse(404, .badPath)
         }
@@ -140,10 +155,13 @@ struct MockAPNsBroadcastAPI {
             answer = MockAPNsAnswer(status: 200, body: Self.json(["channels": list]))
         case ("POST", _):
             guard body.readableBytes > 0 else { return refuse(400, .payloadEmpty) }
-            guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any] else {
+            guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
+            else {
                 return refuse(400, .badRequestPayload)
             }
-            guard Set(object.keys).isSubset(of: ["message-storage-policy", "push-type"]) else { return refuse(400, .badRequestParams) }
+            guard Set(object.keys).isSubset(of: ["message-storage-policy", "push-type"]) else {
+                return refuse(400, .badRequestParams)
+            }
             guard let pushType = object["push-type"] as? String else { return refuse(400, .missingPushType) }
             guard pushType.lowercased() == "liveactivity" else { return refuse(400, .invalidPushType) }
             let policy = object["message-storage-policy"] as? Int ?? 0
@@ -228,7 +246,9 @@ struct MockAPNsBroadcastAPI {
     }
 
     private static func json(_ object: [String: Any]) -> String {
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return "{}" }
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else {
+            return "{}"
+        }
         return String(decoding: data, as: UTF8.self)
     }
 }

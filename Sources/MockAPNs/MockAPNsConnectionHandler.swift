@@ -74,10 +74,14 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
         case let change as MockAPNsStreamLimitChange:
             self.unacknowledgedLimits.append(change.maximumConcurrentStreams)
             let settings = [HTTP2Setting(parameter: .maxConcurrentStreams, value: change.maximumConcurrentStreams)]
-            context.writeAndFlush(self.wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .settings(.settings(settings)))), promise: nil)
+            context.writeAndFlush(
+                self.wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .settings(.settings(settings)))),
+                promise: nil
+            )
         case let tls as TLSUserEvent:
             if case .handshakeCompleted = tls {
-                let certificate = try? context.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self).peerCertificate
+                let certificate = try? context.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self)
+                    .peerCertificate
                 self.hasClientCertificate = certificate != nil
             }
         default:
@@ -114,7 +118,10 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
         case .data(let data):
             self.unacknowledgedBytes += data.data.readableBytes + (data.paddingBytes.map { $0 + 1 } ?? 0)
             if self.unacknowledgedBytes >= 65_535 / 2 {
-                let update = HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: self.unacknowledgedBytes))
+                let update = HTTP2Frame(
+                    streamID: .rootStream,
+                    payload: .windowUpdate(windowSizeIncrement: self.unacknowledgedBytes)
+                )
                 self.unacknowledgedBytes = 0
                 context.write(self.wrapOutboundOut(update), promise: nil)
                 self.scheduleFlush(context: context)
@@ -149,7 +156,10 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
         let behaviour = self.script.behaviourForNextRequest()
         if behaviour.refuse {
             self.ledger.count { $0.refused += 1 }
-            context.writeAndFlush(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.refusedStream))), promise: nil)
+            context.writeAndFlush(
+                self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.refusedStream))),
+                promise: nil
+            )
             return
         }
         if let every = behaviour.goAwayEvery, every > 0, self.requestsReceived % every == 0 {
@@ -193,7 +203,8 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
             status: 200
         )
         let path = headers.first(name: ":path") ?? ""
-        if path.hasPrefix(MockAPNsBroadcastAPI.broadcastPrefix) || path.hasPrefix(MockAPNsBroadcastAPI.managementPrefix) {
+        if path.hasPrefix(MockAPNsBroadcastAPI.broadcastPrefix) || path.hasPrefix(MockAPNsBroadcastAPI.managementPrefix)
+        {
             let broadcast = path.hasPrefix(MockAPNsBroadcastAPI.broadcastPrefix)
             record.api = broadcast ? .broadcast : .channelManagement
             record.apnsID = nil
@@ -203,9 +214,21 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
             record.channelID = headers.first(name: "apns-channel-id")
             var answer =
                 broadcast
-                ? self.broadcastAPI.broadcast(headers: headers, body: request.body, hasClientCertificate: self.hasClientCertificate, now: now)
-                : self.broadcastAPI.manage(headers: headers, body: request.body, hasClientCertificate: self.hasClientCertificate, now: now)
-            if answer.reason == nil, let scripted = self.script.scriptedAnswer(token: answer.channelID ?? "", broadcast: true) {
+                ? self.broadcastAPI.broadcast(
+                    headers: headers,
+                    body: request.body,
+                    hasClientCertificate: self.hasClientCertificate,
+                    now: now
+                )
+                : self.broadcastAPI.manage(
+                    headers: headers,
+                    body: request.body,
+                    hasClientCertificate: self.hasClientCertificate,
+                    now: now
+                )
+            if answer.reason == nil,
+                let scripted = self.script.scriptedAnswer(token: answer.channelID ?? "", broadcast: true)
+            {
                 answer = MockAPNsAnswer(status: scripted.status, reason: scripted.reason, channelID: answer.channelID)
             }
             record.status = answer.status
@@ -216,7 +239,12 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
             record.tokenIssuedAt = answer.claims?.issuedAt
             return record
         }
-        switch self.validator.validate(headers: headers, body: request.body, hasClientCertificate: self.hasClientCertificate, now: now) {
+        switch self.validator.validate(
+            headers: headers,
+            body: request.body,
+            hasClientCertificate: self.hasClientCertificate,
+            now: now
+        ) {
         case .failure(let refused):
             record.token = refused.token ?? ""
             record.status = refused.status
@@ -239,9 +267,17 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
         var headers = HPACKHeaders()
         headers.add(name: ":status", value: String(record.status))
         if record.api == .device {
-            headers.add(name: "apns-id", value: record.apnsID ?? UUID().uuidString.lowercased(), indexing: .nonIndexable)
+            headers.add(
+                name: "apns-id",
+                value: record.apnsID ?? UUID().uuidString.lowercased(),
+                indexing: .nonIndexable
+            )
         } else {
-            headers.add(name: "apns-request-id", value: record.requestID ?? UUID().uuidString.lowercased(), indexing: .nonIndexable)
+            headers.add(
+                name: "apns-request-id",
+                value: record.requestID ?? UUID().uuidString.lowercased(),
+                indexing: .nonIndexable
+            )
         }
         for (name, value) in record.responseHeaders {
             headers.add(name: name, value: value, indexing: .nonIndexable)
@@ -249,16 +285,37 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
         let streamID = HTTP2StreamID(record.streamID)
         if record.wasAccepted, let body = record.responseBody {
             headers.add(name: "content-type", value: "application/json")
-            context.write(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))), promise: nil)
+            context.write(
+                self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))),
+                promise: nil
+            )
             let data = ByteBuffer(string: body)
-            context.write(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(data), endStream: true)))), promise: nil)
+            context.write(
+                self.wrapOutboundOut(
+                    HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(data), endStream: true)))
+                ),
+                promise: nil
+            )
         } else if record.wasAccepted {
-            context.write(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: true)))), promise: nil)
+            context.write(
+                self.wrapOutboundOut(
+                    HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: true)))
+                ),
+                promise: nil
+            )
         } else {
             let body = ByteBuffer(string: Self.errorBody(reason: record.reason, timestamp: record.timestamp))
             headers.add(name: "content-type", value: "application/json")
-            context.write(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))), promise: nil)
-            context.write(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: nil)
+            context.write(
+                self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))),
+                promise: nil
+            )
+            context.write(
+                self.wrapOutboundOut(
+                    HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(body), endStream: true)))
+                ),
+                promise: nil
+            )
         }
         self.scheduleFlush(context: context)
         self.ledger.record(record)
@@ -280,7 +337,14 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
         self.logger.debug("sending GOAWAY, as scripted", metadata: ["last_stream_id": "\(self.lastProcessedStreamID)"])
         context.writeAndFlush(
             self.wrapOutboundOut(
-                HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: self.lastProcessedStreamID, errorCode: .noError, opaqueData: debugData))
+                HTTP2Frame(
+                    streamID: .rootStream,
+                    payload: .goAway(
+                        lastStreamID: self.lastProcessedStreamID,
+                        errorCode: .noError,
+                        opaqueData: debugData
+                    )
+                )
             ),
             promise: nil
         )
@@ -296,7 +360,9 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
         var object: [String: Any] = [:]
         if let reason { object["reason"] = reason.rawValue }
         if let timestamp { object["timestamp"] = timestamp }
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return "{}" }
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else {
+            return "{}"
+        }
         return String(decoding: data, as: UTF8.self)
     }
 }

@@ -111,7 +111,10 @@ public final class MockAPNsLedger: Sendable {
 
     /// Waits until the kept records satisfy `condition`, or the timeout; returns whether they
     /// did.
-    public func waitForRecords(timeout: Duration = .seconds(30), where condition: ([MockAPNsRequestRecord]) -> Bool) async -> Bool {
+    public func waitForRecords(
+        timeout: Duration = .seconds(30),
+        where condition: ([MockAPNsRequestRecord]) -> Bool
+    ) async -> Bool {
         await self.wait(timeout: timeout) { condition(self.records) }
     }
 

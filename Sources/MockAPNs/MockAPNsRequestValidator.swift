@@ -30,7 +30,10 @@ struct MockAPNsRequestValidator {
         func refuse(_ status: Int, _ reason: MockAPNsReason, _ token: String? = nil) -> Result<Accepted, Refused> {
             .failure(Refused(status: status, reason: reason, token: token))
         }
-        for name in ["apns-id", "apns-topic", "apns-priority", "apns-expiration", "apns-push-type", "apns-collapse-id", "authorization"]
+        for name in [
+            "apns-id", "apns-topic", "apns-priority", "apns-expiration", "apns-push-type", "apns-collapse-id",
+            "authorization",
+        ]
         where headers[name].count > 1 {
             return refuse(400, .duplicateHeaders)
         }
@@ -51,7 +54,9 @@ struct MockAPNsRequestValidator {
 
         guard let topic = headers.first(name: "apns-topic") else { return refuse(400, .missingTopic, token) }
         if let topics = self.topics, !topics.contains(topic) { return refuse(400, .topicDisallowed, token) }
-        if let apnsID = headers.first(name: "apns-id"), !Self.isUUID(apnsID) { return refuse(400, .badMessageId, token) }
+        if let apnsID = headers.first(name: "apns-id"), !Self.isUUID(apnsID) {
+            return refuse(400, .badMessageId, token)
+        }
         if let expiration = headers.first(name: "apns-expiration"), Int64(expiration) == nil {
             return refuse(400, .badExpirationDate, token)
         }
@@ -68,10 +73,20 @@ struct MockAPNsRequestValidator {
     }
 
     /// A provider token, or a client certificate: the check every API of APNs makes first.
-    func authenticate(headers: HPACKHeaders, hasClientCertificate: Bool, now: Date) -> Result<ProviderTokenVerifier.Claims?, Refused> {
+    func authenticate(
+        headers: HPACKHeaders,
+        hasClientCertificate: Bool,
+        now: Date
+    ) -> Result<ProviderTokenVerifier.Claims?, Refused> {
         if let authorization = headers.first(name: "authorization") {
-            guard authorization.hasPrefix("bearer ") else { return .failure(Refused(status: 403, reason: .invalidProviderToken)) }
-            switch self.verifier.verify(String(authorization.dropFirst(7)), now: now, maximumAge: self.providerTokenMaximumAge) {
+            guard authorization.hasPrefix("bearer ") else {
+                return .failure(Refused(status: 403, reason: .invalidProviderToken))
+            }
+            switch self.verifier.verify(
+                String(authorization.dropFirst(7)),
+                now: now,
+                maximumAge: self.providerTokenMaximumAge
+            ) {
             case .valid(let verified): return .success(verified)
             case .invalid(let reason): return .failure(Refused(status: 403, reason: reason))
             }
@@ -83,7 +98,8 @@ struct MockAPNsRequestValidator {
 
     /// The `apns-push-type` values Apple documents.
     static let pushTypes: Set<String> = [
-        "alert", "background", "location", "voip", "complication", "fileprovider", "mdm", "liveactivity", "pushtotalk", "widgets",
+        "alert", "background", "location", "voip", "complication", "fileprovider", "mdm", "liveactivity", "pushtotalk",
+        "widgets",
     ]
 
     /// 8-4-4-4-12 hexadecimal digits.

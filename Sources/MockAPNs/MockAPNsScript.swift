@@ -55,7 +55,9 @@ public final class MockAPNsScript: Sendable {
     /// without a token or channel applies to every API's requests.
     public func fail(_ count: Int, status: Int, reason: MockAPNsReason, token: String? = nil) {
         self.state.withLock {
-            $0.failures.append(FailureRule(token: token?.lowercased(), remaining: count, status: status, reason: reason))
+            $0.failures.append(
+                FailureRule(token: token?.lowercased(), remaining: count, status: status, reason: reason)
+            )
         }
     }
 
@@ -63,7 +65,9 @@ public final class MockAPNsScript: Sendable {
     /// reason: .featureNotEnabled, channel: id)`.
     public func fail(_ count: Int, status: Int, reason: MockAPNsReason, channel: String) {
         self.state.withLock {
-            $0.failures.append(FailureRule(token: "channel:" + channel, remaining: count, status: status, reason: reason))
+            $0.failures.append(
+                FailureRule(token: "channel:" + channel, remaining: count, status: status, reason: reason)
+            )
         }
     }
 
@@ -100,7 +104,9 @@ public final class MockAPNsScript: Sendable {
 
     /// What the script says about the next request, before it is validated; takes one
     /// refused stream from the budget when there is one.
-    func behaviourForNextRequest() -> (goAwayEvery: Int?, goAwayReason: MockAPNsReason, refuse: Bool, drop: Int?, delay: TimeAmount) {
+    func behaviourForNextRequest() -> (
+        goAwayEvery: Int?, goAwayReason: MockAPNsReason, refuse: Bool, drop: Int?, delay: TimeAmount
+    ) {
         self.state.withLock { state in
             let refuse = state.refuseNext > 0
             if refuse { state.refuseNext -= 1 }
@@ -111,10 +117,15 @@ public final class MockAPNsScript: Sendable {
     /// The scripted answer for one request that passed validation, if any.
     /// For a broadcast or channel management request, `token` is the channel id (or empty), and
     /// only failure rules apply.
-    func scriptedAnswer(token: String, broadcast: Bool = false) -> (status: Int, reason: MockAPNsReason, timestamp: UInt64?)? {
+    func scriptedAnswer(
+        token: String,
+        broadcast: Bool = false
+    ) -> (status: Int, reason: MockAPNsReason, timestamp: UInt64?)? {
         let target = broadcast ? "channel:" + token : token
         return self.state.withLock { state in
-            if let index = state.failures.firstIndex(where: { $0.remaining > 0 && ($0.token == nil || $0.token == target) }) {
+            if let index = state.failures.firstIndex(where: {
+                $0.remaining > 0 && ($0.token == nil || $0.token == target)
+            }) {
                 state.failures[index].remaining -= 1
                 let rule = state.failures[index]
                 if rule.remaining == 0 { state.failures.remove(at: index) }

@@ -29,7 +29,13 @@ public final class MockAPNsServer: Sendable {
         }
     }
 
-    private init(serverChannel: any Channel, script: MockAPNsScript, ledger: MockAPNsLedger, channels: MockAPNsChannels, shared: Shared) {
+    private init(
+        serverChannel: any Channel,
+        script: MockAPNsScript,
+        ledger: MockAPNsLedger,
+        channels: MockAPNsChannels,
+        shared: Shared
+    ) {
         self.channels = channels
         self.serverChannel = serverChannel
         self.script = script

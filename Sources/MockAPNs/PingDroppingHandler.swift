@@ -44,7 +44,8 @@ final class PingDroppingHandler: ChannelInboundHandler {
         var runStart = self.buffer.readerIndex
         var cursor = self.buffer.readerIndex
         while self.buffer.writerIndex - cursor >= Self.frameHeaderLength {
-            let length = Int(self.buffer.getInteger(at: cursor, as: UInt8.self)!) << 16
+            let length =
+                Int(self.buffer.getInteger(at: cursor, as: UInt8.self)!) << 16
                 | Int(self.buffer.getInteger(at: cursor + 1, as: UInt16.self)!)
             let type = self.buffer.getInteger(at: cursor + 3, as: UInt8.self)!
             let flags = self.buffer.getInteger(at: cursor + 4, as: UInt8.self)!
@@ -55,7 +56,9 @@ final class PingDroppingHandler: ChannelInboundHandler {
                 self.onPing(drop)
                 if drop {
                     if cursor > runStart {
-                        context.fireChannelRead(self.wrapInboundOut(self.buffer.getSlice(at: runStart, length: cursor - runStart)!))
+                        context.fireChannelRead(
+                            self.wrapInboundOut(self.buffer.getSlice(at: runStart, length: cursor - runStart)!)
+                        )
                     }
                     runStart = end
                 }

@@ -126,7 +126,9 @@ public final class APNsClient: Sendable {
         var pools: [APNsConnectionPool] = []
         var indexByLoop: [ObjectIdentifier: Int] = [:]
         for (index, loop) in loops.enumerated() {
-            let size = configuration.connectionsPerPool / loops.count + (index < configuration.connectionsPerPool % loops.count ? 1 : 0)
+            let size =
+                configuration.connectionsPerPool / loops.count
+                + (index < configuration.connectionsPerPool % loops.count ? 1 : 0)
             pools.append(
                 APNsConnectionPool(
                     configuration: .init(
@@ -166,7 +168,9 @@ public final class APNsClient: Sendable {
 
     /// The connections (requests in flight / stream limit) and the queue, for diagnostics.
     public var poolSnapshot: String {
-        self.pools.count == 1 ? self.pools[0].snapshot : self.pools.enumerated().map { "loop \($0.offset): \($0.element.snapshot)" }.joined(separator: "; ")
+        self.pools.count == 1
+            ? self.pools[0].snapshot
+            : self.pools.enumerated().map { "loop \($0.offset): \($0.element.snapshot)" }.joined(separator: "; ")
     }
 
     /// Closes every connection; requests still waiting, and any sent afterwards, fail at once
@@ -222,16 +226,40 @@ public final class APNsClient: Sendable {
     /// result: on the event loop of the connection that answered (`eventLoop` itself while its
     /// pool has room), or on `eventLoop` when no connection did. No future is made: for callers
     /// that have their own.
-    public func send(_ request: APNsRequest, on eventLoop: any EventLoop, completion: @escaping @Sendable (APNsSendResult) -> Void) {
+    public func send(
+        _ request: APNsRequest,
+        on eventLoop: any EventLoop,
+        completion: @escaping @Sendable (APNsSendResult) -> Void
+    ) {
         if let name = request.unsendableHeader {
             // Never on the wire: a peer would refuse it with PROTOCOL_ERROR, possibly closing a
             // connection other requests' streams use. It fails alone, at once.
-            self.logger.error("a request has a header value HTTP/2 cannot carry; not sent", metadata: ["header": "\(name)", "apns-id": "\(request.apnsID)"])
-            completion(.unanswered(APNsSendFailure(kind: .malformedHeader(name: name), detail: "\(name) has a control character or surrounding white space"), lastResponse: nil))
+            self.logger.error(
+                "a request has a header value HTTP/2 cannot carry; not sent",
+                metadata: ["header": "\(name)", "apns-id": "\(request.apnsID)"]
+            )
+            completion(
+                .unanswered(
+                    APNsSendFailure(
+                        kind: .malformedHeader(name: name),
+                        detail: "\(name) has a control character or surrounding white space"
+                    ),
+                    lastResponse: nil
+                )
+            )
             return
         }
-        let machine = RequestRetryStateMachine(policy: self.configuration.retryPolicy, startedAt: .now(), expiration: request.expiration)
-        self.attempt(Attempt(request: request, machine: machine), freshToken: false, on: eventLoop, completion: completion)
+        let machine = RequestRetryStateMachine(
+            policy: self.configuration.retryPolicy,
+            startedAt: .now(),
+            expiration: request.expiration
+        )
+        self.attempt(
+            Attempt(request: request, machine: machine),
+            freshToken: false,
+            on: eventLoop,
+            completion: completion
+        )
     }
 
     // MARK: Attempts
@@ -246,9 +274,19 @@ public final class APNsClient: Sendable {
         var tokenGeneration: Int?
     }
 
-    private func attempt(_ attempt: Attempt, freshToken: Bool, on eventLoop: any EventLoop, completion: @escaping @Sendable (APNsSendResult) -> Void) {
+    private func attempt(
+        _ attempt: Attempt,
+        freshToken: Bool,
+        on eventLoop: any EventLoop,
+        completion: @escaping @Sendable (APNsSendResult) -> Void
+    ) {
         guard !self.isShutDown.load(ordering: .acquiring) else {
-            completion(.unanswered(APNsSendFailure(kind: .clientShutDown, detail: "the client is shut down"), lastResponse: nil))
+            completion(
+                .unanswered(
+                    APNsSendFailure(kind: .clientShutDown, detail: "the client is shut down"),
+                    lastResponse: nil
+                )
+            )
             return
         }
         var attempt = attempt
@@ -275,7 +313,13 @@ public final class APNsClient: Sendable {
         let sent = attempt
         let poolIndex = self.poolIndex(for: eventLoop, avoiding: attempt.avoid?.pool)
         let avoid = attempt.avoid.flatMap { $0.pool == poolIndex ? $0.connection : nil }
-        self.pools[poolIndex].execute(attempt.request, authorization: authorization, avoiding: avoid, deadlines: deadlines, on: eventLoop) { result in
+        self.pools[poolIndex].execute(
+            attempt.request,
+            authorization: authorization,
+            avoiding: avoid,
+            deadlines: deadlines,
+            on: eventLoop
+        ) { result in
             var attempt = sent
             attempt.avoid = result.connectionID.map { (poolIndex, $0) }
             let now = NIODeadline.now()
@@ -293,7 +337,10 @@ public final class APNsClient: Sendable {
                 action = attempt.machine.answered(response, now: now, unixTime: unixTime, using: &random)
             case .failure(let failure):
                 action = attempt.machine.failed(failure, now: now, unixTime: unixTime, using: &random)
-                self.logger.debug("an attempt got no answer", metadata: ["apns-id": "\(attempt.request.apnsID)", "failure": "\(failure)"])
+                self.logger.debug(
+                    "an attempt got no answer",
+                    metadata: ["apns-id": "\(attempt.request.apnsID)", "failure": "\(failure)"]
+                )
             }
             self.execute(action, attempt: attempt, on: eventLoop, completion: completion)
         }
@@ -312,7 +359,10 @@ public final class APNsClient: Sendable {
             self.metrics.retried()
             self.logger.debug(
                 "retrying",
-                metadata: ["apns-id": "\(attempt.request.apnsID)", "attempt": "\(attempt.machine.attempts + 1)", "delay_ms": "\(delay.nanoseconds / 1_000_000)"]
+                metadata: [
+                    "apns-id": "\(attempt.request.apnsID)", "attempt": "\(attempt.machine.attempts + 1)",
+                    "delay_ms": "\(delay.nanoseconds / 1_000_000)",
+                ]
             )
             if delay == .zero {
                 self.attempt(attempt, freshToken: freshToken, on: eventLoop, completion: completion)

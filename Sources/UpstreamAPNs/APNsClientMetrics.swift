@@ -32,7 +32,12 @@ public final class APNsClientMetrics: Sendable {
     public init(prefix: String = APNsClientMetrics.defaultPrefix, factory: any MetricsFactory = MetricsSystem.factory) {
         self.factory = factory
         self.responsesLabel = prefix + Self.responsesName
-        self.requestDuration = Timer(label: prefix + Self.durationName, dimensions: [], preferredDisplayUnit: .seconds, factory: factory)
+        self.requestDuration = Timer(
+            label: prefix + Self.durationName,
+            dimensions: [],
+            preferredDisplayUnit: .seconds,
+            factory: factory
+        )
         self.retries = Counter(label: prefix + Self.retriesName, factory: factory)
         self.goAways = Counter(label: prefix + Self.goAwaysName, factory: factory)
         self.timeouts = Counter(label: prefix + Self.timeoutsName, factory: factory)
@@ -41,7 +46,11 @@ public final class APNsClientMetrics: Sendable {
         // of them has a value to evaluate before the first such answer.
         var documented: [Int: Counter] = [:]
         for status in Self.documentedStatuses {
-            documented[status] = Counter(label: self.responsesLabel, dimensions: [("status", "\(status)")], factory: factory)
+            documented[status] = Counter(
+                label: self.responsesLabel,
+                dimensions: [("status", "\(status)")],
+                factory: factory
+            )
         }
         self.otherResponses = Mutex(documented)
     }
@@ -59,7 +68,11 @@ public final class APNsClientMetrics: Sendable {
         let label = (100...599).contains(status) ? status : 0
         let counter = self.otherResponses.withLock { counters in
             if let counter = counters[label] { return counter }
-            let counter = Counter(label: self.responsesLabel, dimensions: [("status", "\(label)")], factory: self.factory)
+            let counter = Counter(
+                label: self.responsesLabel,
+                dimensions: [("status", "\(label)")],
+                factory: self.factory
+            )
             counters[label] = counter
             return counter
         }

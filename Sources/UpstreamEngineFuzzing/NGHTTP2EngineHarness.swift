@@ -39,7 +39,11 @@ public final class NGHTTP2EngineHarness {
         )
         var logger = Logger(label: "apns-bridge.nghttp2-harness")
         logger.logLevel = .critical
-        self.handler = NGHTTP2ConnectionHandler(configuration: configuration, readyPromise: self.loop.makePromise(), logger: logger)
+        self.handler = NGHTTP2ConnectionHandler(
+            configuration: configuration,
+            readyPromise: self.loop.makePromise(),
+            logger: logger
+        )
         try self.channel.pipeline.syncOperations.addHandler(self.handler)
         let record = self.record
         self.handler.setEvents(

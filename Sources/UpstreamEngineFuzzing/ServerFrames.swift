@@ -17,7 +17,10 @@ public enum ServerFrames {
     /// One frame: the 9-byte header, then the payload.
     public static func frame(type: UInt8, flags: UInt8 = 0, stream: UInt32 = 0, payload: [UInt8] = []) -> [UInt8] {
         let length = UInt32(payload.count)
-        var bytes: [UInt8] = [UInt8(truncatingIfNeeded: length >> 16), UInt8(truncatingIfNeeded: length >> 8), UInt8(truncatingIfNeeded: length), type, flags]
+        var bytes: [UInt8] = [
+            UInt8(truncatingIfNeeded: length >> 16), UInt8(truncatingIfNeeded: length >> 8),
+            UInt8(truncatingIfNeeded: length), type, flags,
+        ]
         bytes += Self.uint32(stream & 0x7FFF_FFFF)
         return bytes + payload
     }
@@ -36,12 +39,22 @@ public enum ServerFrames {
     }
 
     /// An answer's header block: `:status` and the given fields.
-    public static func answerHeaders(stream: UInt32, status: Int, fields: [(String, String)] = [], endStream: Bool) -> [UInt8] {
+    public static func answerHeaders(
+        stream: UInt32,
+        status: Int,
+        fields: [(String, String)] = [],
+        endStream: Bool
+    ) -> [UInt8] {
         var block: [UInt8] = []
         for (name, value) in [(":status", String(status))] + fields {
             block += [0x00] + Self.string(name) + Self.string(value)
         }
-        return Self.frame(type: Self.headers, flags: Self.endHeaders | (endStream ? Self.endStream : 0), stream: stream, payload: block)
+        return Self.frame(
+            type: Self.headers,
+            flags: Self.endHeaders | (endStream ? Self.endStream : 0),
+            stream: stream,
+            payload: block
+        )
     }
 
     public static func data(stream: UInt32, _ body: String, endStream: Bool = true) -> [UInt8] {
@@ -50,9 +63,18 @@ public enum ServerFrames {
 
     /// A whole answer: 200 with `apns-id`, or an error status with APNs' JSON reason.
     public static func answer(stream: UInt32, status: Int, reason: String? = nil) -> [UInt8] {
-        let id = ("apns-id", "00000000-0000-4000-8000-\(String(repeating: "0", count: 12 - String(stream).count))\(stream)")
-        guard let reason else { return Self.answerHeaders(stream: stream, status: status, fields: [id], endStream: true) }
-        return Self.answerHeaders(stream: stream, status: status, fields: [id, ("content-type", "application/json")], endStream: false)
+        let id = (
+            "apns-id", "00000000-0000-4000-8000-\(String(repeating: "0", count: 12 - String(stream).count))\(stream)"
+        )
+        guard let reason else {
+            return Self.answerHeaders(stream: stream, status: status, fields: [id], endStream: true)
+        }
+        return Self.answerHeaders(
+            stream: stream,
+            status: status,
+            fields: [id, ("content-type", "application/json")],
+            endStream: false
+        )
             + Self.data(stream: stream, #"{"reason":"\#(reason)"}"#)
     }
 
@@ -69,7 +91,10 @@ public enum ServerFrames {
     }
 
     private static func uint32(_ value: UInt32) -> [UInt8] {
-        [UInt8(value >> 24), UInt8(truncatingIfNeeded: value >> 16), UInt8(truncatingIfNeeded: value >> 8), UInt8(truncatingIfNeeded: value)]
+        [
+            UInt8(value >> 24), UInt8(truncatingIfNeeded: value >> 16), UInt8(truncatingIfNeeded: value >> 8),
+            UInt8(truncatingIfNeeded: value),
+        ]
     }
 
     /// An HPACK string literal, not Huffman-coded, its length as a 7-bit prefix integer.

@@ -17,7 +17,8 @@ struct APNsBridgeCommand: AsyncParsableCommand {
             """,
         version: BridgeVersion.description,
         subcommands: [
-            ServeCommand.self, DemoCommand.self, MockAPNsCommand.self, SendCommand.self, FeedbackCommand.self, CheckConfigCommand.self,
+            ServeCommand.self, DemoCommand.self, MockAPNsCommand.self, SendCommand.self, FeedbackCommand.self,
+            CheckConfigCommand.self,
             HealthcheckCommand.self, ReloadCommand.self, ChannelsCommand.self, ReportCommand.self,
         ]
     )

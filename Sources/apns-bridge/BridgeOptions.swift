@@ -5,10 +5,19 @@ import Foundation
 /// The options `serve` and `check-config` share. Each flag sets one configuration key (or a
 /// few); flags win over `APNS_BRIDGE_*` environment variables, which win over the file.
 struct BridgeOptions: ParsableArguments {
-    @Option(help: "YAML configuration file (default: $APNS_BRIDGE_CONFIG, else none). docs/configuration.md lists every key.")
+    @Option(
+        help:
+            "YAML configuration file (default: $APNS_BRIDGE_CONFIG, else none). docs/configuration.md lists every key."
+    )
     var config: String?
 
-    @Option(name: .customLong("set"), help: ArgumentHelp("Sets any configuration key, e.g. --set gateway.maximumConnections=5000 (repeatable).", valueName: "KEY=VALUE"))
+    @Option(
+        name: .customLong("set"),
+        help: ArgumentHelp(
+            "Sets any configuration key, e.g. --set gateway.maximumConnections=5000 (repeatable).",
+            valueName: "KEY=VALUE"
+        )
+    )
     var assignments: [String] = []
 
     @Option(help: "gateway.listen: HOST:PORT of the legacy gateway (port 0 picks a free port).")
@@ -26,7 +35,10 @@ struct BridgeOptions: ParsableArguments {
     @Option(name: .customLong("private-key"), help: "tls.privateKey: PEM private key of --certificate.")
     var privateKey: String?
 
-    @Option(name: .customLong("client-ca"), help: "tls.clientCA: PEM bundle(s) of the CA(s) provider certificates chain to (comma-separated).")
+    @Option(
+        name: .customLong("client-ca"),
+        help: "tls.clientCA: PEM bundle(s) of the CA(s) provider certificates chain to (comma-separated)."
+    )
     var clientCA: String?
 
     @Option(help: "environment: the default APNs environment, sandbox or production.")
@@ -35,7 +47,10 @@ struct BridgeOptions: ParsableArguments {
     @Option(help: "store.url: sqlite:PATH or postgres://user:password@host:port/database.")
     var store: String?
 
-    @Option(name: .customLong("signing-key"), help: "KEYID:TEAMID:PATH of a .p8 signing key: the credentials named `default`.")
+    @Option(
+        name: .customLong("signing-key"),
+        help: "KEYID:TEAMID:PATH of a .p8 signing key: the credentials named `default`."
+    )
     var signingKey: String?
 
     @Option(help: "upstream.production and upstream.sandbox: send to this HOST:PORT instead of Apple's hosts.")
@@ -47,19 +62,31 @@ struct BridgeOptions: ParsableArguments {
     @Option(name: .customLong("upstream-server-name"), help: "upstream.serverName: TLS server name of --upstream.")
     var upstreamServerName: String?
 
-    @Flag(name: .customLong("feedback-only-32-byte-tokens"), help: "feedback.only32ByteTokens: leave tokens that are not 32 bytes out of feedback lists.")
+    @Flag(
+        name: .customLong("feedback-only-32-byte-tokens"),
+        help: "feedback.only32ByteTokens: leave tokens that are not 32 bytes out of feedback lists."
+    )
     var only32ByteTokens = false
 
-    @Option(name: .customLong("feedback-retention-days"), help: "feedback.retentionDays: entries not polled within this many days are removed.")
+    @Option(
+        name: .customLong("feedback-retention-days"),
+        help: "feedback.retentionDays: entries not polled within this many days are removed."
+    )
     var feedbackRetentionDays: String?
 
-    @Option(name: .customLong("resend-window-seconds"), help: "store.resendWindowSeconds: how long a resend record is kept.")
+    @Option(
+        name: .customLong("resend-window-seconds"),
+        help: "store.resendWindowSeconds: how long a resend record is kept."
+    )
     var resendWindowSeconds: String?
 
     @Option(name: .customLong("log-level"), help: "log.level: trace, debug, info, notice, warning, error or critical.")
     var logLevel: String?
 
-    @Option(name: .customLong("log-format"), help: "log.format: text (default) or json (one JSON object per line, for log shippers).")
+    @Option(
+        name: .customLong("log-format"),
+        help: "log.format: text (default) or json (one JSON object per line, for log shippers)."
+    )
     var logFormat: String?
 
     /// The flags as configuration keys.
@@ -77,7 +104,8 @@ struct BridgeOptions: ParsableArguments {
             ("environment", self.environment), ("store.url", self.store),
             ("upstream.production", self.upstream), ("upstream.sandbox", self.upstream),
             ("upstream.ca", self.upstreamCA), ("upstream.serverName", self.upstreamServerName),
-            ("feedback.retentionDays", self.feedbackRetentionDays), ("store.resendWindowSeconds", self.resendWindowSeconds),
+            ("feedback.retentionDays", self.feedbackRetentionDays),
+            ("store.resendWindowSeconds", self.resendWindowSeconds),
             ("log.level", self.logLevel), ("log.format", self.logFormat),
         ]
         for (key, value) in simple {
@@ -86,7 +114,9 @@ struct BridgeOptions: ParsableArguments {
         if self.only32ByteTokens { values["feedback.only32ByteTokens"] = "true" }
         if let signingKey {
             let parts = signingKey.split(separator: ":", maxSplits: 2).map(String.init)
-            guard parts.count == 3 else { throw ValidationError("--signing-key \(signingKey): expected KEYID:TEAMID:PATH") }
+            guard parts.count == 3 else {
+                throw ValidationError("--signing-key \(signingKey): expected KEYID:TEAMID:PATH")
+            }
             values["credentials"] = values["credentials"] ?? "default"
             values["credential.default.keyId"] = parts[0]
             values["credential.default.teamId"] = parts[1]
@@ -98,7 +128,11 @@ struct BridgeOptions: ParsableArguments {
     /// Where the settings come from: these flags, the process environment, the file.
     func settingsSource() throws -> SettingsSource {
         let environment = ProcessInfo.processInfo.environment
-        return SettingsSource(flags: try self.flagValues(), environment: environment, file: self.config ?? environment["APNS_BRIDGE_CONFIG"])
+        return SettingsSource(
+            flags: try self.flagValues(),
+            environment: environment,
+            file: self.config ?? environment["APNS_BRIDGE_CONFIG"]
+        )
     }
 
     /// Reads and checks the configuration; on an error, prints it (naming the key) and exits 78.

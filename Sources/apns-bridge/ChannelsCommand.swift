@@ -47,10 +47,16 @@ struct ChannelsCommand: AsyncParsableCommand {
         @OptionGroup var common: Common
         @OptionGroup var options: BridgeOptions
 
-        @Option(name: .customLong("storage-policy"), help: "most-recent (APNs keeps the last broadcast for devices that were offline) or none.")
+        @Option(
+            name: .customLong("storage-policy"),
+            help: "most-recent (APNs keeps the last broadcast for devices that were offline) or none."
+        )
         var storagePolicy: String = "most-recent"
 
-        @Option(help: "The channel's name in the configuration (letters, digits, - and _); default: ch- and the first 8 hex digits of its token.")
+        @Option(
+            help:
+                "The channel's name in the configuration (letters, digits, - and _); default: ch- and the first 8 hex digits of its token."
+        )
         var name: String?
 
         @Flag(name: .customLong("add-to-config"), help: "Add the new channel to the --config file.")
@@ -60,10 +66,15 @@ struct ChannelsCommand: AsyncParsableCommand {
             guard ["most-recent", "none"].contains(self.storagePolicy) else {
                 throw ValidationError("--storage-policy \(self.storagePolicy): expected most-recent or none")
             }
-            if let name, name.isEmpty || !name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) {
+            if let name,
+                name.isEmpty
+                    || !name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") })
+            {
                 throw ValidationError("--name \(name): letters, digits, - and _ only")
             }
-            if self.addToConfig, self.options.config == nil, ProcessInfo.processInfo.environment["APNS_BRIDGE_CONFIG"] == nil {
+            if self.addToConfig, self.options.config == nil,
+                ProcessInfo.processInfo.environment["APNS_BRIDGE_CONFIG"] == nil
+            {
                 throw ValidationError("--add-to-config needs the --config file to add the channel to")
             }
         }
@@ -71,15 +82,21 @@ struct ChannelsCommand: AsyncParsableCommand {
         func run() async throws {
             let target = try await ChannelTarget.resolve(self.common, self.options)
             defer { target.client.shutdown() }
-            let policy: APNsMessageStoragePolicy = self.storagePolicy == "none" ? .noMessageStored : .mostRecentMessageStored
-            let id = try await target.run { try await $0.create(bundleID: target.bundleID, messageStoragePolicy: policy) }
+            let policy: APNsMessageStoragePolicy =
+                self.storagePolicy == "none" ? .noMessageStored : .mostRecentMessageStored
+            let id = try await target.run {
+                try await $0.create(bundleID: target.bundleID, messageStoragePolicy: policy)
+            }
             let token = ChannelToken.hex(ChannelToken.derive(tenant: target.tenant, channelID: id))
             let name = self.name ?? "ch-" + token.prefix(8)
             var result: [String: Any] = [
-                "tenant": target.tenant, "environment": target.environment.rawValue, "channelId": id, "channelToken": token,
+                "tenant": target.tenant, "environment": target.environment.rawValue, "channelId": id,
+                "channelToken": token,
                 "name": name, "messageStoragePolicy": policy.rawValue,
             ]
-            if self.addToConfig, let file = self.options.config ?? ProcessInfo.processInfo.environment["APNS_BRIDGE_CONFIG"] {
+            if self.addToConfig,
+                let file = self.options.config ?? ProcessInfo.processInfo.environment["APNS_BRIDGE_CONFIG"]
+            {
                 do {
                     let backup = try ChannelConfigFile.add(
                         channel: name,
@@ -104,9 +121,13 @@ struct ChannelsCommand: AsyncParsableCommand {
                     "channel token \(token)",
                 ]
                 if let file = result["config"] as? String {
-                    lines.append("added to \(file) as tenant.\(target.tenant).channel.\(name) (previous file kept as \(file).bak)")
+                    lines.append(
+                        "added to \(file) as tenant.\(target.tenant).channel.\(name) (previous file kept as \(file).bak)"
+                    )
                 } else {
-                    lines.append("add to the configuration: tenant.\(target.tenant).channels: [\(name)], tenant.\(target.tenant).channel.\(name).id: \(id)")
+                    lines.append(
+                        "add to the configuration: tenant.\(target.tenant).channels: [\(name)], tenant.\(target.tenant).channel.\(name).id: \(id)"
+                    )
                 }
                 return lines
             }
@@ -116,7 +137,9 @@ struct ChannelsCommand: AsyncParsableCommand {
     // MARK: list
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Lists the ids of the app's channels, with their channel tokens.")
+        static let configuration = CommandConfiguration(
+            abstract: "Lists the ids of the app's channels, with their channel tokens."
+        )
 
         @OptionGroup var common: Common
         @OptionGroup var options: BridgeOptions
@@ -126,10 +149,15 @@ struct ChannelsCommand: AsyncParsableCommand {
             defer { target.client.shutdown() }
             let ids = try await target.run { try await $0.channelIDs(bundleID: target.bundleID) }
             let channels = ids.map { target.entry(forChannelID: $0) }
-            ChannelTarget.print(["tenant": target.tenant, "environment": target.environment.rawValue, "channels": channels], json: self.common.json) {
+            ChannelTarget.print(
+                ["tenant": target.tenant, "environment": target.environment.rawValue, "channels": channels],
+                json: self.common.json
+            ) {
                 channels.isEmpty
                     ? ["no channels"]
-                    : channels.map { "\($0["channelId"]!)  token \($0["channelToken"]!)\(($0["name"] as? String).map { "  configured as \($0)" } ?? "")" }
+                    : channels.map {
+                        "\($0["channelId"]!)  token \($0["channelToken"]!)\(($0["name"] as? String).map { "  configured as \($0)" } ?? "")"
+                    }
             }
         }
     }
@@ -194,7 +222,8 @@ struct ChannelsCommand: AsyncParsableCommand {
 
     struct Token: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Prints the channel token the bridge derives for a channel id (no network, no configuration needed).",
+            abstract:
+                "Prints the channel token the bridge derives for a channel id (no network, no configuration needed).",
             discussion: """
                 The token is the SHA-256 of a fixed label, the tenant's name and the channel id: \
                 the same every time, and different for each tenant. It is what a channel without \
@@ -212,7 +241,10 @@ struct ChannelsCommand: AsyncParsableCommand {
                 throw ValidationError("\(self.channelID) is not a channel id (base64, as APNs issues it)")
             }
             let token = ChannelToken.hex(ChannelToken.derive(tenant: self.common.tenant, channelID: self.channelID))
-            ChannelTarget.print(["tenant": self.common.tenant, "channelId": self.channelID, "channelToken": token], json: self.common.json) {
+            ChannelTarget.print(
+                ["tenant": self.common.tenant, "channelId": self.channelID, "channelToken": token],
+                json: self.common.json
+            ) {
                 [token]
             }
         }
@@ -231,7 +263,10 @@ private struct ChannelTarget {
         let settings = try await options.loadSettings()
         guard let rule = settings.tenants.rules.first(where: { $0.name == common.tenant }) else {
             let names = settings.tenants.rules.map(\.name)
-            Self.fail("no tenant \(common.tenant) in the configuration (tenants: \(names.isEmpty ? "none" : names.joined(separator: ", ")))", code: 78)
+            Self.fail(
+                "no tenant \(common.tenant) in the configuration (tenants: \(names.isEmpty ? "none" : names.joined(separator: ", ")))",
+                code: 78
+            )
         }
         let environment = rule.environment ?? settings.tenants.defaultEnvironment
         let tenant = Tenant(name: rule.name, topic: rule.topic ?? rule.userID, environment: environment)
@@ -248,14 +283,23 @@ private struct ChannelTarget {
             Self.fail("tenant \(rule.name) names credentials that are not configured", code: 78)
         }
         let client = try APNsChannelManagementClient(endpoint: endpoint, credentials: credential, logger: logger)
-        return ChannelTarget(tenant: rule.name, bundleID: bundleID, environment: environment, configured: rule.channels, client: client)
+        return ChannelTarget(
+            tenant: rule.name,
+            bundleID: bundleID,
+            environment: environment,
+            configured: rule.channels,
+            client: client
+        )
     }
 
     /// A channel id with its channel token and, when the tenant configures it, its name: the
     /// configured token if there is one, else the derived one.
     func entry(forChannelID id: String) -> [String: Any] {
         guard let channel = self.configured.all.first(where: { $0.id == id }) else {
-            return ["channelId": id, "channelToken": ChannelToken.hex(ChannelToken.derive(tenant: self.tenant, channelID: id))]
+            return [
+                "channelId": id,
+                "channelToken": ChannelToken.hex(ChannelToken.derive(tenant: self.tenant, channelID: id)),
+            ]
         }
         return ["channelId": id, "channelToken": ChannelToken.hex(channel.token), "name": channel.name]
     }

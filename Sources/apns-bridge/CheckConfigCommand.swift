@@ -35,8 +35,12 @@ struct CheckConfigCommand: AsyncParsableCommand {
 
     static func describe(_ settings: BridgeSettings) -> String {
         var lines: [String] = []
-        lines.append("gateway   \(settings.gateway.host):\(settings.gateway.port)  (max \(settings.gateway.maximumConnections) connections, \(settings.gateway.session.maximumInFlight) in flight each)")
-        lines.append("feedback  \(settings.feedback.host):\(settings.feedback.port)\(settings.feedback.drain.only32ByteTokens ? "  (32-byte tokens only)" : "")")
+        lines.append(
+            "gateway   \(settings.gateway.host):\(settings.gateway.port)  (max \(settings.gateway.maximumConnections) connections, \(settings.gateway.session.maximumInFlight) in flight each)"
+        )
+        lines.append(
+            "feedback  \(settings.feedback.host):\(settings.feedback.port)\(settings.feedback.drain.only32ByteTokens ? "  (32-byte tokens only)" : "")"
+        )
         lines.append("admin     \(settings.admin.map { "\($0.host):\($0.port)" } ?? "off")")
         let tls = settings.gateway.tls
         lines.append(
@@ -48,8 +52,12 @@ struct CheckConfigCommand: AsyncParsableCommand {
             if let endpoint = settings.upstream.endpoints[environment] {
                 lines.append("upstream  \(environment.rawValue): \(endpoint.host):\(endpoint.port)")
             }
-            if let broadcast = settings.upstream.broadcastEndpoints[environment], let channels = settings.channelManagementEndpoints[environment] {
-                lines.append("          broadcasts \(broadcast.host):\(broadcast.port), channel management \(channels.host):\(channels.port)")
+            if let broadcast = settings.upstream.broadcastEndpoints[environment],
+                let channels = settings.channelManagementEndpoints[environment]
+            {
+                lines.append(
+                    "          broadcasts \(broadcast.host):\(broadcast.port), channel management \(channels.host):\(channels.port)"
+                )
             }
         }
         for name in settings.credentials.keys.sorted() {
@@ -65,12 +73,19 @@ struct CheckConfigCommand: AsyncParsableCommand {
                 "  \(rule.name): matches \(match.joined(separator: " or ")); topic \(rule.topic ?? "the certificate's UID"); environment \(rule.environment?.rawValue ?? "from the certificate"); credentials \(rule.credentials ?? settings.defaultCredentials)"
             )
             for channel in rule.channels.all {
-                let storage = channel.storesMessages.map { $0 ? "most recent message stored" : "no message stored (expiration 0)" } ?? "storage policy not given"
-                lines.append("    channel \(channel.name): id \(channel.id), channel token \(ChannelToken.hex(channel.token).prefix(8))…, \(storage)")
+                let storage =
+                    channel.storesMessages.map {
+                        $0 ? "most recent message stored" : "no message stored (expiration 0)"
+                    } ?? "storage policy not given"
+                lines.append(
+                    "    channel \(channel.name): id \(channel.id), channel token \(ChannelToken.hex(channel.token).prefix(8))…, \(storage)"
+                )
             }
         }
         if settings.tenants.acceptsUnlistedCertificates {
-            lines.append("  any other certificate with a UID= (verified by a client CA): a tenant of its own, topic = UID, credentials \(settings.defaultCredentials)")
+            lines.append(
+                "  any other certificate with a UID= (verified by a client CA): a tenant of its own, topic = UID, credentials \(settings.defaultCredentials)"
+            )
         } else {
             lines.append("  any other certificate is refused during the TLS handshake")
         }

@@ -16,7 +16,10 @@ import NIOSSL
 import UpstreamAPNs
 
 struct DemoCommand: AsyncParsableCommand {
-    @Flag(name: .customLong("keep-running"), help: "Leave the bridge and the mock APNs running afterwards, and print how to try them by hand.")
+    @Flag(
+        name: .customLong("keep-running"),
+        help: "Leave the bridge and the mock APNs running afterwards, and print how to try them by hand."
+    )
     var keepRunning = false
 
     static let configuration = CommandConfiguration(
@@ -43,9 +46,14 @@ struct DemoCommand: AsyncParsableCommand {
         let signingKey = P256.Signing.PrivateKey()
 
         // The upstream: a mock APNs on 127.0.0.1 that knows the demo's signing key.
-        var mockConfiguration = MockAPNsConfiguration(certificateChain: [pki.server.certificate], privateKey: pki.server.privateKey)
+        var mockConfiguration = MockAPNsConfiguration(
+            certificateChain: [pki.server.certificate],
+            privateKey: pki.server.privateKey
+        )
         mockConfiguration.port = 0
-        mockConfiguration.signingKeys = [.init(keyID: "DEMOKEY123", teamID: "DEMOTEAM12", publicKey: signingKey.publicKey)]
+        mockConfiguration.signingKeys = [
+            .init(keyID: "DEMOKEY123", teamID: "DEMOTEAM12", publicKey: signingKey.publicKey)
+        ]
         mockConfiguration.topics = [topic]
         let mock = try await MockAPNsServer.start(configuration: mockConfiguration, logger: logger)
         let badToken = FrameBuilder.token(0xBAD)
@@ -57,18 +65,32 @@ struct DemoCommand: AsyncParsableCommand {
         // A Live Activity channel, made over the mock's channel management API as
         // `apns-bridge channels create` makes one at Apple.
         let channels = try APNsChannelManagementClient(
-            endpoint: APNsEndpoint(host: "127.0.0.1", port: mock.port, serverHostname: "localhost", trustRoots: .certificates([pki.caCertificate])),
-            credentials: .token(ProviderTokenSource(signer: ProviderTokenSigner(key: signingKey, keyID: "DEMOKEY123", teamID: "DEMOTEAM12"), logger: logger)),
+            endpoint: APNsEndpoint(
+                host: "127.0.0.1",
+                port: mock.port,
+                serverHostname: "localhost",
+                trustRoots: .certificates([pki.caCertificate])
+            ),
+            credentials: .token(
+                ProviderTokenSource(
+                    signer: ProviderTokenSigner(key: signingKey, keyID: "DEMOKEY123", teamID: "DEMOTEAM12"),
+                    logger: logger
+                )
+            ),
             logger: logger
         )
         let channelID = try await channels.create(bundleID: topic, messageStoragePolicy: .mostRecentMessageStored)
         channels.shutdown()
         let channelToken = ChannelToken.derive(tenant: "demo", channelID: channelID)
-        print("channel \(channelID) created for \(topic) (POST /1/apps/\(topic)/channels); its channel token: \(ChannelToken.hex(channelToken))")
+        print(
+            "channel \(channelID) created for \(topic) (POST /1/apps/\(topic)/channels); its channel token: \(ChannelToken.hex(channelToken))"
+        )
 
         // The bridge itself, as `serve` runs it, configured with the files of this run; the
         // store is SQLite in a temporary folder.
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-demo-\(UUID().uuidString)")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "apns-bridge-demo-\(UUID().uuidString)"
+        )
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { if !self.keepRunning { try? FileManager.default.removeItem(at: folder) } }
         let files = try DemoFiles(pki: pki, signingKey: signingKey, topic: topic, in: folder.path)
@@ -76,8 +98,10 @@ struct DemoCommand: AsyncParsableCommand {
             from: try await SettingsReader(
                 flags: [
                     "gateway.listen": "127.0.0.1:0", "feedback.listen": "127.0.0.1:0", "admin.listen": "127.0.0.1:0",
-                    "tls.certificate": files.serverCertificate, "tls.privateKey": files.serverKey, "tls.clientCA": files.ca,
-                    "environment": "sandbox", "store.url": "sqlite:" + folder.appendingPathComponent("store.sqlite").path,
+                    "tls.certificate": files.serverCertificate, "tls.privateKey": files.serverKey,
+                    "tls.clientCA": files.ca,
+                    "environment": "sandbox",
+                    "store.url": "sqlite:" + folder.appendingPathComponent("store.sqlite").path,
                     "credentials": "demo", "credential.demo.keyFile": files.signingKey,
                     "credential.demo.keyId": "DEMOKEY123", "credential.demo.teamId": "DEMOTEAM12",
                     "upstream.sandbox": "127.0.0.1:\(mock.port)", "upstream.production": "127.0.0.1:\(mock.port)",
@@ -107,7 +131,12 @@ struct DemoCommand: AsyncParsableCommand {
                     folder: folder.path
                 ).run()
                 if keepRunning {
-                    Self.printKeepRunning(running.addresses, files: files, unregisteredToken: unregisteredToken, folder: folder.path)
+                    Self.printKeepRunning(
+                        running.addresses,
+                        files: files,
+                        unregisteredToken: unregisteredToken,
+                        folder: folder.path
+                    )
                 } else {
                     await running.shutdown()
                 }
@@ -119,7 +148,12 @@ struct DemoCommand: AsyncParsableCommand {
         await mock.close()
     }
 
-    static func printKeepRunning(_ addresses: ListeningAddresses, files: DemoFiles, unregisteredToken: ByteBuffer, folder: String) {
+    static func printKeepRunning(
+        _ addresses: ListeningAddresses,
+        files: DemoFiles,
+        unregisteredToken: ByteBuffer,
+        folder: String
+    ) {
         print(
             """
 
@@ -190,28 +224,41 @@ struct DemoRoundTrip: Sendable {
         print("\n→ a feedback poller connects to \(addresses.feedback) with the provider certificate")
         let poll = try await FeedbackPoller.poll(
             addresses.feedback,
-            tls: try self.pki.providerIdentity(bundleID: self.topic).clientTLSConfiguration(trusting: self.pki.caCertificate),
+            tls: try self.pki.providerIdentity(bundleID: self.topic).clientTLSConfiguration(
+                trusting: self.pki.caCertificate
+            ),
             serverHostname: "localhost"
         )
         for tuple in poll.tuples {
             print("  ← feedback tuple: timestamp \(tuple.timestamp), token \(LogRedaction.token(tuple.deviceToken))")
         }
-        print("  ← \(poll.cleanClose ? "then a clean close" : "the connection was cut") (\(poll.tupleCount) tuple\(poll.tupleCount == 1 ? "" : "s"))")
+        print(
+            "  ← \(poll.cleanClose ? "then a clean close" : "the connection was cut") (\(poll.tupleCount) tuple\(poll.tupleCount == 1 ? "" : "s"))"
+        )
         guard poll.tupleCount == 1 else {
             throw ValidationError("expected one feedback tuple, got \(poll.tupleCount)")
         }
     }
 
     /// Sends frames on a new provider connection and prints what came back.
-    private func send(_ frames: [(UInt32, ByteBuffer)], note: String, expectFailure: Bool = false, acceptedTotal: Int = 0) async throws {
+    private func send(
+        _ frames: [(UInt32, ByteBuffer)],
+        note: String,
+        expectFailure: Bool = false,
+        acceptedTotal: Int = 0
+    ) async throws {
         let connection = try await LegacyConnection.connect(
             to: self.running.addresses.gateway,
-            tls: try self.pki.providerIdentity(bundleID: self.topic).clientTLSConfiguration(trusting: self.pki.caCertificate),
+            tls: try self.pki.providerIdentity(bundleID: self.topic).clientTLSConfiguration(
+                trusting: self.pki.caCertificate
+            ),
             serverHostname: "localhost"
         )
         var bytes = ByteBuffer()
         for (identifier, token) in frames {
-            bytes.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: identifier, token: token, payload: FrameBuilder.payload()))
+            bytes.writeImmutableBuffer(
+                FrameBuilder.frame(.itemized, identifier: identifier, token: token, payload: FrameBuilder.payload())
+            )
         }
         print("→ \(note)")
         try await connection.send(bytes)
@@ -220,7 +267,9 @@ struct DemoRoundTrip: Sendable {
             guard let packet = received.readErrorResponse() else {
                 throw ValidationError("the gateway closed the connection without an error-response")
             }
-            print("  ← error-response: status \(packet.status), identifier \(packet.identifier); the gateway closed the connection")
+            print(
+                "  ← error-response: status \(packet.status), identifier \(packet.identifier); the gateway closed the connection"
+            )
         } else {
             guard await self.mock.ledger.waitForAccepted(acceptedTotal, timeout: .seconds(10)) else {
                 throw ValidationError("the mock APNs did not receive the notifications")
@@ -237,7 +286,9 @@ struct DemoRoundTrip: Sendable {
             let answer = record.wasAccepted ? "\(record.status)" : "\(record.status) \(record.reason?.rawValue ?? "")"
             switch record.api {
             case .device:
-                print("  POST /3/device/\(record.token.prefix(8))…  apns-id \(record.apnsID ?? "-")  topic \(record.topic ?? "-")  → \(answer)")
+                print(
+                    "  POST /3/device/\(record.token.prefix(8))…  apns-id \(record.apnsID ?? "-")  topic \(record.topic ?? "-")  → \(answer)"
+                )
             case .broadcast:
                 let uniqueID = record.responseHeaders.first { $0.name == "apns-unique-id" }?.value ?? "-"
                 print(
@@ -263,7 +314,10 @@ struct DemoFiles {
         self.ca = folder + "/ca.pem"
         try pki.caCertificatePEM.write(toFile: self.ca, atomically: true, encoding: .utf8)
         (self.serverCertificate, self.serverKey) = try pki.server.writePEMFiles(to: folder, name: "bridge")
-        (self.providerCertificate, self.providerKey) = try pki.providerIdentity(bundleID: topic).writePEMFiles(to: folder, name: "provider")
+        (self.providerCertificate, self.providerKey) = try pki.providerIdentity(bundleID: topic).writePEMFiles(
+            to: folder,
+            name: "provider"
+        )
         self.signingKey = folder + "/AuthKey_DEMOKEY123.p8"
         try signingKey.pemRepresentation.write(toFile: self.signingKey, atomically: true, encoding: .utf8)
     }

@@ -6,7 +6,8 @@ import NIOCore
 struct HealthcheckCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "healthcheck",
-        abstract: "Exits 0 when the running bridge is ready (its admin port answers GET /readyz with 200), 1 otherwise.",
+        abstract:
+            "Exits 0 when the running bridge is ready (its admin port answers GET /readyz with 200), 1 otherwise.",
         discussion: """
             For a container's HEALTHCHECK or a supervisor. The admin address is --admin, else \
             $APNS_BRIDGE_ADMIN_LISTEN, else 127.0.0.1:9180 (a listener on 0.0.0.0 is reached on \
@@ -26,7 +27,11 @@ struct HealthcheckCommand: AsyncParsableCommand {
             throw ValidationError("--admin \(text): expected HOST:PORT")
         }
         do {
-            let status = try await AdminProbe.status(host: address.host, port: address.port, timeout: .milliseconds(Int64(self.timeout * 1000)))
+            let status = try await AdminProbe.status(
+                host: address.host,
+                port: address.port,
+                timeout: .milliseconds(Int64(self.timeout * 1000))
+            )
             print("GET /readyz on \(text): \(status)")
             if status != 200 { throw ExitCode(1) }
         } catch let error as AdminProbe.NoAnswer {

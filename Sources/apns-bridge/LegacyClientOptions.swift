@@ -12,10 +12,16 @@ struct LegacyClientOptions: ParsableArguments {
     @Option(name: .customLong("private-key"), help: "PEM private key of --certificate.")
     var privateKey: String
 
-    @Option(name: .customLong("ca"), help: "PEM CA certificate(s) that issued the bridge's certificate (default: the system's).")
+    @Option(
+        name: .customLong("ca"),
+        help: "PEM CA certificate(s) that issued the bridge's certificate (default: the system's)."
+    )
     var ca: String?
 
-    @Option(name: .customLong("server-name"), help: "TLS server name to check the bridge's certificate against (default: the host, if not an IP address).")
+    @Option(
+        name: .customLong("server-name"),
+        help: "TLS server name to check the bridge's certificate against (default: the host, if not an IP address)."
+    )
     var serverName: String?
 
     func tlsConfiguration() throws -> TLSConfiguration {
@@ -30,7 +36,9 @@ struct LegacyClientOptions: ParsableArguments {
     }
 
     static func resolve(_ address: String, option: String) throws -> (SocketAddress, String?) {
-        guard let (host, port) = SettingsReader.parseAddress(address) else { throw ValidationError("\(option) \(address): expected HOST:PORT") }
+        guard let (host, port) = SettingsReader.parseAddress(address) else {
+            throw ValidationError("\(option) \(address): expected HOST:PORT")
+        }
         let socketAddress = try SocketAddress.makeAddressResolvingHost(host, port: port)
         let isIP = (try? SocketAddress(ipAddress: host, port: port)) != nil
         return (socketAddress, isIP ? nil : host)

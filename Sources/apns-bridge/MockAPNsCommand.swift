@@ -38,16 +38,26 @@ struct MockAPNsCommand: AsyncParsableCommand {
     @Option(help: "CA bundle (PEM) for client certificates (certificate auth).") var clientCA: String?
     @Option(
         name: .customLong("signing-key"),
-        help: "KEYID:TEAMID:PATH of a key whose provider tokens are accepted; PATH is the .p8 file or its public key (PEM). Repeatable."
+        help:
+            "KEYID:TEAMID:PATH of a key whose provider tokens are accepted; PATH is the .p8 file or its public key (PEM). Repeatable."
     )
     var signingKeys: [String] = []
-    @Option(name: .customLong("topic"), help: "A topic to accept (repeatable; none: any topic).") var topics: [String] = []
+    @Option(name: .customLong("topic"), help: "A topic to accept (repeatable; none: any topic).") var topics: [String] =
+        []
     @Option(help: "MAX_CONCURRENT_STREAMS announced to clients.") var maxConcurrentStreams = 1000
-    @Option(name: .customLong("unregistered"), help: "TOKEN@MILLISECONDS: answer 410 Unregistered for this hex token (repeatable).")
+    @Option(
+        name: .customLong("unregistered"),
+        help: "TOKEN@MILLISECONDS: answer 410 Unregistered for this hex token (repeatable)."
+    )
     var unregistered: [String] = []
-    @Option(name: .customLong("bad-token"), help: "Answer 400 BadDeviceToken for this hex token (repeatable).") var badTokens: [String] = []
-    @Option(name: .customLong("fail"), help: "N:STATUS:REASON: answer the next N requests so, then succeed (repeatable).") var failures: [String] = []
-    @Option(help: "Send GOAWAY on each connection's K-th request, leaving it and later ones unprocessed.") var goawayEvery: Int?
+    @Option(name: .customLong("bad-token"), help: "Answer 400 BadDeviceToken for this hex token (repeatable).")
+    var badTokens: [String] = []
+    @Option(
+        name: .customLong("fail"),
+        help: "N:STATUS:REASON: answer the next N requests so, then succeed (repeatable)."
+    ) var failures: [String] = []
+    @Option(help: "Send GOAWAY on each connection's K-th request, leaving it and later ones unprocessed.")
+    var goawayEvery: Int?
     @Option(help: "Delay every answer by this many milliseconds.") var delayMs: Int = 0
     @Option(help: "Reset the next N streams with REFUSED_STREAM.") var refuseStreams: Int = 0
     @Option(help: "Close each connection without GOAWAY when its K-th request arrives.") var dropAfter: Int?
@@ -56,7 +66,9 @@ struct MockAPNsCommand: AsyncParsableCommand {
 
     /// Every option's format, checked before anything is bound or written.
     func validate() throws {
-        guard Logger.Level(rawValue: self.logLevel) != nil else { throw ValidationError("--log-level: unknown level \(self.logLevel)") }
+        guard Logger.Level(rawValue: self.logLevel) != nil else {
+            throw ValidationError("--log-level: unknown level \(self.logLevel)")
+        }
         _ = try self.unregistered.map(Self.unregisteredEntry)
         _ = try self.failures.map(Self.failure)
         for key in self.signingKeys where key.split(separator: ":", maxSplits: 2).count != 3 {
@@ -79,8 +91,13 @@ struct MockAPNsCommand: AsyncParsableCommand {
             )
         } else {
             let pki = try DevelopmentCA(name: "apns-bridge mock-apns CA")
-            configuration = MockAPNsConfiguration(certificateChain: [pki.server.certificate], privateKey: pki.server.privateKey)
-            let path = self.writeCA ?? FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-mock-apns-ca.pem").path
+            configuration = MockAPNsConfiguration(
+                certificateChain: [pki.server.certificate],
+                privateKey: pki.server.privateKey
+            )
+            let path =
+                self.writeCA
+                ?? FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-mock-apns-ca.pem").path
             try pki.caCertificatePEM.write(toFile: path, atomically: true, encoding: .utf8)
             Self.say("throwaway CA written to \(path) (clients must trust it; the server name is localhost)")
         }
@@ -114,9 +131,11 @@ struct MockAPNsCommand: AsyncParsableCommand {
             sources.append(source)
         }
         for await _ in signals { break }
-        sources.forEach { $0.cancel() }
+        for source in sources { source.cancel() }
         let counters = server.ledger.counters
-        Self.say("answered \(counters.answered) (200: \(counters.accepted)), refused \(counters.refused), unprocessed \(counters.unprocessed), GOAWAYs \(counters.goAways), connections \(counters.connectionsAccepted)")
+        Self.say(
+            "answered \(counters.answered) (200: \(counters.accepted)), refused \(counters.refused), unprocessed \(counters.unprocessed), GOAWAYs \(counters.goAways), connections \(counters.connectionsAccepted)"
+        )
         await server.close()
     }
 
@@ -142,7 +161,9 @@ struct MockAPNsCommand: AsyncParsableCommand {
     /// `--unregistered TOKEN@MILLISECONDS`.
     private static func unregisteredEntry(_ entry: String) throws -> (token: String, milliseconds: UInt64) {
         let parts = entry.split(separator: "@")
-        guard parts.count == 2, let milliseconds = UInt64(parts[1]) else { throw ValidationError("--unregistered \(entry): expected TOKEN@MILLISECONDS") }
+        guard parts.count == 2, let milliseconds = UInt64(parts[1]) else {
+            throw ValidationError("--unregistered \(entry): expected TOKEN@MILLISECONDS")
+        }
         return (String(parts[0]), milliseconds)
     }
 

@@ -9,7 +9,8 @@ import Logging
 struct ReportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "report",
-        abstract: "Prints the migration report: per tenant, who still uses the legacy interface, how, and what stands in the way of retiring it.",
+        abstract:
+            "Prints the migration report: per tenant, who still uses the legacy interface, how, and what stands in the way of retiring it.",
         discussion: """
             Reads the store (the configuration's store.url, or --store) without changing it: it works \
             against a stopped bridge's store, and beside running ones. One row per tenant, over the \
@@ -50,7 +51,9 @@ struct ReportCommand: AsyncParsableCommand {
             knownTenants = settings.tenants.rules.map(\.name)
         } catch let error as ConfigurationError {
             guard location != nil else {
-                FileHandle.standardError.write(Data("apns-bridge: \(error)\n(or name the store alone with --store)\n".utf8))
+                FileHandle.standardError.write(
+                    Data("apns-bridge: \(error)\n(or name the store alone with --store)\n".utf8)
+                )
                 throw ExitCode(78)
             }
         }
@@ -62,7 +65,11 @@ struct ReportCommand: AsyncParsableCommand {
                 try await source.usage(from: firstDay, tenant: tenant)
             }
         } catch {
-            FileHandle.standardError.write(Data("apns-bridge: cannot read the usage in \(BridgeStoreLocation.redacted(location!)): \(error)\n".utf8))
+            FileHandle.standardError.write(
+                Data(
+                    "apns-bridge: cannot read the usage in \(BridgeStoreLocation.redacted(location!)): \(error)\n".utf8
+                )
+            )
             throw ExitCode(1)
         }
         let tenants = self.tenant.map { [$0] } ?? knownTenants

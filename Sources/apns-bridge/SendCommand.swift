@@ -7,7 +7,8 @@ import NIOCore
 struct SendCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "send",
-        abstract: "A legacy provider for smoke tests: sends notification frames to a gateway and reports the error-response, if any.",
+        abstract:
+            "A legacy provider for smoke tests: sends notification frames to a gateway and reports the error-response, if any.",
         discussion: """
             Sends one frame per --token over one TLS connection with a client certificate, \
             identifiers counting up from --identifier, then waits --wait-ms for an error-response. \
@@ -77,21 +78,29 @@ struct SendCommand: AsyncParsableCommand {
             // Done: close_notify, and the bridge closes its side once every notification has
             // its outcome (an error-response decided meanwhile comes first).
             guard var late = await connection.finish() else {
-                print("no error-response within \(self.waitMilliseconds) ms; the bridge had not closed the connection 5 s after close_notify")
+                print(
+                    "no error-response within \(self.waitMilliseconds) ms; the bridge had not closed the connection 5 s after close_notify"
+                )
                 return
             }
             if let packet = late.readErrorResponse() {
-                print("error-response: status \(packet.status), identifier \(packet.identifier.rawValue); it came after close_notify, and the connection was closed")
+                print(
+                    "error-response: status \(packet.status), identifier \(packet.identifier.rawValue); it came after close_notify, and the connection was closed"
+                )
                 throw ExitCode(1)
             }
-            print("no error-response within \(self.waitMilliseconds) ms: the bridge took them and closed the connection after close_notify")
+            print(
+                "no error-response within \(self.waitMilliseconds) ms: the bridge took them and closed the connection after close_notify"
+            )
             return
         }
         guard let packet = answer.readErrorResponse() else {
             print("the bridge closed the connection without an error-response (\(answer.readableBytes) bytes)")
             throw ExitCode(1)
         }
-        print("error-response: status \(packet.status), identifier \(packet.identifier.rawValue); the connection was closed")
+        print(
+            "error-response: status \(packet.status), identifier \(packet.identifier.rawValue); the connection was closed"
+        )
         throw ExitCode(1)
     }
 
@@ -101,7 +110,9 @@ struct SendCommand: AsyncParsableCommand {
         var buffer = ByteBuffer()
         var index = 0
         while index < digits.count {
-            guard let byte = UInt8(String(decoding: digits[index..<index + 2], as: UTF8.self), radix: 16) else { return nil }
+            guard let byte = UInt8(String(decoding: digits[index..<index + 2], as: UTF8.self), radix: 16) else {
+                return nil
+            }
             buffer.writeInteger(byte)
             index += 2
         }
@@ -132,6 +143,8 @@ struct FeedbackCommand: AsyncParsableCommand {
             let date = Date(timeIntervalSince1970: TimeInterval(tuple.timestamp))
             print("\(tuple.timestamp) (\(date.ISO8601Format()))  \(tuple.deviceToken.hexDump(format: .compact))")
         }
-        print("\(poll.tupleCount) tuple(s); \(poll.cleanClose ? "the service closed the connection at the end of the list" : "the connection was cut")")
+        print(
+            "\(poll.tupleCount) tuple(s); \(poll.cleanClose ? "the service closed the connection at the end of the list" : "the connection was cut")"
+        )
     }
 }

@@ -8,7 +8,8 @@ import NIOCore
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Runs the bridge: the legacy gateway (2195), the feedback service (2196), the admin port, and the HTTP/2 client.",
+        abstract:
+            "Runs the bridge: the legacy gateway (2195), the feedback service (2196), the admin port, and the HTTP/2 client.",
         discussion: """
             Settings come from a YAML file (--config), APNS_BRIDGE_* environment variables and \
             flags, flags winning (docs/configuration.md). Provider certificates name their tenant \
@@ -30,16 +31,21 @@ struct ServeCommand: AsyncParsableCommand {
         // The level is the handlers' floor; LiveLogLevel decides, and a reload changes it.
         let level = LiveLogLevel(settings.logLevel)
         LoggingSystem.bootstrap { label in
-            LiveLevelLogHandler(wrapping: BridgeLogHandler(label: label, format: settings.logFormat, logLevel: .trace), level: level)
+            LiveLevelLogHandler(
+                wrapping: BridgeLogHandler(label: label, format: settings.logFormat, logLevel: .trace),
+                level: level
+            )
         }
         let metrics = BridgeMetrics.bootstrapPrometheus()
         let logger = Logger(label: "apns-bridge")
         do {
-            try await BridgeRuntime.serve(settings, source: source, metrics: metrics, logLevel: level, logger: logger) { running in
+            try await BridgeRuntime.serve(settings, source: source, metrics: metrics, logLevel: level, logger: logger) {
+                running in
                 // One line on standard output, once every listener is up, for scripts and tests
                 // that start the bridge on port 0.
                 let addresses = running.addresses
-                let ports = "gateway=\(addresses.gateway.port ?? 0) feedback=\(addresses.feedback.port ?? 0) admin=\(addresses.admin?.port.map(String.init) ?? "off")"
+                let ports =
+                    "gateway=\(addresses.gateway.port ?? 0) feedback=\(addresses.feedback.port ?? 0) admin=\(addresses.admin?.port.map(String.init) ?? "off")"
                 FileHandle.standardOutput.write(Data("ready \(ports)\n".utf8))
             }
         } catch let error as ConfigurationError {

@@ -18,21 +18,42 @@ struct ChannelConfigurationTests {
         let good = "dHN0LXNyY2gtY2hubA=="
         let cases: [([String: String], String)] = [
             (["tenant.app.channels": "live"], "tenant.app.channel.live.id"),
-            (["tenant.app.channels": "live", "tenant.app.channel.live.id": "not base64!"], "tenant.app.channel.live.id"),
-            (["tenant.app.channels": "live", "tenant.app.channel.live.id": good, "tenant.app.channel.live.token": "abcd"], "tenant.app.channel.live.token"),
             (
-                ["tenant.app.channels": "live", "tenant.app.channel.live.id": good, "tenant.app.channel.live.messageStoragePolicy": "2"],
-                "tenant.app.channel.live.messageStoragePolicy"
+                ["tenant.app.channels": "live", "tenant.app.channel.live.id": "not base64!"],
+                "tenant.app.channel.live.id"
             ),
-            (["tenant.app.channels": "a,b", "tenant.app.channel.a.id": good, "tenant.app.channel.b.id": good], "tenant.app.channel.b.id"),
             (
                 [
-                    "tenant.app.channels": "a,b", "tenant.app.channel.a.id": good, "tenant.app.channel.b.id": "b3RoZXI=",
-                    "tenant.app.channel.a.token": String(repeating: "ab", count: 32), "tenant.app.channel.b.token": String(repeating: "AB", count: 32),
+                    "tenant.app.channels": "live", "tenant.app.channel.live.id": good,
+                    "tenant.app.channel.live.token": "abcd",
+                ], "tenant.app.channel.live.token"
+            ),
+            (
+                [
+                    "tenant.app.channels": "live", "tenant.app.channel.live.id": good,
+                    "tenant.app.channel.live.messageStoragePolicy": "2",
+                ],
+                "tenant.app.channel.live.messageStoragePolicy"
+            ),
+            (
+                ["tenant.app.channels": "a,b", "tenant.app.channel.a.id": good, "tenant.app.channel.b.id": good],
+                "tenant.app.channel.b.id"
+            ),
+            (
+                [
+                    "tenant.app.channels": "a,b", "tenant.app.channel.a.id": good,
+                    "tenant.app.channel.b.id": "b3RoZXI=",
+                    "tenant.app.channel.a.token": String(repeating: "ab", count: 32),
+                    "tenant.app.channel.b.token": String(repeating: "AB", count: 32),
                 ],
                 "tenant.app.channel.b.token"
             ),
-            (["tenant.app.channels": "live", "tenant.app.channel.live.id": good, "tenant.app.channel.other.id": good], "tenant.app.channel.other.id"),
+            (
+                [
+                    "tenant.app.channels": "live", "tenant.app.channel.live.id": good,
+                    "tenant.app.channel.other.id": good,
+                ], "tenant.app.channel.other.id"
+            ),
         ]
         for (flags, key) in cases {
             var all = files.basics

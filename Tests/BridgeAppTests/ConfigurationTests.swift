@@ -31,22 +31,33 @@ struct ConfigurationTests {
               listen: 127.0.0.1:2222
             """
         )
-        let environment = ["APNS_BRIDGE_GATEWAY_LISTEN": "127.0.0.1:3333", SettingsReader.environmentVariable(for: "feedback.only32ByteTokens"): "true", "HOME": "/root"]
+        let environment = [
+            "APNS_BRIDGE_GATEWAY_LISTEN": "127.0.0.1:3333",
+            SettingsReader.environmentVariable(for: "feedback.only32ByteTokens"): "true", "HOME": "/root",
+        ]
         var flags = files.basics
         flags["gateway.listen"] = "127.0.0.1:4444"
 
-        let all = try BridgeSettings.load(from: try await SettingsReader(flags: flags, environment: environment, file: file))
+        let all = try BridgeSettings.load(
+            from: try await SettingsReader(flags: flags, environment: environment, file: file)
+        )
         #expect(all.gateway.port == 4444)  // flag
         #expect(all.gateway.maximumConnections == 11)  // file
         #expect(all.feedback.port == 2222)  // file
         #expect(all.feedback.drain.only32ByteTokens)  // environment
 
-        let noFlag = try BridgeSettings.load(from: try await SettingsReader(flags: files.basics, environment: environment, file: file))
+        let noFlag = try BridgeSettings.load(
+            from: try await SettingsReader(flags: files.basics, environment: environment, file: file)
+        )
         #expect(noFlag.gateway.port == 3333)  // environment over file
-        let fileOnly = try BridgeSettings.load(from: try await SettingsReader(flags: files.basics, environment: [:], file: file))
+        let fileOnly = try BridgeSettings.load(
+            from: try await SettingsReader(flags: files.basics, environment: [:], file: file)
+        )
         #expect(fileOnly.gateway.port == 1111)
         #expect(!fileOnly.feedback.drain.only32ByteTokens)
-        let defaults = try BridgeSettings.load(from: try await SettingsReader(flags: files.basics, environment: [:], file: nil))
+        let defaults = try BridgeSettings.load(
+            from: try await SettingsReader(flags: files.basics, environment: [:], file: nil)
+        )
         #expect(defaults.gateway.port == 2195)
         #expect(defaults.feedback.port == 2196)
         #expect(defaults.admin?.host == "127.0.0.1")
@@ -56,18 +67,26 @@ struct ConfigurationTests {
     @Test("Every documented key's environment variable sets that key")
     func environmentNames() async throws {
         #expect(SettingsReader.environmentVariable(for: "tenant.shop.uid") == "APNS_BRIDGE_TENANT_SHOP_UID")
-        #expect(SettingsReader.environmentVariable(for: "credential.team-a.pkcs12Password") == "APNS_BRIDGE_CREDENTIAL_TEAM_A_PKCS12PASSWORD")
+        #expect(
+            SettingsReader.environmentVariable(for: "credential.team-a.pkcs12Password")
+                == "APNS_BRIDGE_CREDENTIAL_TEAM_A_PKCS12PASSWORD"
+        )
         let files = try Files()
         defer { files.remove() }
         // Values that differ from the defaults, set through the names environmentVariable(for:) gives.
         let keys: [String: String] = [
             "gateway.maximumInFlight": "7", "tls.allowTLS13": "true", "tls.allowLegacyTLS": "true",
-            "tls.closeNotifyWaitSeconds": "0.5", "upstream.connectionsPerPool": "5", "upstream.retryBudgetSeconds": "3", "store.resendWindowSeconds": "9",
+            "tls.closeNotifyWaitSeconds": "0.5", "upstream.connectionsPerPool": "5", "upstream.retryBudgetSeconds": "3",
+            "store.resendWindowSeconds": "9",
             "feedback.retentionDays": "2", "admin.listen": "off", "environment": "sandbox", "log.level": "debug",
             "tenants": "shop", "tenant.shop.uid": "com.example.shop", "tenant.shop.environment": "production",
         ]
-        let environment = Dictionary(uniqueKeysWithValues: keys.map { (SettingsReader.environmentVariable(for: $0.key), $0.value) })
-        let settings = try BridgeSettings.load(from: try await SettingsReader(flags: files.basics, environment: environment, file: nil))
+        let environment = Dictionary(
+            uniqueKeysWithValues: keys.map { (SettingsReader.environmentVariable(for: $0.key), $0.value) }
+        )
+        let settings = try BridgeSettings.load(
+            from: try await SettingsReader(flags: files.basics, environment: environment, file: nil)
+        )
         #expect(settings.gateway.session.maximumInFlight == 7)
         #expect(settings.gateway.tls.allowTLS13)
         #expect(settings.gateway.tls.allowLegacyTLS)
@@ -79,7 +98,9 @@ struct ConfigurationTests {
         #expect(settings.admin == nil)
         #expect(settings.tenants.defaultEnvironment == .sandbox)
         #expect(settings.logLevel == .debug)
-        #expect(settings.tenants.rules == [TenantRule(name: "shop", userID: "com.example.shop", environment: .production)])
+        #expect(
+            settings.tenants.rules == [TenantRule(name: "shop", userID: "com.example.shop", environment: .production)]
+        )
         #expect(!settings.tenants.acceptsUnlistedCertificates)
     }
 
@@ -108,7 +129,9 @@ struct ConfigurationTests {
         #expect(error.description.contains(SettingsReader.environmentVariable(for: expectedKey)))
     }
 
-    @Test("Tenants are cross-checked: unknown credentials, a tenant matching nothing, a shared UID, a topic that is not a bundle id")
+    @Test(
+        "Tenants are cross-checked: unknown credentials, a tenant matching nothing, a shared UID, a topic that is not a bundle id"
+    )
     func tenantErrors() async throws {
         let files = try Files()
         defer { files.remove() }
@@ -118,11 +141,18 @@ struct ConfigurationTests {
             (["tenants": "a,b", "tenant.a.uid": "com.a", "tenant.b.uid": "com.a"], "tenant.b.uid"),
             (["tenants": "a b"], "tenants"),
             (["credentials": "main,extra"], "credential.extra.keyFile"),
-            (["tenants": "a", "tenant.a.uid": "com.a", "tenant.a.topic": "com.a\r\napns-priority: 5"], "tenant.a.topic"),
+            (
+                ["tenants": "a", "tenant.a.uid": "com.a", "tenant.a.topic": "com.a\r\napns-priority: 5"],
+                "tenant.a.topic"
+            ),
             (["tenants": "a", "tenant.a.uid": "com.a", "tenant.a.topic": "com a"], "tenant.a.topic"),
         ]
         for (extra, expectedKey) in cases {
-            let reader = try await SettingsReader(flags: files.basics.merging(extra) { $1 }, environment: [:], file: nil)
+            let reader = try await SettingsReader(
+                flags: files.basics.merging(extra) { $1 },
+                environment: [:],
+                file: nil
+            )
             let error = try #require(throws: ConfigurationError.self) { try BridgeSettings.load(from: reader) }
             #expect(error.key == expectedKey, "\(extra)")
         }
@@ -132,7 +162,8 @@ struct ConfigurationTests {
     func documentedExamples() async throws {
         let files = try Files()
         defer { files.remove() }
-        let examples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let examples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
             .appendingPathComponent("docs/examples")
         let replacements = [
             "/etc/apns-bridge/gateway.pem": files.directory + "/gateway.crt",
@@ -149,7 +180,9 @@ struct ConfigurationTests {
                 text = text.replacingOccurrences(of: from, with: to)
             }
             let path = try files.write(text, name: name)
-            let settings = try BridgeSettings.load(from: try await SettingsReader(flags: [:], environment: [:], file: path))
+            let settings = try BridgeSettings.load(
+                from: try await SettingsReader(flags: [:], environment: [:], file: path)
+            )
             if name == "apns-bridge.yaml" {
                 #expect(settings.tenants.rules.map(\.name) == ["shop", "news"])
                 #expect(settings.tenants.rules[1].environment == .sandbox)
@@ -205,9 +238,13 @@ struct ConfigurationFailsEarlyTests {
         #expect(error.key == "credential.cert.privateKey")
     }
 
-    @Test("Key and team ids that are not 10 letters and digits are refused", arguments: [
-        ("credential.main.keyId", "KEY123"), ("credential.main.keyId", "KEY1234567X"), ("credential.main.teamId", "TEAM-12345"),
-    ])
+    @Test(
+        "Key and team ids that are not 10 letters and digits are refused",
+        arguments: [
+            ("credential.main.keyId", "KEY123"), ("credential.main.keyId", "KEY1234567X"),
+            ("credential.main.teamId", "TEAM-12345"),
+        ]
+    )
     func identifiers(key: String, value: String) async throws {
         let files = try Files()
         defer { files.remove() }
@@ -285,7 +322,9 @@ struct UnknownKeyTests {
         #expect(error.description.contains("did you mean \(nearest)?"))
     }
 
-    @Test("A value of the wrong shape in the file is refused naming its key: a list for a single value, a mapping for a list")
+    @Test(
+        "A value of the wrong shape in the file is refused naming its key: a list for a single value, a mapping for a list"
+    )
     func wrongShapes() async throws {
         let files = try Files()
         defer { files.remove() }
@@ -304,11 +343,19 @@ struct UnknownKeyTests {
             #expect(error.message.contains("where"), "\(error)")
         }
         // A single value where a list belongs is a list of one.
-        try "tenants: a\ntenant:\n  a:\n    uid: com.a\n".write(toFile: files.directory + "/one.yaml", atomically: true, encoding: .utf8)
-        _ = try BridgeSettings.load(from: try await SettingsReader(flags: files.basics, environment: [:], file: files.directory + "/one.yaml"))
+        try "tenants: a\ntenant:\n  a:\n    uid: com.a\n".write(
+            toFile: files.directory + "/one.yaml",
+            atomically: true,
+            encoding: .utf8
+        )
+        _ = try BridgeSettings.load(
+            from: try await SettingsReader(flags: files.basics, environment: [:], file: files.directory + "/one.yaml")
+        )
     }
 
-    @Test("upstream.http2Engine: auto takes the best engine of the build; nghttp2 in a build without it is refused naming the build flag")
+    @Test(
+        "upstream.http2Engine: auto takes the best engine of the build; nghttp2 in a build without it is refused naming the build flag"
+    )
     func http2Engine() async throws {
         let files = try Files()
         defer { files.remove() }
@@ -347,14 +394,18 @@ struct UnknownKeyTests {
         #expect(error.key == "gateway.maximumConections")
         #expect(error.description.contains("gateway.maximumConnections"))
 
-        let file = try files.write("tenants: [shop]\ntenant:\n  shop:\n    uid: com.example.shop\n  news:\n    uid: com.example.news\n")
+        let file = try files.write(
+            "tenants: [shop]\ntenant:\n  shop:\n    uid: com.example.shop\n  news:\n    uid: com.example.news\n"
+        )
         let fileReader = try await SettingsReader(flags: files.basics, environment: [:], file: file)
         error = try #require(throws: ConfigurationError.self) { try BridgeSettings.load(from: fileReader) }
         #expect(error.key == "tenant.news.uid")
         #expect(error.description.contains("tenants"))
     }
 
-    @Test("Every key the settings read is in the schema, and docs/configuration.md lists exactly the schema's keys, variables and reload")
+    @Test(
+        "Every key the settings read is in the schema, and docs/configuration.md lists exactly the schema's keys, variables and reload"
+    )
     func knownKeysMatchTheCodeAndTheDocs() async throws {
         let files = try Files()
         defer { files.remove() }
@@ -370,25 +421,43 @@ struct UnknownKeyTests {
         let reader = try await SettingsReader(flags: flags, environment: [:], file: nil)
         _ = try BridgeSettings.load(from: reader)
         let known = BridgeSettings.knownKeys(tenants: ["a", "b"], credentials: ["main", "cert"])
-        #expect(reader.requestedKeys.subtracting(known).isEmpty, "read but not known: \(reader.requestedKeys.subtracting(known).sorted())")
+        #expect(
+            reader.requestedKeys.subtracting(known).isEmpty,
+            "read but not known: \(reader.requestedKeys.subtracting(known).sorted())"
+        )
 
-        let docs = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let docs = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
             .appendingPathComponent("docs/configuration.md")
         let text = try String(contentsOf: docs, encoding: .utf8)
         // The table "Every key": | `key` | default | `ENVIRONMENT_VARIABLE` | live or restart | meaning |
         var documented: [String: (environment: String, reload: String)] = [:]
         for line in text.split(separator: "\n") where line.hasPrefix("| `") {
-            let cells = line.split(separator: "|", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            let cells = line.split(separator: "|", omittingEmptySubsequences: false).map {
+                $0.trimmingCharacters(in: .whitespaces)
+            }
             guard cells.count >= 6, cells[3].hasPrefix("`APNS_BRIDGE_") else { continue }
             let key = cells[1].trimmingCharacters(in: CharacterSet(charactersIn: "`"))
-            #expect(documented.updateValue((cells[3].trimmingCharacters(in: CharacterSet(charactersIn: "`")), cells[4]), forKey: key) == nil, "\(key) is listed twice")
+            #expect(
+                documented.updateValue(
+                    (cells[3].trimmingCharacters(in: CharacterSet(charactersIn: "`")), cells[4]),
+                    forKey: key
+                ) == nil,
+                "\(key) is listed twice"
+            )
         }
         let schema = ConfigurationKey.allKeys
-        #expect(Set(documented.keys) == Set(schema.map(\.name)), "docs only: \(Set(documented.keys).subtracting(schema.map(\.name)).sorted()); schema only: \(Set(schema.map(\.name)).subtracting(documented.keys).sorted())")
+        #expect(
+            Set(documented.keys) == Set(schema.map(\.name)),
+            "docs only: \(Set(documented.keys).subtracting(schema.map(\.name)).sorted()); schema only: \(Set(schema.map(\.name)).subtracting(documented.keys).sorted())"
+        )
         for key in schema {
             guard let row = documented[key.name] else { continue }
             #expect(row.environment == key.environmentVariable, "\(key.name): the docs say \(row.environment)")
-            #expect(row.reload == key.applies.rawValue, "\(key.name): the docs say \(row.reload), the schema \(key.applies.rawValue)")
+            #expect(
+                row.reload == key.applies.rawValue,
+                "\(key.name): the docs say \(row.reload), the schema \(key.applies.rawValue)"
+            )
         }
         // Whether a reload applies a key comes from the same table.
         #expect(BridgeSettings.isLive("tenant.shop.channel.live.id"))

@@ -7,7 +7,8 @@ import Testing
 /// pointers to documents it does not hold.
 @Suite("Documentation links")
 struct DocumentationLinksTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
 
     /// The files under `directory` (relative to the root) whose names end with one of `suffixes`.
     static func files(under directory: String, endingWith suffixes: [String]) -> [String] {
@@ -47,14 +48,17 @@ struct DocumentationLinksTests {
 
     /// `docs/<name>.md` or `docs/<name>.md#<anchor>` in sources, tests, scripts and configuration files.
     static func codeReferences() throws -> [Reference] {
-        let paths = ["Sources", "Tests", "deploy", "scripts", "Benchmarks"].flatMap {
-            Self.files(under: $0, endingWith: [".swift", ".py", ".yaml", ".yml", ".service", ".json", ".sh"])
-        } + ["Package.swift", ".ci/run", "scripts/test"]
+        let paths =
+            ["Sources", "Tests", "deploy", "scripts", "Benchmarks"].flatMap {
+                Self.files(under: $0, endingWith: [".swift", ".py", ".yaml", ".yml", ".service", ".json", ".sh"])
+            } + ["Package.swift", ".ci/run", "scripts/test"]
         var references: [Reference] = []
         for path in Set(paths) {
             guard let text = try? Self.read(path) else { continue }
             for match in text.matches(of: /docs\/([A-Za-z0-9_-]+\.md)(?:#([a-z0-9_-]+))?/) {
-                references.append(Reference(from: path, document: "docs/" + match.output.1, anchor: match.output.2.map(String.init)))
+                references.append(
+                    Reference(from: path, document: "docs/" + match.output.1, anchor: match.output.2.map(String.init))
+                )
             }
         }
         return references
@@ -71,13 +75,21 @@ struct DocumentationLinksTests {
                 let target = String(match.output.1)
                 guard !target.contains("://"), target.isEmpty || target.hasSuffix(".md") else { continue }
                 let document = target.isEmpty ? path : (directory.isEmpty ? target : directory + "/" + target)
-                references.append(Reference(from: path, document: (document as NSString).standardizingPath, anchor: match.output.2.map(String.init)))
+                references.append(
+                    Reference(
+                        from: path,
+                        document: (document as NSString).standardizingPath,
+                        anchor: match.output.2.map(String.init)
+                    )
+                )
             }
         }
         return references
     }
 
-    @Test("Every docs/…md#anchor the code names, and every link between the docs, leads to a document and an anchor that exist")
+    @Test(
+        "Every docs/…md#anchor the code names, and every link between the docs, leads to a document and an anchor that exist"
+    )
     func referencesResolve() throws {
         let references = try Self.codeReferences() + Self.markdownReferences()
         #expect(references.count > 50, "the scan found only \(references.count) references: is it reading the tree?")
@@ -98,15 +110,19 @@ struct DocumentationLinksTests {
 
     @Test("No source, test or doc points at a document outside the repository")
     func noOutsideDocuments() throws {
-        let paths = ["Sources", "Tests", "docs", "deploy", "scripts"].flatMap {
-            Self.files(under: $0, endingWith: [".swift", ".py", ".md", ".yaml", ".yml", ".service", ".sh"])
-        } + ["README.md", "Package.swift", ".ci/run"]
+        let paths =
+            ["Sources", "Tests", "docs", "deploy", "scripts"].flatMap {
+                Self.files(under: $0, endingWith: [".swift", ".py", ".md", ".yaml", ".yml", ".service", ".sh"])
+            } + ["README.md", "Package.swift", ".ci/run"]
         // Spelt in pieces, so that this file does not find itself.
         let contract = "CONTRACT" + " "
         let shared = "../" + "shared/"
         for path in paths {
             guard let text = try? Self.read(path) else { continue }
-            #expect(!text.contains(contract + "§") && !text.contains(contract + "1."), "\(path) cites the product owner's contract, not docs/")
+            #expect(
+                !text.contains(contract + "§") && !text.contains(contract + "1."),
+                "\(path) cites the product owner's contract, not docs/"
+            )
             #expect(!text.contains(shared), "\(path) points outside the repository")
         }
     }

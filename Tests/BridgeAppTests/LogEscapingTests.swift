@@ -22,7 +22,8 @@ struct LogEscapingTests {
 
     static func singleLine(_ line: String) -> Bool {
         !line.unicodeScalars.contains { scalar in
-            (0x00...0x1F).contains(scalar.value) || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029
+            (0x00...0x1F).contains(scalar.value) || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028
+                || scalar.value == 0x2029
         }
     }
 
@@ -38,11 +39,29 @@ struct LogEscapingTests {
         )
         #expect(Self.singleLine(line))
         #expect(line.hasPrefix("2026-11-25T00:00:00+0000 warning apns-bridge"))
-        #expect(line.contains(#"\n2026-11-25T00:00:00+0000 critical"#), "the forged line is there, escaped, inside the real one")
-        #expect(line.contains(#"\u{0}\u{1}"#) && line.contains(#"\t\n\u{B}"#) && line.contains(#"\u{7F}\u{85}\u{2028}"#))
+        #expect(
+            line.contains(#"\n2026-11-25T00:00:00+0000 critical"#),
+            "the forged line is there, escaped, inside the real one"
+        )
+        #expect(
+            line.contains(#"\u{0}\u{1}"#) && line.contains(#"\t\n\u{B}"#) && line.contains(#"\u{7F}\u{85}\u{2028}"#)
+        )
         #expect(line.contains("\u{FFFD}"), "invalid UTF-8 arrives as replacement characters")
-        #expect(TextLogLine.line(timestamp: "t", level: .info, label: "l", message: #"a\nb"#, metadata: [:], source: "s") == #"t info l: [s] a\\nb"#, "a backslash is doubled, so an escape is never ambiguous")
-        #expect(TextLogLine.line(timestamp: "t", level: .info, label: "l", message: "plain", metadata: ["k": "v"], source: "s") == "t info l: k=v [s] plain")
+        #expect(
+            TextLogLine.line(timestamp: "t", level: .info, label: "l", message: #"a\nb"#, metadata: [:], source: "s")
+                == #"t info l: [s] a\\nb"#,
+            "a backslash is doubled, so an escape is never ambiguous"
+        )
+        #expect(
+            TextLogLine.line(
+                timestamp: "t",
+                level: .info,
+                label: "l",
+                message: "plain",
+                metadata: ["k": "v"],
+                source: "s"
+            ) == "t info l: k=v [s] plain"
+        )
     }
 
     @Test("JSON format: the same values stay inside one JSON object on one line")
@@ -57,6 +76,9 @@ struct LogEscapingTests {
         )
         #expect(Self.singleLine(line))
         let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
-        #expect(object["message"] as? String == "refusing a client certificate: " + Self.hostile, "escaped, not altered")
+        #expect(
+            object["message"] as? String == "refusing a client certificate: " + Self.hostile,
+            "escaped, not altered"
+        )
     }
 }

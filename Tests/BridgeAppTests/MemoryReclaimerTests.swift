@@ -27,14 +27,19 @@ struct MemoryReclaimerTests {
         for (index, block) in blocks.enumerated() {
             if index % 64 == 0 { kept.append(block) } else { free(block) }
         }
-        defer { kept.forEach { free($0) } }
+        defer {
+            for block in kept { free(block) }
+        }
         let reclaimer = MemoryReclaimer(logger: Logger(label: "apns-bridge.test"))
         let trim = try #require(reclaimer.reclaimIfWorthwhile(), "more than 16 MiB free in the allocator: it trims")
         #expect(trim.freeBytes >= 200 << 20)
         let before = try #require(trim.residentBytesBefore)
         let after = try #require(trim.residentBytesAfter)
         #expect(after < before - (128 << 20), "resident \(before >> 20) MiB before, \(after >> 20) MiB after")
-        #expect(reclaimer.reclaimIfWorthwhile() == nil, "given back already: no second trim until more becomes resident")
+        #expect(
+            reclaimer.reclaimIfWorthwhile() == nil,
+            "given back already: no second trim until more becomes resident"
+        )
     }
 
     @Test("Below the threshold nothing is done")

@@ -16,10 +16,14 @@ struct ReportFormatTests {
         return MigrationReport(usage: usage, days: 30, now: now)
     }
 
-    @Test("A newline or an ESC sequence in a tenant name is printed escaped: no forged line, nothing reaches the terminal")
+    @Test(
+        "A newline or an ESC sequence in a tenant name is printed escaped: no forged line, nothing reaches the terminal"
+    )
     func controlCharactersEscaped() {
         let forged = "shop\nevil           1  0/0/1  none  0  2026-01-01  ready to retire"
-        let text = MigrationReportFormat.table.render(Self.report(tenants: [forged, "clear\u{1B}[2J\u{1B}]0;owned\u{07}"]))
+        let text = MigrationReportFormat.table.render(
+            Self.report(tenants: [forged, "clear\u{1B}[2J\u{1B}]0;owned\u{07}"])
+        )
         #expect(!text.contains("\u{1B}") && !text.contains("\u{07}"))
         #expect(text.contains("shop\\nevil"))
         #expect(!text.split(separator: "\n").contains { $0.hasPrefix("evil") }, "\(text)")

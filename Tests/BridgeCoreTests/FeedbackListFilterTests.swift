@@ -31,7 +31,10 @@ struct FeedbackListFilterTests {
         for number in UInt32(0)..<4 { filter.insert(Self.token(number), on: Self.list) }
         try await filter.rebuild { found in
             found(Self.token(0), Self.list)
-            #expect(filter.mayContain(Self.token(3), on: Self.list), "the old filter answers until the rebuild finishes")
+            #expect(
+                filter.mayContain(Self.token(3), on: Self.list),
+                "the old filter answers until the rebuild finishes"
+            )
             filter.insert(Self.token(9), on: Self.list)  // a 410 while the store is being read
             found(Self.token(1), Self.list)
         }

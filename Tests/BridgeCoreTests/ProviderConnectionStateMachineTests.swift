@@ -39,7 +39,9 @@ struct ProviderConnectionStateMachineTests {
         return steps
     }
 
-    static func forwardedSequences(_ steps: [ProviderConnectionStateMachine.FrameStep]) -> [ProviderSessionStateMachine.Sequence] {
+    static func forwardedSequences(
+        _ steps: [ProviderConnectionStateMachine.FrameStep]
+    ) -> [ProviderSessionStateMachine.Sequence] {
         steps.compactMap {
             if case .frame(.forward(let sequence, _), _) = $0 { return sequence }
             return nil
@@ -104,7 +106,9 @@ struct ProviderConnectionStateMachineTests {
         #expect(Self.forwardedSequences(steps2) == [0])
     }
 
-    @Test("Backpressure: decoding stops at the in-flight bound, a read is held back, and both resume as outcomes arrive")
+    @Test(
+        "Backpressure: decoding stops at the in-flight bound, a read is held back, and both resume as outcomes arrive"
+    )
     func backpressure() throws {
         var machine = Self.openMachine(maximumInFlight: 2)
         let decodesNow = machine.bytesReceived(Self.bytes(1...5))
@@ -167,7 +171,9 @@ struct ProviderConnectionStateMachineTests {
         #expect(review == .unchanged, "a farewell is under way: a reload does not close it again")
     }
 
-    @Test("The end of input in the middle of a frame: complete frames are forwarded, the cut one dropped, and the connection closes after the last outcome")
+    @Test(
+        "The end of input in the middle of a frame: complete frames are forwarded, the cut one dropped, and the connection closes after the last outcome"
+    )
     func endOfInputMidFrame() {
         var machine = Self.openMachine(maximumInFlight: 2)
         var bytes = Self.bytes(1...3)
@@ -182,7 +188,17 @@ struct ProviderConnectionStateMachineTests {
         #expect(steps2.isEmpty, "the window is full")
         _ = machine.upstreamCompleted(0, outcome: .accepted)
         let steps3 = Self.drain(&machine)
-        #expect(steps3 == [.frame(.forward(2, UpstreamNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(3))), command: .itemized)])
+        #expect(
+            steps3 == [
+                .frame(
+                    .forward(
+                        2,
+                        UpstreamNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(3))
+                    ),
+                    command: .itemized
+                )
+            ]
+        )
         _ = machine.upstreamCompleted(1, outcome: .accepted)
         let steps4 = Self.drain(&machine)
         #expect(steps4 == [.partialFrameDropped(bytes: 20)], "no complete frame left: the cut one is dropped")
@@ -225,7 +241,9 @@ struct ProviderConnectionStateMachineTests {
         #expect(steps4 == [.closeDrained])
     }
 
-    @Test("Shutdown: close while preparing; status 10 at once when idle; after the in-flight ones, or at the grace period's end")
+    @Test(
+        "Shutdown: close while preparing; status 10 at once when idle; after the in-flight ones, or at the grace period's end"
+    )
     func shutdown() {
         var preparing = Self.machine()
         _ = preparing.handshakeCompleted(tenant: Self.tenant)
@@ -257,7 +275,9 @@ struct ProviderConnectionStateMachineTests {
             Issue.record("the grace period's end says goodbye")
             return
         }
-        #expect(expired.packet == ErrorResponsePacket(status: .shutdown, identifier: NotificationIdentifier(rawValue: 1)))
+        #expect(
+            expired.packet == ErrorResponsePacket(status: .shutdown, identifier: NotificationIdentifier(rawValue: 1))
+        )
         // Notification 2 is still in flight, and some clients resend the one status 10 names.
         #expect(expired.resendRecords.map(\.frame.identifier.rawValue).sorted() == [1, 2])
         let graceExpired = busy.shutdownGraceExpired()
@@ -280,7 +300,9 @@ struct ProviderConnectionStateMachineTests {
         #expect(machine.idleTimeout() == .close)
     }
 
-    @Test("The store's choreography: a 200 removes only a token that may be listed; a 410 is done once its entry is stored")
+    @Test(
+        "The store's choreography: a 200 removes only a token that may be listed; a 410 is done once its entry is stored"
+    )
     func feedbackWrites() {
         let listed = FrameBuilderToken.listed
         var machine = ProviderConnectionStateMachine { $0.deviceToken == listed }
@@ -288,7 +310,14 @@ struct ProviderConnectionStateMachineTests {
         _ = machine.storeReady()
         var bytes = ByteBuffer()
         bytes.writeNotificationFrame(ProviderSessionStateMachineTests.frame(1))
-        bytes.writeNotificationFrame(NotificationFrame(command: .itemized, identifier: NotificationIdentifier(rawValue: 2), deviceToken: listed, payload: ByteBuffer(string: "{}")))
+        bytes.writeNotificationFrame(
+            NotificationFrame(
+                command: .itemized,
+                identifier: NotificationIdentifier(rawValue: 2),
+                deviceToken: listed,
+                payload: ByteBuffer(string: "{}")
+            )
+        )
         bytes.writeNotificationFrame(ProviderSessionStateMachineTests.frame(3))
         _ = machine.bytesReceived(bytes)
         #expect(Self.forwardedSequences(Self.drain(&machine)) == [0, 1, 2])
@@ -296,7 +325,12 @@ struct ProviderConnectionStateMachineTests {
         let unlisted = machine.upstreamCompleted(0, outcome: .accepted)
         #expect(unlisted.feedback == nil, "a 200 for a token on no feedback list changes nothing in the store")
         let onList = machine.upstreamCompleted(1, outcome: .accepted)
-        #expect(onList.feedback == .remove(FeedbackKey(tenant: Self.tenant.name, environment: Self.tenant.environment, deviceToken: listed)))
+        #expect(
+            onList.feedback
+                == .remove(
+                    FeedbackKey(tenant: Self.tenant.name, environment: Self.tenant.environment, deviceToken: listed)
+                )
+        )
 
         let gone = machine.upstreamCompleted(2, outcome: .unregistered(timestamp: 7))
         guard case .add(let entry, let sequence) = gone.feedback else {
@@ -310,7 +344,9 @@ struct ProviderConnectionStateMachineTests {
         #expect(machine.feedbackStored(2) == .close, "now everything has an outcome: the connection closes")
     }
 
-    @Test("A frame goes straight upstream unless the store says its tenant may hold live resend records; then its record is claimed first")
+    @Test(
+        "A frame goes straight upstream unless the store says its tenant may hold live resend records; then its record is claimed first"
+    )
     func resendCheck() {
         let recordsPossible = Mutex(false)
         var machine = ProviderConnectionStateMachine(mayHoldResendRecords: { tenant in
@@ -320,13 +356,29 @@ struct ProviderConnectionStateMachineTests {
         _ = machine.storeReady()
         _ = machine.bytesReceived(Self.bytes(1...1))
         let straight = Self.drain(&machine)
-        #expect(straight == [.frame(.forward(0, UpstreamNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(1))), command: .itemized)])
+        #expect(
+            straight == [
+                .frame(
+                    .forward(
+                        0,
+                        UpstreamNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(1))
+                    ),
+                    command: .itemized
+                )
+            ]
+        )
 
         recordsPossible.withLock { $0 = true }
         _ = machine.bytesReceived(Self.bytes(2...2))
         let checked = Self.drain(&machine)
         #expect(
-            checked == [.forwardUnlessAnswered(1, UpstreamNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(2)), command: .itemized)],
+            checked == [
+                .forwardUnlessAnswered(
+                    1,
+                    UpstreamNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(2)),
+                    command: .itemized
+                )
+            ],
             "the tenant may hold records: the frame may be a resend (docs/protocol.md#resend-records)"
         )
     }
@@ -336,16 +388,28 @@ struct ProviderConnectionStateMachineTests {
         var machine = Self.openMachine()
         #expect(machine.tenantReviewed(resolvesTo: Self.tenant, remainingCredentials: []) == .unchanged)
         var renamed = Self.tenant
-        renamed.channels = BroadcastChannels([BroadcastChannel(name: "live", id: "AAAA", token: ByteBuffer(repeating: 7, count: 32), storesMessages: nil)])
-        #expect(machine.tenantReviewed(resolvesTo: renamed, remainingCredentials: []) == .channelsChanged(renamed.channels))
+        renamed.channels = BroadcastChannels([
+            BroadcastChannel(name: "live", id: "AAAA", token: ByteBuffer(repeating: 7, count: 32), storesMessages: nil)
+        ])
+        #expect(
+            machine.tenantReviewed(resolvesTo: renamed, remainingCredentials: []) == .channelsChanged(renamed.channels)
+        )
         #expect(machine.tenant?.channels == renamed.channels)
 
-        guard case .removed(false, true, .farewell(let farewell)) = machine.tenantReviewed(resolvesTo: nil, remainingCredentials: []) else {
+        guard
+            case .removed(false, true, .farewell(let farewell)) = machine.tenantReviewed(
+                resolvesTo: nil,
+                remainingCredentials: []
+            )
+        else {
             Issue.record("a tenant removed: status 10 at once, nothing being in flight")
             return
         }
         #expect(farewell.status == .shutdown)
-        #expect(machine.farewellRecordsStored() == .drain(read: false), "the provider's input is open: drain before the close")
+        #expect(
+            machine.farewellRecordsStored() == .drain(read: false),
+            "the provider's input is open: drain before the close"
+        )
 
         var busy = Self.openMachine()
         _ = busy.bytesReceived(Self.bytes(1...1))
@@ -354,17 +418,29 @@ struct ProviderConnectionStateMachineTests {
         withCredentials.credentials = "old"
         var other = Self.machine()
         _ = other.handshakeCompleted(tenant: withCredentials)
-        #expect(other.tenantReviewed(resolvesTo: withCredentials, remainingCredentials: ["new"]) == .removed(tenantResolves: true, credentialsRemain: false, then: .close), "still preparing: nothing forwarded, close")
-        #expect(busy.tenantReviewed(resolvesTo: nil, remainingCredentials: []) == .removed(tenantResolves: false, credentialsRemain: true, then: .startGraceTimer))
+        #expect(
+            other.tenantReviewed(resolvesTo: withCredentials, remainingCredentials: ["new"])
+                == .removed(tenantResolves: true, credentialsRemain: false, then: .close),
+            "still preparing: nothing forwarded, close"
+        )
+        #expect(
+            busy.tenantReviewed(resolvesTo: nil, remainingCredentials: [])
+                == .removed(tenantResolves: false, credentialsRemain: true, then: .startGraceTimer)
+        )
     }
 
-    @Test("After a farewell's records are stored: close at once when the provider's input has ended, else drain with the held-back read")
+    @Test(
+        "After a farewell's records are stored: close at once when the provider's input has ended, else drain with the held-back read"
+    )
     func afterFarewell() {
         var ended = Self.openMachine()
         _ = ended.bytesReceived(Self.bytes(1...1))
         _ = Self.drain(&ended)
         #expect(ended.inputClosed() == .decode)
-        #expect(ended.shutdownRequested() == .startGraceTimer, "the provider sent its last frame: what it sent is still forwarded")
+        #expect(
+            ended.shutdownRequested() == .startGraceTimer,
+            "the provider sent its last frame: what it sent is still forwarded"
+        )
         guard case .farewell = ended.shutdownGraceExpired() else {
             Issue.record("the grace period's end says goodbye")
             return

@@ -7,7 +7,11 @@ import Testing
 struct ProviderSessionStateMachineTests {
     static let tenant = Tenant(name: "com.example.app", topic: "com.example.app", environment: .sandbox)
 
-    static func frame(_ identifier: UInt32, command: NotificationFrame.Command = .itemized, tokenLength: Int = 32) -> NotificationFrame {
+    static func frame(
+        _ identifier: UInt32,
+        command: NotificationFrame.Command = .itemized,
+        tokenLength: Int = 32
+    ) -> NotificationFrame {
         NotificationFrame(
             command: command,
             identifier: command == .simple ? .zero : NotificationIdentifier(rawValue: identifier),
@@ -19,7 +23,9 @@ struct ProviderSessionStateMachineTests {
     /// What a 200 for frame `identifier` does: its token leaves the feedback list.
     static func registered(_ identifier: UInt32) -> ProviderSessionStateMachine.UpstreamCompletedAction {
         var action = ProviderSessionStateMachine.UpstreamCompletedAction()
-        action.feedback = .registered(.init(tenant: tenant.name, environment: tenant.environment, deviceToken: frame(identifier).deviceToken))
+        action.feedback = .registered(
+            .init(tenant: tenant.name, environment: tenant.environment, deviceToken: frame(identifier).deviceToken)
+        )
         return action
     }
 
@@ -30,7 +36,10 @@ struct ProviderSessionStateMachineTests {
     }
 
     @discardableResult
-    static func forward(_ machine: inout ProviderSessionStateMachine, _ identifier: UInt32) -> ProviderSessionStateMachine.Sequence {
+    static func forward(
+        _ machine: inout ProviderSessionStateMachine,
+        _ identifier: UInt32
+    ) -> ProviderSessionStateMachine.Sequence {
         guard case .forward(let sequence, _) = machine.frameReceived(Self.frame(identifier)) else {
             Issue.record("frame \(identifier) was not forwarded")
             return .max
@@ -49,7 +58,16 @@ struct ProviderSessionStateMachineTests {
     func localFailureAtOnce() {
         var machine = Self.machine()
         let action = machine.frameReceived(Self.frame(9, tokenLength: 31))
-        #expect(action == .close(.init(packet: .init(status: .invalidTokenSize, identifier: .init(rawValue: 9)), status: .invalidTokenSize, resendRecords: [])))
+        #expect(
+            action
+                == .close(
+                    .init(
+                        packet: .init(status: .invalidTokenSize, identifier: .init(rawValue: 9)),
+                        status: .invalidTokenSize,
+                        resendRecords: []
+                    )
+                )
+        )
         #expect(machine.frameReceived(Self.frame(10)) == .ignore)
         #expect(!machine.isReading)
     }
@@ -72,11 +90,14 @@ struct ProviderSessionStateMachineTests {
         #expect(machine.upstreamCompleted(second, outcome: .accepted) == Self.registered(2))
         let action = machine.upstreamCompleted(first, outcome: .rejected(.invalidToken))
         // 1 failed: 2 was forwarded after it and is remembered with its outcome.
-        #expect(action.farewell == .init(
-            packet: .init(status: .invalidToken, identifier: .init(rawValue: 1)),
-            status: .invalidToken,
-            resendRecords: [.init(frame: Self.frame(2), outcome: .accepted)]
-        ))
+        #expect(
+            action.farewell
+                == .init(
+                    packet: .init(status: .invalidToken, identifier: .init(rawValue: 1)),
+                    status: .invalidToken,
+                    resendRecords: [.init(frame: Self.frame(2), outcome: .accepted)]
+                )
+        )
     }
 
     @Test("An upstream failure names k; pending successors become records resolved later")
@@ -87,17 +108,29 @@ struct ProviderSessionStateMachineTests {
         #expect(machine.upstreamCompleted(sequences[3], outcome: .accepted).farewell == nil)
         let failed = machine.upstreamCompleted(sequences[1], outcome: .rejected(.invalidToken))
         #expect(failed.farewell?.packet == .init(status: .invalidToken, identifier: .init(rawValue: 2)))
-        #expect(failed.farewell?.resendRecords == [
-            .init(frame: Self.frame(3), outcome: nil),
-            .init(frame: Self.frame(4), outcome: .accepted),
-            .init(frame: Self.frame(5), outcome: nil),
-        ])
+        #expect(
+            failed.farewell?.resendRecords == [
+                .init(frame: Self.frame(3), outcome: nil),
+                .init(frame: Self.frame(4), outcome: .accepted),
+                .init(frame: Self.frame(5), outcome: nil),
+            ]
+        )
         let resolved = machine.upstreamCompleted(sequences[4], outcome: .rejected(.invalidToken))
         #expect(resolved.resolvedRecord == .init(frame: Self.frame(5), outcome: .rejected(.invalidToken)))
         #expect(resolved.farewell == nil)
         let unregistered = machine.upstreamCompleted(sequences[2], outcome: .unregistered(timestamp: 42))
         #expect(unregistered.resolvedRecord == .init(frame: Self.frame(3), outcome: .unregistered(timestamp: 42)))
-        #expect(unregistered.feedback == .unregistered(.init(tenant: "com.example.app", environment: .sandbox, deviceToken: Self.frame(3).deviceToken, timestamp: 42)))
+        #expect(
+            unregistered.feedback
+                == .unregistered(
+                    .init(
+                        tenant: "com.example.app",
+                        environment: .sandbox,
+                        deviceToken: Self.frame(3).deviceToken,
+                        timestamp: 42
+                    )
+                )
+        )
     }
 
     @Test("Reading stops at the in-flight bound and resumes when the head completes")
@@ -200,7 +233,10 @@ struct ProviderSessionStateMachineTests {
         let action = machine.upstreamCompleted(first, outcome: .rejected(.invalidToken))
         #expect(action.farewell?.packet == .init(status: .invalidToken, identifier: .init(rawValue: 1)))
         #expect(action.farewell?.resendRecords.map(\.frame.identifier.rawValue) == [2])
-        #expect(machine.upstreamCompleted(second, outcome: .accepted).closeDrained == false, "the farewell closes, not the drain")
+        #expect(
+            machine.upstreamCompleted(second, outcome: .accepted).closeDrained == false,
+            "the farewell closes, not the drain"
+        )
     }
 
     @Test("Shutdown after the end of input keeps forwarding what the provider sent")
@@ -247,6 +283,15 @@ struct ProviderSessionStateMachineTests {
     @Test("No topic: status 3 for every frame")
     func missingTopic() {
         var machine = ProviderSessionStateMachine(tenant: Tenant(name: "x", topic: nil, environment: .production))
-        #expect(machine.frameReceived(Self.frame(5)) == .close(.init(packet: .init(status: .missingTopic, identifier: .init(rawValue: 5)), status: .missingTopic, resendRecords: [])))
+        #expect(
+            machine.frameReceived(Self.frame(5))
+                == .close(
+                    .init(
+                        packet: .init(status: .missingTopic, identifier: .init(rawValue: 5)),
+                        status: .missingTopic,
+                        resendRecords: []
+                    )
+                )
+        )
     }
 }

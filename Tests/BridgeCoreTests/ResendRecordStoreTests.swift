@@ -33,7 +33,13 @@ struct ResendRecordStoreTests {
     func identicalTwice() throws {
         let loop = EmbeddedEventLoop()
         let store = InMemoryResendRecordStore()
-        try store.remember([ResendRecord(key: Self.key(1), outcome: .accepted), ResendRecord(key: Self.key(1), outcome: .rejected(.invalidToken))], on: loop).wait()
+        try store.remember(
+            [
+                ResendRecord(key: Self.key(1), outcome: .accepted),
+                ResendRecord(key: Self.key(1), outcome: .rejected(.invalidToken)),
+            ],
+            on: loop
+        ).wait()
         #expect(try store.claim(Self.key(1), on: loop).wait() == .answered(.accepted))
         #expect(try store.claim(Self.key(1), on: loop).wait() == .answered(.rejected(.invalidToken)))
         #expect(try store.claim(Self.key(1), on: loop).wait() == .new)
@@ -56,7 +62,10 @@ struct ResendRecordStoreTests {
     func bridgeDecidedOutcome() throws {
         let loop = EmbeddedEventLoop()
         let store = InMemoryResendRecordStore()
-        try store.remember([ResendRecord(key: Self.key(1), outcome: nil), ResendRecord(key: Self.key(2), outcome: .dropped)], on: loop).wait()
+        try store.remember(
+            [ResendRecord(key: Self.key(1), outcome: nil), ResendRecord(key: Self.key(2), outcome: .dropped)],
+            on: loop
+        ).wait()
         let claim = store.claim(Self.key(1), on: loop)
         try store.resolve(Self.key(1), outcome: .gaveUp(.processingError), on: loop).wait()
         #expect(try claim.wait() == .outcomeUnknown)
@@ -78,7 +87,10 @@ struct ResendRecordStoreTests {
         let loop = EmbeddedEventLoop()
         let now = Mutex(NIODeadline.uptimeNanoseconds(1_000))
         let store = InMemoryResendRecordStore(window: .minutes(2), now: { now.withLock { $0 } })
-        try store.remember([ResendRecord(key: Self.key(1), outcome: .accepted), ResendRecord(key: Self.key(2), outcome: .accepted)], on: loop).wait()
+        try store.remember(
+            [ResendRecord(key: Self.key(1), outcome: .accepted), ResendRecord(key: Self.key(2), outcome: .accepted)],
+            on: loop
+        ).wait()
         now.withLock { $0 = $0 + .minutes(3) }
         #expect(try store.claim(Self.key(1), on: loop).wait() == .new)
         #expect(!store.mayHoldLiveRecords(tenant: "t"), "past the window, notifications skip the store")

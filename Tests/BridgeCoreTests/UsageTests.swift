@@ -30,7 +30,13 @@ struct UsageTests {
         counters.count(command: nil, .rejected(.processingError))
         counters.count(command: .itemized, .gaveUp(.processingError))
         counters.count(command: .itemized, .dropped)
-        recorder.connected(tenant: "shop", tlsVersion: "TLSv1.2", address: "127.0.0.1", certificate: nil, feedback: false)
+        recorder.connected(
+            tenant: "shop",
+            tlsVersion: "TLSv1.2",
+            address: "127.0.0.1",
+            certificate: nil,
+            feedback: false
+        )
 
         let day = UsageDay(unixSeconds: Self.day0)
         let batch = recorder.collect()
@@ -53,10 +59,12 @@ struct UsageTests {
         clock.advance(86_400)
         counters.count(command: .itemized, .accepted)
         let next = recorder.collect()
-        #expect(next.counts == [
-            .init(tenant: "shop", day: UsageDay(number: day.number + 1), counter: "command.2"): 1,
-            .init(tenant: "shop", day: UsageDay(number: day.number + 1), counter: "accepted"): 1,
-        ])
+        #expect(
+            next.counts == [
+                .init(tenant: "shop", day: UsageDay(number: day.number + 1), counter: "command.2"): 1,
+                .init(tenant: "shop", day: UsageDay(number: day.number + 1), counter: "accepted"): 1,
+            ]
+        )
         #expect(recorder.lastHour(tenant: "shop").last == 1, "this minute")
         #expect(recorder.lastHour(tenant: "shop").count == 60)
     }
@@ -108,19 +116,32 @@ struct UsageTests {
         usage.counts[.init(tenant: "busy", day: UsageDay(number: today - 1), counter: "command.1")] = 5_000
         usage.counts[.init(tenant: "busy", day: UsageDay(number: today - 1), counter: "accepted")] = 4_990
         usage.counts[.init(tenant: "busy", day: UsageDay(number: today - 1), counter: "status.8")] = 10
-        usage.counts[.init(tenant: "busy", day: UsageDay(number: today - 40), counter: "accepted")] = 99  // outside 30 days
+        // Outside 30 days:
+        usage.counts[.init(tenant: "busy", day: UsageDay(number: today - 40), counter: "accepted")] = 99
         // "ending": its certificate in use ends in 12 days; an older one it replaced ended before.
         usage.tenants["ending"] = .init(firstSeen: ago(days: 100), lastSeen: ago(days: 1))
         usage.certificates["ending"] = [
-            .init(certificate: .init(fingerprint: "new", subject: "UID=ending", notAfter: ago(days: -12) + 3600), firstSeen: ago(days: 20), lastSeen: ago(days: 1)),
-            .init(certificate: .init(fingerprint: "old", subject: "UID=ending", notAfter: ago(days: 5)), firstSeen: ago(days: 90), lastSeen: ago(days: 20)),
+            .init(
+                certificate: .init(fingerprint: "new", subject: "UID=ending", notAfter: ago(days: -12) + 3600),
+                firstSeen: ago(days: 20),
+                lastSeen: ago(days: 1)
+            ),
+            .init(
+                certificate: .init(fingerprint: "old", subject: "UID=ending", notAfter: ago(days: 5)),
+                firstSeen: ago(days: 90),
+                lastSeen: ago(days: 20)
+            ),
         ]
 
         let report = MigrationReport(usage: usage, days: 30, now: now, knownTenants: ["never"])
         let verdicts = Dictionary(uniqueKeysWithValues: report.rows.map { ($0.tenant, $0.verdict) })
         #expect(verdicts["retired"] == "no legacy traffic for 41 days: ready to retire")
         #expect(verdicts["never"] == "no legacy traffic recorded: ready to retire")
-        #expect(verdicts["cron"]?.hasPrefix("feedback not polled for 9 days: 12,408 tokens waiting; still sending: 7 notifications in 30 days") == true)
+        #expect(
+            verdicts["cron"]?.hasPrefix(
+                "feedback not polled for 9 days: 12,408 tokens waiting; still sending: 7 notifications in 30 days"
+            ) == true
+        )
         #expect(verdicts["ending"]?.hasPrefix("provider certificate expires in 12 days; still sending") == true)
         #expect(verdicts["busy"]?.hasPrefix("still sending: 5,000 notifications in 30 days, last seen") == true)
         #expect(report.rows.map(\.tenant) == ["cron", "ending", "busy", "never", "retired"])
@@ -133,10 +154,15 @@ struct UsageTests {
         #expect(busy.daily.count == 30)
         #expect(busy.daily[28] == 5_000 && busy.daily[29] == 0)
         let ending = report.rows.first { $0.tenant == "ending" }!
-        #expect(ending.certificateExpiry == Date(timeIntervalSince1970: TimeInterval(ago(days: -12) + 3600)), "the replaced certificate no longer counts")
+        #expect(
+            ending.certificateExpiry == Date(timeIntervalSince1970: TimeInterval(ago(days: -12) + 3600)),
+            "the replaced certificate no longer counts"
+        )
     }
 
-    @Test("A tampered store (counters at INT64_MAX on two days, a negative INT64_MIN status, timestamps at the extremes) makes a report, not a trap")
+    @Test(
+        "A tampered store (counters at INT64_MAX on two days, a negative INT64_MIN status, timestamps at the extremes) makes a report, not a trap"
+    )
     func extremeValues() throws {
         let now = Date(timeIntervalSince1970: TimeInterval(Self.day0 + 12 * 3600))
         let today = UsageDay(now).number
@@ -150,8 +176,16 @@ struct UsageTests {
         usage.tenants["evil"] = .init(firstSeen: .min, lastSeen: .max, lastPoll: .min)
         usage.backlogs["evil"] = .init(tokens: .max, oldestRecorded: .min)
         usage.certificates["evil"] = [
-            .init(certificate: .init(fingerprint: "a", subject: "UID=evil", notAfter: .max), firstSeen: .min, lastSeen: .max),
-            .init(certificate: .init(fingerprint: "b", subject: "UID=evil", notAfter: .min), firstSeen: .min, lastSeen: .min),
+            .init(
+                certificate: .init(fingerprint: "a", subject: "UID=evil", notAfter: .max),
+                firstSeen: .min,
+                lastSeen: .max
+            ),
+            .init(
+                certificate: .init(fingerprint: "b", subject: "UID=evil", notAfter: .min),
+                firstSeen: .min,
+                lastSeen: .min
+            ),
         ]
         let report = MigrationReport(usage: usage, days: 30, now: now)
         let row = try #require(report.rows.first)
@@ -163,7 +197,10 @@ struct UsageTests {
         #expect(row.firstSeen == Date(timeIntervalSince1970: 0))
         #expect(MigrationReport.certificateInUseExpiry(usage.certificates["evil"]!) != nil)
         #expect(!row.verdict.isEmpty)
-        #expect(Int64.max.addingSaturated(1) == .max && Int64.min.addingSaturated(-1) == .min && Int64(2).addingSaturated(3) == 5)
+        #expect(
+            Int64.max.addingSaturated(1) == .max && Int64.min.addingSaturated(-1) == .min
+                && Int64(2).addingSaturated(3) == 5
+        )
     }
 
     @Test("Day numbers are UTC calendar days")

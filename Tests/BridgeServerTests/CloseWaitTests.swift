@@ -28,13 +28,30 @@ struct CloseWaitTests {
             $0.tls.closeNotifyWait = .milliseconds(500)
         }
         try await withResource(try await GatewayHarness.start(configure: configure)) { harness in
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("write-only-\(UUID().uuidString)").path
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "write-only-\(UUID().uuidString)"
+            ).path
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(atPath: directory) }
-            let files = try LegacyHabits.Files(identity: try harness.pki.providerIdentity(bundleID: "com.example.app"), pki: harness.pki, in: directory, name: "writer")
+            let files = try LegacyHabits.Files(
+                identity: try harness.pki.providerIdentity(bundleID: "com.example.app"),
+                pki: harness.pki,
+                in: directory,
+                name: "writer"
+            )
             // An empty payload: status 4 at once, and nothing after it is forwarded.
-            let first = FrameBuilder.frame(.itemized, identifier: 1, token: FrameBuilder.token(1), payload: ByteBuffer())
-            let next = FrameBuilder.frame(.itemized, identifier: 2, token: FrameBuilder.token(2), payload: FrameBuilder.payload())
+            let first = FrameBuilder.frame(
+                .itemized,
+                identifier: 1,
+                token: FrameBuilder.token(1),
+                payload: ByteBuffer()
+            )
+            let next = FrameBuilder.frame(
+                .itemized,
+                identifier: 2,
+                token: FrameBuilder.token(2),
+                payload: FrameBuilder.payload()
+            )
             let run = try await LegacyHabits.python(
                 "write-only",
                 [
@@ -44,7 +61,10 @@ struct CloseWaitTests {
                 ],
                 as: WriteOnlyRun.self
             )
-            let failedAfter = try #require(run.failed_after_seconds, "no write failed in 1,500 writes (\(run.writes) went out)")
+            let failedAfter = try #require(
+                run.failed_after_seconds,
+                "no write failed in 1,500 writes (\(run.writes) went out)"
+            )
             // 1 s (drain + wait) is expected; NIOSSL's default wait would make it 5.5 s. The
             // margin is for a loaded machine, not a speed requirement.
             #expect(failedAfter < 4.5, "the first failed write came \(failedAfter) s after the bad frame")

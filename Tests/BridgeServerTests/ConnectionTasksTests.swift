@@ -16,7 +16,7 @@ struct ConnectionTasksTests {
                 defer { state.waiters = [] }
                 return state.waiters
             }
-            waiters.forEach { $0.resume() }
+            for waiter in waiters { waiter.resume() }
         }
 
         func wait() async {
@@ -68,7 +68,10 @@ struct ConnectionTasksTests {
         }
         let jobs = ledger.ran.withLock { $0 }
         #expect(jobs.contains(1) && jobs.contains(2))
-        #expect(jobs.filter { $0 == 3 }.count == ledger.accepted.withLock { $0 }, "every job accepted before finish() ran once; none after")
+        #expect(
+            jobs.filter { $0 == 3 }.count == ledger.accepted.withLock { $0 },
+            "every job accepted before finish() ran once; none after"
+        )
     }
 
     @Test("Without run(), finish() runs what was accepted, so no job is ever dropped")

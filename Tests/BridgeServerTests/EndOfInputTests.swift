@@ -16,9 +16,10 @@ import Testing
 struct EndOfInputTests {
     /// An upstream of about 1,000 notifications/s with a window of 64: 64 answers every ~60 ms.
     static func slowUpstream() async throws -> GatewayHarness {
-        try await GatewayHarness.start(script: { _, _ in .init(.accepted, after: .milliseconds(60)) }) {
-            $0.session.maximumInFlight = 64
-        }
+        try await GatewayHarness.start(
+            script: { _, _ in .init(.accepted, after: .milliseconds(60)) },
+            configure: { $0.session.maximumInFlight = 64 }
+        )
     }
 
     /// Each identifier in the ledger, how many times.
@@ -61,7 +62,9 @@ struct EndOfInputTests {
         }
     }
 
-    @Test("A close without close_notify in the middle of a frame: every complete frame is delivered, the cut one is not")
+    @Test(
+        "A close without close_notify in the middle of a frame: every complete frame is delivered, the cut one is not"
+    )
     func cutMidFrame() async throws {
         try await withResource(try await Self.slowUpstream()) { harness in
             let client = try await harness.connect()
@@ -84,19 +87,24 @@ struct EndOfInputTests {
         // Notification 300's answer is held until the provider has half-closed.
         let halfClosed = MultiThreadedEventLoopGroup.singleton.any().makePromise(of: Void.self)
         defer { halfClosed.succeed() }  // never leaked, whatever fails (a second success is ignored)
-        try await withResource(try await GatewayHarness.start(script: { notification, _ in
-            notification.frame.identifier.rawValue == 300
-                ? .init(.rejected(.invalidToken), when: halfClosed.futureResult)
-                : .init(.accepted, after: .milliseconds(20))
-        }) {
-            $0.session.maximumInFlight = 32
-        }) { harness in
+        try await withResource(
+            try await GatewayHarness.start(script: { notification, _ in
+                notification.frame.identifier.rawValue == 300
+                    ? .init(.rejected(.invalidToken), when: halfClosed.futureResult)
+                    : .init(.accepted, after: .milliseconds(20))
+            }) {
+                $0.session.maximumInFlight = 32
+            }
+        ) { harness in
             let client = try await harness.connect()
             try await client.send(ResendTests.frames(1...1_000))
             try await client.closeOutput()
             halfClosed.succeed()
             var received = try await client.bytesUntilClose(timeout: .seconds(120))
-            #expect(received.readErrorResponse() == ErrorResponsePacket(status: .invalidToken, identifier: .init(rawValue: 300)))
+            #expect(
+                received.readErrorResponse()
+                    == ErrorResponsePacket(status: .invalidToken, identifier: .init(rawValue: 300))
+            )
             let forwarded = Set(harness.upstream.ledger.map(\.frame.identifier.rawValue))
             #expect(forwarded.isSuperset(of: Set(1...300)))
             #expect(forwarded.allSatisfy { $0 < 300 + 32 }, "nothing read after the failure was decided went upstream")
@@ -115,13 +123,17 @@ struct HandshakeAdmissionTests {
             .get()
     }
 
-    @Test("A flood of stalled handshakes from one address is refused at accept; another address still connects and delivers")
+    @Test(
+        "A flood of stalled handshakes from one address is refused at accept; another address still connects and delivers"
+    )
     func floodFromOneAddress() async throws {
-        try await withResource(try await GatewayHarness.start(configure: {
-            $0.maximumHandshakesPerAddress = 8
-            $0.maximumHandshakes = 100
-            $0.handshakeTimeout = .seconds(60)
-        })) { harness in
+        try await withResource(
+            try await GatewayHarness.start(configure: {
+                $0.maximumHandshakesPerAddress = 8
+                $0.maximumHandshakes = 100
+                $0.handshakeTimeout = .seconds(60)
+            })
+        ) { harness in
             var stalled: [any Channel] = []
             for _ in 0..<8 {
                 stalled.append(try await Self.stalledSocket(to: harness.server.localAddress, from: "127.0.0.2"))
@@ -146,11 +158,13 @@ struct HandshakeAdmissionTests {
 
     @Test("The global bound on handshakes in progress refuses further sockets from any address")
     func globalBound() async throws {
-        try await withResource(try await GatewayHarness.start(configure: {
-            $0.maximumHandshakesPerAddress = 100
-            $0.maximumHandshakes = 4
-            $0.handshakeTimeout = .seconds(60)
-        })) { harness in
+        try await withResource(
+            try await GatewayHarness.start(configure: {
+                $0.maximumHandshakesPerAddress = 100
+                $0.maximumHandshakes = 4
+                $0.handshakeTimeout = .seconds(60)
+            })
+        ) { harness in
             var stalled: [any Channel] = []
             for source in ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"] {
                 stalled.append(try await Self.stalledSocket(to: harness.server.localAddress, from: source))

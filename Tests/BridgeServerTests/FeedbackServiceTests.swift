@@ -23,7 +23,10 @@ struct FeedbackServiceTests {
         var gateway: GatewayServer
         var feedback: FeedbackServer
 
-        static func start(_ kind: StoreKind, configure: (inout FeedbackConfiguration) -> Void = { _ in }) async throws -> Bridge {
+        static func start(
+            _ kind: StoreKind,
+            configure: (inout FeedbackConfiguration) -> Void = { _ in }
+        ) async throws -> Bridge {
             let upstream = try await UpstreamHarness.start()
             let store = try await kind.open(try await kind.makeLocation())
             let resolver = CertificateSubjectTenantResolver(environment: .sandbox)
@@ -37,11 +40,19 @@ struct FeedbackServiceTests {
             )
             var configuration = FeedbackConfiguration.loopback(pki: upstream.pki)
             configure(&configuration)
-            let feedback = try await FeedbackServer.start(configuration: configuration, store: store, tenantResolver: resolver, logger: .forTests())
+            let feedback = try await FeedbackServer.start(
+                configuration: configuration,
+                store: store,
+                tenantResolver: resolver,
+                logger: .forTests()
+            )
             return Bridge(upstream: upstream, store: store, gateway: gateway, feedback: feedback)
         }
 
-        func poll(bundleID: String = UpstreamHarness.topic, closeAfterBytes: Int? = nil) async throws -> FeedbackPoller.Poll {
+        func poll(
+            bundleID: String = UpstreamHarness.topic,
+            closeAfterBytes: Int? = nil
+        ) async throws -> FeedbackPoller.Poll {
             try await FeedbackPoller.poll(
                 self.feedback.localAddress,
                 identity: try self.upstream.pki.providerIdentity(bundleID: bundleID),
@@ -50,10 +61,18 @@ struct FeedbackServiceTests {
             )
         }
 
-        func record(_ count: Int, tenant: String = UpstreamHarness.topic, first: Int = 0, length: Int = 32) async throws {
+        func record(_ count: Int, tenant: String = UpstreamHarness.topic, first: Int = 0, length: Int = 32) async throws
+        {
             let futures = (first..<first + count).map {
                 self.store.apply(
-                    .unregistered(FeedbackEntry(tenant: tenant, environment: .sandbox, deviceToken: FrameBuilder.token($0, length: length), timestamp: 1_700_000_000)),
+                    .unregistered(
+                        FeedbackEntry(
+                            tenant: tenant,
+                            environment: .sandbox,
+                            deviceToken: FrameBuilder.token($0, length: length),
+                            timestamp: 1_700_000_000
+                        )
+                    ),
                     on: FeedbackServiceTests.eventLoop
                 )
             }
@@ -74,13 +93,22 @@ struct FeedbackServiceTests {
         }
     }
 
-    @Test("A 410 through the gateway is served once on the feedback port, with the upstream's time in seconds; a 200 removes an entry", arguments: StoreKind.available)
+    @Test(
+        "A 410 through the gateway is served once on the feedback port, with the upstream's time in seconds; a 200 removes an entry",
+        arguments: StoreKind.available
+    )
     func unregisteredThroughTheGateway(kind: StoreKind) async throws {
         try await withResource(try await Bridge.start(kind)) { bridge in
             let gone = FrameBuilder.token(410)
             let back = FrameBuilder.token(411)
-            bridge.upstream.mock.script.unregister(token: gone.hexDump(format: .compact), atMilliseconds: 1_767_225_600_999)
-            bridge.upstream.mock.script.unregister(token: back.hexDump(format: .compact), atMilliseconds: 1_767_225_600_000)
+            bridge.upstream.mock.script.unregister(
+                token: gone.hexDump(format: .compact),
+                atMilliseconds: 1_767_225_600_999
+            )
+            bridge.upstream.mock.script.unregister(
+                token: back.hexDump(format: .compact),
+                atMilliseconds: 1_767_225_600_000
+            )
 
             let provider = try await LegacyConnection.connect(
                 to: bridge.gateway.localAddress,
@@ -88,15 +116,21 @@ struct FeedbackServiceTests {
                 trusting: bridge.upstream.pki.caCertificate
             )
             var frames = ByteBuffer()
-            frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 1, token: gone, payload: FrameBuilder.payload()))
-            frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 2, token: back, payload: FrameBuilder.payload()))
+            frames.writeImmutableBuffer(
+                FrameBuilder.frame(.itemized, identifier: 1, token: gone, payload: FrameBuilder.payload())
+            )
+            frames.writeImmutableBuffer(
+                FrameBuilder.frame(.itemized, identifier: 2, token: back, payload: FrameBuilder.payload())
+            )
             try await provider.send(frames)
             // The first upstream connection and the group commit: slow on a loaded debug build.
             try await eventually(timeout: .seconds(60)) { try await bridge.store.pendingCount() == 2 }
 
             // Token 411 registers again: a later 200 takes it off the list.
             bridge.upstream.mock.script.reregister(token: back.hexDump(format: .compact))
-            try await provider.send(FrameBuilder.frame(.itemized, identifier: 3, token: back, payload: FrameBuilder.payload()))
+            try await provider.send(
+                FrameBuilder.frame(.itemized, identifier: 3, token: back, payload: FrameBuilder.payload())
+            )
             try await eventually(timeout: .seconds(60)) { try await bridge.store.pendingCount() == 1 }
             await provider.close()
 
@@ -144,7 +178,11 @@ struct FeedbackServiceTests {
             var left = 0
             try await eventually {
                 let total = try await bridge.store.pendingCount()
-                let unclaimed = try await bridge.store.pendingEntries(tenant: UpstreamHarness.topic, environment: .sandbox, limit: 10_000).count
+                let unclaimed = try await bridge.store.pendingEntries(
+                    tenant: UpstreamHarness.topic,
+                    environment: .sandbox,
+                    limit: 10_000
+                ).count
                 left = total
                 return total <= 4_000 && unclaimed == total
             }
@@ -179,11 +217,18 @@ struct FeedbackServiceTests {
     func naiveReader(kind: StoreKind) async throws {
         try await withResource(try await Bridge.start(kind)) { bridge in
             try await bridge.record(1000)
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("naive-feedback-\(UUID().uuidString)").path
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "naive-feedback-\(UUID().uuidString)"
+            ).path
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let identity = try bridge.upstream.pki.providerIdentity(bundleID: UpstreamHarness.topic)
-            let files = try LegacyHabits.Files(identity: identity, pki: bridge.upstream.pki, in: directory, name: "poller")
+            let files = try LegacyHabits.Files(
+                identity: identity,
+                pki: bridge.upstream.pki,
+                in: directory,
+                name: "poller"
+            )
             let read = try await LegacyHabits.python(
                 "naive-feedback",
                 ["127.0.0.1", "\(bridge.feedback.localAddress.port!)", files.certificate, files.privateKey, files.ca],

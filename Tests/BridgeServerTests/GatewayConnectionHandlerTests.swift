@@ -19,9 +19,14 @@ struct GatewayConnectionHandlerTests {
 
     /// An upstream that answers each notification only when the test says which outcome.
     final class HeldUpstream: NotificationUpstream {
-        private let received = NIOLockedValueBox([(notification: UpstreamNotification, answer: EventLoopPromise<NotificationOutcome>)]())
+        private let received = NIOLockedValueBox(
+            [(notification: UpstreamNotification, answer: EventLoopPromise<NotificationOutcome>)]()
+        )
 
-        func send(_ notification: UpstreamNotification, on eventLoop: any EventLoop) -> EventLoopFuture<NotificationOutcome> {
+        func send(
+            _ notification: UpstreamNotification,
+            on eventLoop: any EventLoop
+        ) -> EventLoopFuture<NotificationOutcome> {
             let promise = eventLoop.makePromise(of: NotificationOutcome.self)
             self.received.withLockedValue { $0.append((notification, promise)) }
             return promise.futureResult
@@ -83,7 +88,9 @@ struct GatewayConnectionHandlerTests {
             try self.channel.pipeline.syncOperations.addHandler(handler)
             try self.channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 2195)).wait()
             let certificate = try pki.providerIdentity(bundleID: Self.tenantName).certificate
-            self.channel.pipeline.fireUserInboundEventTriggered(ProviderVerified(tenant: GatewayConnectionHandlerTests.tenant, certificate: certificate))
+            self.channel.pipeline.fireUserInboundEventTriggered(
+                ProviderVerified(tenant: GatewayConnectionHandlerTests.tenant, certificate: certificate)
+            )
         }
 
         static let tenantName = "com.example.app"
@@ -120,7 +127,9 @@ struct GatewayConnectionHandlerTests {
         }
     }
 
-    @Test("A failure upstream: the error-response names it, the output closes, and the connection closes after the drain time")
+    @Test(
+        "A failure upstream: the error-response names it, the output closes, and the connection closes after the drain time"
+    )
     func failureFarewellAndDrain() throws {
         let connection = try Connection()
         try connection.send(1...2)
@@ -129,7 +138,10 @@ struct GatewayConnectionHandlerTests {
         #expect(try connection.written().readableBytes == 0, "an accepted notification gets no answer")
         connection.answer(1, .rejected(.invalidToken))
         var written = try connection.written()
-        #expect(written.readErrorResponse() == ErrorResponsePacket(status: .invalidToken, identifier: NotificationIdentifier(rawValue: 2)))
+        #expect(
+            written.readErrorResponse()
+                == ErrorResponsePacket(status: .invalidToken, identifier: NotificationIdentifier(rawValue: 2))
+        )
         #expect(connection.closes.modes == [.output], "close_notify and FIN; still reading")
         #expect(connection.channel.isActive, "still reading and dropping for the drain time")
         try connection.send(3...3)
@@ -142,7 +154,9 @@ struct GatewayConnectionHandlerTests {
         #expect(connection.inFlight.count == 0)
     }
 
-    @Test("The idle timer starts at the handshake; its event closes a silent connection, but not while a notification is in flight")
+    @Test(
+        "The idle timer starts at the handshake; its event closes a silent connection, but not while a notification is in flight"
+    )
     func idleTimeout() throws {
         let connection = try Connection { $0.idleTimeout = .seconds(60) }
         // NIO's IdleStateHandler reads the wall clock, not the embedded loop's: its event is
@@ -159,7 +173,9 @@ struct GatewayConnectionHandlerTests {
         #expect(!connection.channel.isActive)
     }
 
-    @Test("Shutdown with notifications in flight: status 10 at the grace period's end names the last one completed; the rest become resend records")
+    @Test(
+        "Shutdown with notifications in flight: status 10 at the grace period's end names the last one completed; the rest become resend records"
+    )
     func shutdownGrace() throws {
         let connection = try Connection()
         try connection.send(1...3)
@@ -171,7 +187,10 @@ struct GatewayConnectionHandlerTests {
         #expect(try connection.written().readableBytes == 0, "notification 3 is still in flight")
         connection.channel.embeddedEventLoop.advanceTime(by: .seconds(1))
         var written = try connection.written()
-        #expect(written.readErrorResponse() == ErrorResponsePacket(status: .shutdown, identifier: NotificationIdentifier(rawValue: 2)))
+        #expect(
+            written.readErrorResponse()
+                == ErrorResponsePacket(status: .shutdown, identifier: NotificationIdentifier(rawValue: 2))
+        )
         // Notification 3 is in flight, and some clients resend the one status 10 names.
         #expect(connection.resendRecords.count == 2)
         connection.answer(2, .accepted)

@@ -47,17 +47,32 @@ struct LocalValidationTests {
         ),
         Case(
             name: "token of 31 bytes: status 5",
-            bytes: FrameBuilder.frame(.itemized, identifier: 7, token: FrameBuilder.token(1, length: 31), payload: payload),
+            bytes: FrameBuilder.frame(
+                .itemized,
+                identifier: 7,
+                token: FrameBuilder.token(1, length: 31),
+                payload: payload
+            ),
             expected: .packet(.invalidTokenSize, identifier: 7)
         ),
         Case(
             name: "token of 101 bytes: status 5",
-            bytes: FrameBuilder.frame(.itemized, identifier: 7, token: FrameBuilder.token(1, length: 101), payload: payload),
+            bytes: FrameBuilder.frame(
+                .itemized,
+                identifier: 7,
+                token: FrameBuilder.token(1, length: 101),
+                payload: payload
+            ),
             expected: .packet(.invalidTokenSize, identifier: 7)
         ),
         Case(
             name: "token of 101 bytes (command 1): status 5",
-            bytes: FrameBuilder.frame(.enhanced, identifier: 7, token: FrameBuilder.token(1, length: 101), payload: payload),
+            bytes: FrameBuilder.frame(
+                .enhanced,
+                identifier: 7,
+                token: FrameBuilder.token(1, length: 101),
+                payload: payload
+            ),
             expected: .packet(.invalidTokenSize, identifier: 7)
         ),
         Case(
@@ -83,24 +98,40 @@ struct LocalValidationTests {
         ),
         Case(
             name: "payload of 4097 bytes: status 7",
-            bytes: FrameBuilder.frame(.itemized, identifier: 7, token: token, payload: FrameBuilder.payload(length: 4097)),
+            bytes: FrameBuilder.frame(
+                .itemized,
+                identifier: 7,
+                token: token,
+                payload: FrameBuilder.payload(length: 4097)
+            ),
             expected: .packet(.invalidPayloadSize, identifier: 7)
         ),
         Case(
             name: "payload of 5121 bytes for a VoIP topic: status 7",
             bundleID: "com.example.app.voip",
-            bytes: FrameBuilder.frame(.itemized, identifier: 7, token: token, payload: FrameBuilder.payload(length: 5121)),
+            bytes: FrameBuilder.frame(
+                .itemized,
+                identifier: 7,
+                token: token,
+                payload: FrameBuilder.payload(length: 5121)
+            ),
             expected: .packet(.invalidPayloadSize, identifier: 7)
         ),
         Case(
             name: "payload item of 65535 bytes: status 7, not a protocol error",
-            bytes: FrameBuilder.frame(.itemized, identifier: 7, token: token, payload: FrameBuilder.payload(length: 65535)),
+            bytes: FrameBuilder.frame(
+                .itemized,
+                identifier: 7,
+                token: token,
+                payload: FrameBuilder.payload(length: 65535)
+            ),
             expected: .packet(.invalidPayloadSize, identifier: 7)
         ),
         Case(
             name: "identifier item of 3 bytes: status 128, identifier 0",
             bytes: FrameBuilder.itemized([
-                FrameBuilder.item(1, token), FrameBuilder.item(2, payload), FrameBuilder.item(3, ByteBuffer(bytes: [0, 0, 7])),
+                FrameBuilder.item(1, token), FrameBuilder.item(2, payload),
+                FrameBuilder.item(3, ByteBuffer(bytes: [0, 0, 7])),
             ]),
             expected: .packet(.protocolError, identifier: 0)
         ),
@@ -115,7 +146,8 @@ struct LocalValidationTests {
         Case(
             name: "priority item of 2 bytes: status 128",
             bytes: FrameBuilder.itemized([
-                FrameBuilder.item(1, token), FrameBuilder.item(2, payload), FrameBuilder.item(5, ByteBuffer(bytes: [0, 10])),
+                FrameBuilder.item(1, token), FrameBuilder.item(2, payload),
+                FrameBuilder.item(5, ByteBuffer(bytes: [0, 10])),
                 FrameBuilder.item(3, integer: 7),
             ]),
             expected: .packet(.protocolError, identifier: 7)
@@ -131,7 +163,8 @@ struct LocalValidationTests {
         Case(
             name: "unknown item id 9: status 128",
             bytes: FrameBuilder.itemized([
-                FrameBuilder.item(1, token), FrameBuilder.item(2, payload), FrameBuilder.item(9, ByteBuffer(bytes: [1])),
+                FrameBuilder.item(1, token), FrameBuilder.item(2, payload),
+                FrameBuilder.item(9, ByteBuffer(bytes: [1])),
                 FrameBuilder.item(3, integer: 7),
             ]),
             expected: .packet(.protocolError, identifier: 7)
@@ -218,7 +251,9 @@ struct LocalValidationTests {
 
             // A good notification first: it is forwarded, and the bad one after it is reported.
             let client = try await harness.connect(bundleID: testCase.bundleID)
-            var bytes = testCase.bundleID == nil ? ByteBuffer() : FrameBuilder.frame(.itemized, identifier: 1, token: Self.token, payload: Self.payload)
+            var bytes =
+                testCase.bundleID == nil
+                ? ByteBuffer() : FrameBuilder.frame(.itemized, identifier: 1, token: Self.token, payload: Self.payload)
             bytes.writeImmutableBuffer(testCase.bytes)
             try await client.send(bytes)
             let received = try await client.bytesUntilClose(timeout: .seconds(5))
@@ -226,7 +261,9 @@ struct LocalValidationTests {
             switch testCase.expected {
             case .packet(let status, let identifier):
                 var expected = ByteBuffer()
-                expected.writeErrorResponse(ErrorResponsePacket(status: status, identifier: NotificationIdentifier(rawValue: identifier)))
+                expected.writeErrorResponse(
+                    ErrorResponsePacket(status: status, identifier: NotificationIdentifier(rawValue: identifier))
+                )
                 #expect(received == expected)
             case .plainClose:
                 #expect(received.readableBytes == 0)
@@ -248,7 +285,14 @@ struct LocalValidationTests {
     func voipPayloadLimit() async throws {
         try await withResource(try await GatewayHarness.start()) { harness in
             let client = try await harness.connect(bundleID: "com.example.app.voip")
-            try await client.send(FrameBuilder.frame(.itemized, identifier: 3, token: Self.token, payload: FrameBuilder.payload(length: 5120)))
+            try await client.send(
+                FrameBuilder.frame(
+                    .itemized,
+                    identifier: 3,
+                    token: Self.token,
+                    payload: FrameBuilder.payload(length: 5120)
+                )
+            )
             try await harness.upstream.waitForLedgerCount(1, on: client.channel.eventLoop)
             #expect(harness.upstream.ledger[0].frame.payload.readableBytes == 5120)
             #expect(harness.upstream.ledger[0].tenant.topic == "com.example.app.voip")
@@ -280,7 +324,9 @@ struct LocalValidationTests {
                 identity: nil,
                 trusting: harness.pki.caCertificate
             )
-            try? await client.send(FrameBuilder.frame(.itemized, identifier: 1, token: Self.token, payload: Self.payload))
+            try? await client.send(
+                FrameBuilder.frame(.itemized, identifier: 1, token: Self.token, payload: Self.payload)
+            )
             let received = try await client.bytesUntilClose(timeout: .seconds(5))
             #expect(received.readableBytes == 0)
             #expect(harness.upstream.ledger.isEmpty)
@@ -296,7 +342,9 @@ struct LocalValidationTests {
                 identity: try stranger.providerIdentity(bundleID: "com.example.app"),
                 trusting: harness.pki.caCertificate
             )
-            try? await client.send(FrameBuilder.frame(.itemized, identifier: 1, token: Self.token, payload: Self.payload))
+            try? await client.send(
+                FrameBuilder.frame(.itemized, identifier: 1, token: Self.token, payload: Self.payload)
+            )
             let received = try await client.bytesUntilClose(timeout: .seconds(5))
             #expect(received.readableBytes == 0)
             #expect(harness.upstream.ledger.isEmpty)

@@ -33,7 +33,11 @@ struct ProviderHandshakeHandlerTests {
 
         init(timeout: TimeAmount = .seconds(10)) throws {
             try self.channel.connect(to: SocketAddress(ipAddress: "192.0.2.7", port: 40000)).wait()
-            let limits = ConnectionAdmission(maximumConnections: 10, maximumHandshakes: 10, maximumHandshakesPerAddress: 10)
+            let limits = ConnectionAdmission(
+                maximumConnections: 10,
+                maximumHandshakes: 10,
+                maximumHandshakesPerAddress: 10
+            )
             #expect(self.registry.admit(self.channel, limits: limits) == nil)
             let handshake = ProviderHandshakeHandler(
                 peer: self.peer,
@@ -59,7 +63,9 @@ struct ProviderHandshakeHandlerTests {
         #expect(setup.port.verified.isEmpty)
     }
 
-    @Test("A completed handshake hands the verifier's tenant to the port's handler once, and the adapter leaves the pipeline")
+    @Test(
+        "A completed handshake hands the verifier's tenant to the port's handler once, and the adapter leaves the pipeline"
+    )
     func verified() throws {
         let setup = try Setup()
         let pki = try DevelopmentCA()
@@ -70,7 +76,9 @@ struct ProviderHandshakeHandlerTests {
         #expect(setup.port.verified.map(\.tenant) == [tenant])
         #expect(setup.port.verified.first?.certificate == certificate)
         #expect(setup.registry.handshakingCount == 0, "no longer counted among the handshakes in progress")
-        #expect(throws: (any Error).self) { try setup.channel.pipeline.syncOperations.handler(type: ProviderHandshakeHandler.self) }
+        #expect(throws: (any Error).self) {
+            try setup.channel.pipeline.syncOperations.handler(type: ProviderHandshakeHandler.self)
+        }
         setup.channel.embeddedEventLoop.advanceTime(by: .seconds(60))
         #expect(setup.channel.isActive, "the handshake timer is cancelled")
     }

@@ -12,14 +12,21 @@ import Testing
 /// (docs/scaling.md#proxy-protocol), over real TLS on loopback.
 @Suite("PROXY protocol on the legacy listeners")
 struct ProxyProtocolTests {
-    static let frame = FrameBuilder.frame(.itemized, identifier: 1, token: FrameBuilder.token(1), payload: FrameBuilder.payload())
+    static let frame = FrameBuilder.frame(
+        .itemized,
+        identifier: 1,
+        token: FrameBuilder.token(1),
+        payload: FrameBuilder.payload()
+    )
 
     static func version1(client: String, port: Int = 5555) -> ByteBuffer {
         ByteBuffer(string: "PROXY TCP4 \(client) 127.0.0.1 \(port) 2195\r\n")
     }
 
     static func version2(client: [UInt8], port: UInt16 = 5555) -> ByteBuffer {
-        var bytes = ByteBuffer(bytes: [0x0D, 0x0A, 0x0D, 0x0A, 0x00, 0x0D, 0x0A, 0x51, 0x55, 0x49, 0x54, 0x0A, 0x21, 0x11, 0x00, 12])
+        var bytes = ByteBuffer(bytes: [
+            0x0D, 0x0A, 0x0D, 0x0A, 0x00, 0x0D, 0x0A, 0x51, 0x55, 0x49, 0x54, 0x0A, 0x21, 0x11, 0x00, 12,
+        ])
         bytes.writeBytes(client)
         bytes.writeBytes([127, 0, 0, 1])
         bytes.writeInteger(port)
@@ -27,7 +34,10 @@ struct ProxyProtocolTests {
         return bytes
     }
 
-    static func start(loadBalancers: [String], configure: @escaping (inout GatewayConfiguration) -> Void = { _ in }) async throws -> GatewayHarness {
+    static func start(
+        loadBalancers: [String],
+        configure: @escaping (inout GatewayConfiguration) -> Void = { _ in }
+    ) async throws -> GatewayHarness {
         try await GatewayHarness.start(configure: {
             $0.proxyProtocol = ProxyProtocolPolicy(loadBalancers: loadBalancers.map { IPNetwork($0)! })
             configure(&$0)
@@ -36,7 +46,11 @@ struct ProxyProtocolTests {
 
     /// A provider connection through the "load balancer" (this test, from `localAddress`),
     /// sending `preamble` before its TLS handshake.
-    static func connect(_ harness: GatewayHarness, preamble: ByteBuffer?, from localAddress: String = "127.0.0.1") async throws -> LegacyConnection {
+    static func connect(
+        _ harness: GatewayHarness,
+        preamble: ByteBuffer?,
+        from localAddress: String = "127.0.0.1"
+    ) async throws -> LegacyConnection {
         try await LegacyConnection.connect(
             to: harness.server.localAddress,
             identity: try harness.pki.providerIdentity(bundleID: "com.example.app"),
@@ -48,16 +62,23 @@ struct ProxyProtocolTests {
 
     /// Whether the gateway served a notification on a connection (`false`: the connection was
     /// refused, at its handshake or before).
-    static func served(_ harness: GatewayHarness, preamble: ByteBuffer?, from localAddress: String = "127.0.0.1") async throws -> Bool {
+    static func served(
+        _ harness: GatewayHarness,
+        preamble: ByteBuffer?,
+        from localAddress: String = "127.0.0.1"
+    ) async throws -> Bool {
         let before = harness.upstream.ledger.count
-        guard let client = try? await Self.connect(harness, preamble: preamble, from: localAddress) else { return false }
+        guard let client = try? await Self.connect(harness, preamble: preamble, from: localAddress) else {
+            return false
+        }
         guard (try? await client.send(Self.frame)) != nil else {
             await client.close()
             return false
         }
         // Served: the frame reaches the upstream and the connection stays open; refused: the
         // connection closes without a byte, and nothing reached the upstream.
-        let outcome = try await eventually("the frame to arrive or the connection to close", timeout: .seconds(30)) { () -> Bool? in
+        let outcome = try await eventually("the frame to arrive or the connection to close", timeout: .seconds(30)) {
+            () -> Bool? in
             if harness.upstream.ledger.count > before { return true }
             if !client.isActive { return false }
             return nil
@@ -83,7 +104,9 @@ struct ProxyProtocolTests {
         }
     }
 
-    @Test("From any other peer, bytes are TLS from the first: a PROXY header fails the handshake, nobody else can claim an address")
+    @Test(
+        "From any other peer, bytes are TLS from the first: a PROXY header fails the handshake, nobody else can claim an address"
+    )
     func onlyFromLoadBalancers() async throws {
         try await withResource(try await Self.start(loadBalancers: ["127.0.0.2"])) { harness throws in
             #expect(try await !Self.served(harness, preamble: Self.version1(client: "203.0.113.7"), from: "127.0.0.1"))
@@ -94,15 +117,27 @@ struct ProxyProtocolTests {
 
     @Test("The per-address handshake bound counts the header's client, not the load balancer")
     func perAddressBound() async throws {
-        try await withResource(try await Self.start(loadBalancers: ["127.0.0.1"], configure: {
-            $0.maximumHandshakesPerAddress = 1
-            $0.handshakeTimeout = .seconds(300)  // the stalled handshake outlasts the test
-        })) { harness throws in
+        try await withResource(
+            try await Self.start(
+                loadBalancers: ["127.0.0.1"],
+                configure: {
+                    $0.maximumHandshakesPerAddress = 1
+                    $0.handshakeTimeout = .seconds(300)  // the stalled handshake outlasts the test
+                }
+            )
+        ) { harness throws in
             // A client whose handshake stalls after its header...
-            let stalled = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(to: harness.server.localAddress).get()
+            let stalled = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(
+                to: harness.server.localAddress
+            ).get()
             try await stalled.writeAndFlush(Self.version1(client: "203.0.113.7")).get()
-            try await eventually("the stalled handshake to count against its client") { harness.server.handshakingCount(from: "203.0.113.7") == 1 }
-            #expect(harness.server.handshakingCount(from: "127.0.0.1") == 0, "the load balancer's own address counts nothing")
+            try await eventually("the stalled handshake to count against its client") {
+                harness.server.handshakingCount(from: "203.0.113.7") == 1
+            }
+            #expect(
+                harness.server.handshakingCount(from: "127.0.0.1") == 0,
+                "the load balancer's own address counts nothing"
+            )
             // ...holds that client's one slot,
             #expect(try await !Self.served(harness, preamble: Self.version1(client: "203.0.113.7")))
             // while another client behind the same load balancer is served.
@@ -127,7 +162,9 @@ struct ProxyProtocolTests {
         #expect(single.prefixLength == 128 && single.contains(loopback6) && !single.contains(loopback4))
         let unique = try at("fd12::1")
         #expect(IPNetwork("fd00::/8")?.contains(unique) == true)
-        for bad in ["", "10.0.0.0/33", "10.0.0.0/", "10.0.0.0/-1", "10.0.0/8", "fd00::/129", "example.com", "10.0.0.0/8/1"] {
+        for bad in [
+            "", "10.0.0.0/33", "10.0.0.0/", "10.0.0.0/-1", "10.0.0/8", "fd00::/129", "example.com", "10.0.0.0/8/1",
+        ] {
             #expect(IPNetwork(bad) == nil, "\(bad)")
         }
         let policy = ProxyProtocolPolicy(loadBalancers: [network])

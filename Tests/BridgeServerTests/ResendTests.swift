@@ -12,11 +12,17 @@ import Testing
 struct ResendTests {
     static let payload = FrameBuilder.payload()
 
-    static func frames(_ identifiers: ClosedRange<UInt32>, command: NotificationFrame.Command = .itemized) -> ByteBuffer {
+    static func frames(_ identifiers: ClosedRange<UInt32>, command: NotificationFrame.Command = .itemized) -> ByteBuffer
+    {
         var bytes = ByteBuffer()
         for identifier in identifiers {
             bytes.writeImmutableBuffer(
-                FrameBuilder.frame(command, identifier: identifier, token: FrameBuilder.token(Int(identifier)), payload: Self.payload)
+                FrameBuilder.frame(
+                    command,
+                    identifier: identifier,
+                    token: FrameBuilder.token(Int(identifier)),
+                    payload: Self.payload
+                )
             )
         }
         return bytes
@@ -28,22 +34,26 @@ struct ResendTests {
     )
     func failureInThePipeline(k: UInt32, command: NotificationFrame.Command) async throws {
         let count: UInt32 = 1_000
-        try await withResource(try await GatewayHarness.start(script: { notification, _ in
-            // k fails after a while; the others succeed quickly, so when k's failure is decided
-            // some notifications after it were already forwarded (and some of those are done).
-            if notification.frame.identifier.rawValue == k {
-                return .init(.rejected(.invalidToken), after: .milliseconds(40))
+        try await withResource(
+            try await GatewayHarness.start(script: { notification, _ in
+                // k fails after a while; the others succeed quickly, so when k's failure is decided
+                // some notifications after it were already forwarded (and some of those are done).
+                if notification.frame.identifier.rawValue == k {
+                    return .init(.rejected(.invalidToken), after: .milliseconds(40))
+                }
+                return .init(.accepted, after: .milliseconds(Int64(notification.frame.identifier.rawValue % 7)))
+            }) { configuration in
+                configuration.session.maximumInFlight = 100
             }
-            return .init(.accepted, after: .milliseconds(Int64(notification.frame.identifier.rawValue % 7)))
-        }) { configuration in
-            configuration.session.maximumInFlight = 100
-        }) { harness in
+        ) { harness in
 
             let first = try await harness.connect()
             try await first.send(Self.frames(1...count, command: command))
             let received = try await first.bytesUntilClose()
             var expected = ByteBuffer()
-            expected.writeErrorResponse(ErrorResponsePacket(status: .invalidToken, identifier: NotificationIdentifier(rawValue: k)))
+            expected.writeErrorResponse(
+                ErrorResponsePacket(status: .invalidToken, identifier: NotificationIdentifier(rawValue: k))
+            )
             #expect(received == expected)
 
             let forwardedOnFirst = harness.upstream.ledger.map(\.frame.identifier.rawValue)
@@ -53,7 +63,10 @@ struct ResendTests {
             #expect(Set(forwardedOnFirst).isSuperset(of: Set(1...k)))
             let forwardedAfterK = forwardedOnFirst.filter { $0 > k }
             #expect(forwardedAfterK.allSatisfy { $0 < k + 100 })
-            #expect(!forwardedAfterK.isEmpty, "the scenario should forward some notifications after k before the failure is known")
+            #expect(
+                !forwardedAfterK.isEmpty,
+                "the scenario should forward some notifications after k before the failure is known"
+            )
 
             // The provider resends everything after k on a new connection, then one more.
             let second = try await harness.connect()
@@ -84,13 +97,15 @@ struct ResendTests {
     func pendingRecordReportsItsFailure() async throws {
         // 1 fails at once; 2 is slow and then also fails: its failure must reach the provider
         // when 2 is resent, without sending 2 upstream again.
-        try await withResource(try await GatewayHarness.start(script: { notification, _ in
-            switch notification.frame.identifier.rawValue {
-            case 1: .init(.rejected(.invalidToken))
-            case 2: .init(.rejected(.invalidToken), after: .milliseconds(300))
-            default: .init(.accepted)
-            }
-        })) { harness in
+        try await withResource(
+            try await GatewayHarness.start(script: { notification, _ in
+                switch notification.frame.identifier.rawValue {
+                case 1: .init(.rejected(.invalidToken))
+                case 2: .init(.rejected(.invalidToken), after: .milliseconds(300))
+                default: .init(.accepted)
+                }
+            })
+        ) { harness in
 
             let first = try await harness.connect()
             try await first.send(Self.frames(1...2))
@@ -113,15 +128,19 @@ struct ResendTests {
         }
     }
 
-    @Test("A remembered failure is reported under the identifier of the resent frame, whatever the client renumbered it to")
+    @Test(
+        "A remembered failure is reported under the identifier of the resent frame, whatever the client renumbered it to"
+    )
     func rememberedFailureUnderTheResentIdentifier() async throws {
-        try await withResource(try await GatewayHarness.start(script: { notification, _ in
-            switch notification.frame.identifier.rawValue {
-            case 1: .init(.rejected(.invalidToken), after: .milliseconds(50))
-            case 2: .init(.rejected(.invalidToken), after: .milliseconds(300))
-            default: .init(.accepted)
-            }
-        })) { harness in
+        try await withResource(
+            try await GatewayHarness.start(script: { notification, _ in
+                switch notification.frame.identifier.rawValue {
+                case 1: .init(.rejected(.invalidToken), after: .milliseconds(50))
+                case 2: .init(.rejected(.invalidToken), after: .milliseconds(300))
+                default: .init(.accepted)
+                }
+            })
+        ) { harness in
             let first = try await harness.connect()
             try await first.send(Self.frames(1...2))
             var firstReceived = try await first.bytesUntilClose()
@@ -131,19 +150,31 @@ struct ResendTests {
             // frame for token 2 now carries identifier 0.
             let second = try await harness.connect()
             try await second.send(
-                FrameBuilder.frame(.itemized, identifier: 0, expiration: 86_400, token: FrameBuilder.token(2), payload: Self.payload)
+                FrameBuilder.frame(
+                    .itemized,
+                    identifier: 0,
+                    expiration: 86_400,
+                    token: FrameBuilder.token(2),
+                    payload: Self.payload
+                )
             )
             var secondReceived = try await second.bytesUntilClose()
             #expect(secondReceived.readErrorResponse() == .init(status: .invalidToken, identifier: .init(rawValue: 0)))
-            #expect(harness.upstream.ledger.map(\.frame.identifier.rawValue) == [1, 2], "the resend was not sent again")
+            #expect(
+                harness.upstream.ledger.map(\.frame.identifier.rawValue) == [1, 2],
+                "the resend was not sent again"
+            )
         }
     }
 
     @Test("410 Unregistered is accepted silently and recorded for the feedback list")
     func unregisteredGoesToFeedback() async throws {
-        try await withResource(try await GatewayHarness.start(script: { notification, _ in
-            notification.frame.identifier.rawValue == 2 ? .init(.unregistered(timestamp: 1_700_000_000)) : .init(.accepted)
-        })) { harness in
+        try await withResource(
+            try await GatewayHarness.start(script: { notification, _ in
+                notification.frame.identifier.rawValue == 2
+                    ? .init(.unregistered(timestamp: 1_700_000_000)) : .init(.accepted)
+            })
+        ) { harness in
             let client = try await harness.connect()
             try await client.send(Self.frames(1...3))
             try await harness.upstream.waitForLedgerCount(3, on: client.channel.eventLoop)

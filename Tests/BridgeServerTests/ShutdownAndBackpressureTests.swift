@@ -11,16 +11,20 @@ import Testing
 struct ShutdownAndBackpressureTests {
     @Test("Shutdown: status 10 names the last notification whose predecessors completed")
     func gracefulShutdown() async throws {
-        try await withResource(try await GatewayHarness.start(script: { _, _ in .init(.accepted, after: .milliseconds(20)) }) {
-            $0.shutdownGracePeriod = .seconds(5)
-        }) { harness in
+        try await withResource(
+            try await GatewayHarness.start(script: { _, _ in .init(.accepted, after: .milliseconds(20)) }) {
+                $0.shutdownGracePeriod = .seconds(5)
+            }
+        ) { harness in
             let client = try await harness.connect()
             try await client.send(ResendTests.frames(1...50))
             try await harness.upstream.waitForLedgerCount(50, on: client.channel.eventLoop)
             await harness.server.shutdownGracefully()
             let received = try await client.bytesUntilClose()
             var reader = received
-            #expect(reader.readErrorResponse() == ErrorResponsePacket(status: .shutdown, identifier: .init(rawValue: 50)))
+            #expect(
+                reader.readErrorResponse() == ErrorResponsePacket(status: .shutdown, identifier: .init(rawValue: 50))
+            )
             #expect(reader.readableBytes == 0)
             // The named notification is remembered: a client that resends it does not duplicate it.
             #expect(harness.resendRecords.count == 1)
@@ -29,20 +33,24 @@ struct ShutdownAndBackpressureTests {
 
     @Test("Shutdown after the grace period: in-flight notifications become resend records")
     func shutdownGraceExpires() async throws {
-        try await withResource(try await GatewayHarness.start(script: { notification, _ in
-            // Long enough that 4...6 are still in flight when the 200 ms grace ends, however late a
-            // loaded debug build runs that timer.
-            notification.frame.identifier.rawValue <= 3 ? .init(.accepted) : .init(.accepted, after: .seconds(20))
-        }) {
-            $0.shutdownGracePeriod = .milliseconds(200)
-        }) { harness in
+        try await withResource(
+            try await GatewayHarness.start(script: { notification, _ in
+                // Long enough that 4...6 are still in flight when the 200 ms grace ends, however late a
+                // loaded debug build runs that timer.
+                notification.frame.identifier.rawValue <= 3 ? .init(.accepted) : .init(.accepted, after: .seconds(20))
+            }) {
+                $0.shutdownGracePeriod = .milliseconds(200)
+            }
+        ) { harness in
             let client = try await harness.connect()
             try await client.send(ResendTests.frames(1...6))
             try await harness.upstream.waitForLedgerCount(6, on: client.channel.eventLoop)
             await harness.server.shutdownGracefully()
             let received = try await client.bytesUntilClose()
             var reader = received
-            #expect(reader.readErrorResponse() == ErrorResponsePacket(status: .shutdown, identifier: .init(rawValue: 3)))
+            #expect(
+                reader.readErrorResponse() == ErrorResponsePacket(status: .shutdown, identifier: .init(rawValue: 3))
+            )
             // 3 (named) and 4...6 (in flight) are remembered.
             #expect(harness.resendRecords.count == 4)
         }
@@ -51,12 +59,14 @@ struct ShutdownAndBackpressureTests {
     @Test("A slow upstream stops reading at the in-flight bound, and reading resumes when it drains")
     func backpressure() async throws {
         let release = ReleaseGate()
-        try await withResource(try await GatewayHarness.start(script: { _, _ in
-            // Held long enough that a loaded machine cannot finish them before the check below.
-            .init(.accepted, after: release.isOpen ? .zero : .seconds(5))
-        }) {
-            $0.session.maximumInFlight = 16
-        }) { harness in
+        try await withResource(
+            try await GatewayHarness.start(script: { _, _ in
+                // Held long enough that a loaded machine cannot finish them before the check below.
+                .init(.accepted, after: release.isOpen ? .zero : .seconds(5))
+            }) {
+                $0.session.maximumInFlight = 16
+            }
+        ) { harness in
             let client = try await harness.connect()
             try await client.send(ResendTests.frames(1...400))
             try await harness.upstream.waitForLedgerCount(16, on: client.channel.eventLoop)
@@ -87,8 +97,12 @@ struct ShutdownAndBackpressureTests {
 
     @Test("A connection that never finishes its handshake is closed after the timeout")
     func handshakeTimeout() async throws {
-        try await withResource(try await GatewayHarness.start(configure: { $0.handshakeTimeout = .milliseconds(200) })) { harness in
-            let closed = try await RawTCPClient.connectAndWaitForClose(to: harness.server.localAddress, timeout: .seconds(5))
+        try await withResource(try await GatewayHarness.start(configure: { $0.handshakeTimeout = .milliseconds(200) }))
+        { harness in
+            let closed = try await RawTCPClient.connectAndWaitForClose(
+                to: harness.server.localAddress,
+                timeout: .seconds(5)
+            )
             #expect(closed)
         }
     }

@@ -9,7 +9,12 @@ import Testing
 
 @Suite("TLS policy and timeouts")
 struct TLSPolicyTests {
-    static let frame = FrameBuilder.frame(.itemized, identifier: 1, token: FrameBuilder.token(1), payload: FrameBuilder.payload())
+    static let frame = FrameBuilder.frame(
+        .itemized,
+        identifier: 1,
+        token: FrameBuilder.token(1),
+        payload: FrameBuilder.payload()
+    )
 
     @Test("TLS 1.3 is refused by default: a client that insists on it gets no service")
     func tls13RefusedByDefault() async throws {
@@ -33,7 +38,8 @@ struct TLSPolicyTests {
 
     @Test("A client limited to TLS 1.1 is refused unless legacy TLS is allowed", arguments: [false, true])
     func legacyTLS(allowed: Bool) async throws {
-        try await withResource(try await GatewayHarness.start(configure: { $0.tls.allowLegacyTLS = allowed })) { harness in
+        try await withResource(try await GatewayHarness.start(configure: { $0.tls.allowLegacyTLS = allowed })) {
+            harness in
             let client = try await harness.connect(minimumTLSVersion: .tlsv11, maximumTLSVersion: .tlsv11)
             try? await client.send(Self.frame)
             if allowed {

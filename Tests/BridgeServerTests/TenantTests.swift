@@ -3,9 +3,9 @@ import BridgeServer
 import BridgeTestSupport
 import Crypto
 import DevelopmentPKI
+import Foundation
 import LegacyClient
 import LegacyProtocol
-import Foundation
 import Logging
 import NIOCore
 import NIOSSL
@@ -16,7 +16,12 @@ import Testing
 /// certificates are refused during the handshake; pinned fingerprints; certificate reload.
 @Suite("Tenants from provider certificates")
 struct TenantTests {
-    static let frame = FrameBuilder.frame(.itemized, identifier: 1, token: FrameBuilder.token(1), payload: FrameBuilder.payload())
+    static let frame = FrameBuilder.frame(
+        .itemized,
+        identifier: 1,
+        token: FrameBuilder.token(1),
+        payload: FrameBuilder.payload()
+    )
 
     @Test("UID=, OU=, markers, topics and the fingerprint are read from the certificate")
     func readsAppleFields() throws {
@@ -34,29 +39,46 @@ struct TenantTests {
         #expect(!certificate.hasProductionMarker)
         #expect(certificate.markedEnvironment == .sandbox)
         #expect(certificate.topics == ["com.example.shop", "com.example.shop.voip"])
-        let expected = SHA256.hash(data: try identity.certificate.toDERBytes()).map { String(format: "%02x", $0) }.joined()
+        let expected = SHA256.hash(data: try identity.certificate.toDERBytes()).map { String(format: "%02x", $0) }
+            .joined()
         #expect(certificate.fingerprint == expected)
         #expect(certificate.fingerprint.count == 64)
 
-        let universal = try ProviderCertificate(try pki.providerIdentity(bundleID: "u", sandboxMarker: true, productionMarker: true).certificate)
+        let universal = try ProviderCertificate(
+            try pki.providerIdentity(bundleID: "u", sandboxMarker: true, productionMarker: true).certificate
+        )
         #expect(universal.markedEnvironment == nil)
-        let production = try ProviderCertificate(try pki.providerIdentity(bundleID: "p", productionMarker: true).certificate)
+        let production = try ProviderCertificate(
+            try pki.providerIdentity(bundleID: "p", productionMarker: true).certificate
+        )
         #expect(production.markedEnvironment == .production)
     }
 
     @Test("Configuration overrides the certificate; the certificate's markers override the default")
     func resolutionRules() throws {
         let pki = try DevelopmentCA()
-        let sandboxOnly = try ProviderCertificate(try pki.providerIdentity(bundleID: "com.example.a", sandboxMarker: true).certificate)
-        let productionOnly = try ProviderCertificate(try pki.providerIdentity(bundleID: "com.example.b", productionMarker: true).certificate)
-        let universal = try ProviderCertificate(try pki.providerIdentity(bundleID: "com.example.c", sandboxMarker: true, productionMarker: true).certificate)
+        let sandboxOnly = try ProviderCertificate(
+            try pki.providerIdentity(bundleID: "com.example.a", sandboxMarker: true).certificate
+        )
+        let productionOnly = try ProviderCertificate(
+            try pki.providerIdentity(bundleID: "com.example.b", productionMarker: true).certificate
+        )
+        let universal = try ProviderCertificate(
+            try pki.providerIdentity(bundleID: "com.example.c", sandboxMarker: true, productionMarker: true).certificate
+        )
         let pinned = try ProviderCertificate(try pki.providerIdentity(bundleID: "com.example.a").certificate)
         let unlisted = try ProviderCertificate(try pki.providerIdentity(bundleID: "com.example.zzz").certificate)
 
         let resolver = ConfiguredTenantResolver(
             rules: [
                 TenantRule(name: "a", userID: "com.example.a"),
-                TenantRule(name: "b", userID: "com.example.b", topic: "com.example.b.override", environment: .sandbox, credentials: "team-b"),
+                TenantRule(
+                    name: "b",
+                    userID: "com.example.b",
+                    topic: "com.example.b.override",
+                    environment: .sandbox,
+                    credentials: "team-b"
+                ),
                 TenantRule(name: "c", userID: "com.example.c"),
                 TenantRule(name: "pinned", fingerprints: [pinned.fingerprint.uppercased()], environment: .production),
             ],
@@ -77,7 +99,10 @@ struct TenantTests {
 
         // No tenant configured: every certificate with a UID= is a tenant of its own.
         let open = ConfiguredTenantResolver(rules: [], defaultEnvironment: .sandbox)
-        #expect(open.tenant(for: unlisted) == Tenant(name: "com.example.zzz", topic: "com.example.zzz", environment: .sandbox))
+        #expect(
+            open.tenant(for: unlisted)
+                == Tenant(name: "com.example.zzz", topic: "com.example.zzz", environment: .sandbox)
+        )
         #expect(open.tenant(for: productionOnly)?.environment == .production)
         let noUID = try ProviderCertificate(try pki.providerIdentity(bundleID: nil).certificate)
         #expect(open.tenant(for: noUID) == nil)
@@ -126,11 +151,21 @@ struct TenantTests {
 
         for pinned in [true, false] {
             let resolver = ConfiguredTenantResolver(
-                rules: [TenantRule(name: "stranger", fingerprints: pinned ? [fingerprint] : [], userID: "com.example.stranger")],
+                rules: [
+                    TenantRule(
+                        name: "stranger",
+                        fingerprints: pinned ? [fingerprint] : [],
+                        userID: "com.example.stranger"
+                    )
+                ],
                 defaultEnvironment: .sandbox
             )
             try await withResource(try await GatewayHarness.start(pki: pki, tenantResolver: resolver)) { harness in
-                let client = try await LegacyConnection.connect(to: harness.server.localAddress, identity: stranger, trusting: pki.caCertificate)
+                let client = try await LegacyConnection.connect(
+                    to: harness.server.localAddress,
+                    identity: stranger,
+                    trusting: pki.caCertificate
+                )
                 try? await client.send(Self.frame)
                 if pinned {
                     try await harness.upstream.waitForLedgerCount(1, on: client.channel.eventLoop)
@@ -150,8 +185,13 @@ struct TenantTests {
         let resolver = ConfiguredTenantResolver(rules: [], defaultEnvironment: .sandbox)
         var logger = Logger(label: "test")
         logger.logLevel = .critical
-        let tls = try LegacyTLSContext(configuration: GatewayConfiguration.loopback(pki: pki).tls, tenantResolver: resolver, logger: logger)
-        try await withResource(try await GatewayHarness.start(pki: pki, tenantResolver: resolver, tlsContext: tls)) { harness in
+        let tls = try LegacyTLSContext(
+            configuration: GatewayConfiguration.loopback(pki: pki).tls,
+            tenantResolver: resolver,
+            logger: logger
+        )
+        try await withResource(try await GatewayHarness.start(pki: pki, tenantResolver: resolver, tlsContext: tls)) {
+            harness in
             let before = try await harness.connect()
             try await before.send(Self.frame)
             try await harness.upstream.waitForLedgerCount(1, on: before.channel.eventLoop)
@@ -160,7 +200,14 @@ struct TenantTests {
             let renewed = try DevelopmentCA(name: "renewed CA")
             try tls.reload(GatewayConfiguration.loopback(pki: renewed).tls)
 
-            try await before.send(FrameBuilder.frame(.itemized, identifier: 2, token: FrameBuilder.token(2), payload: FrameBuilder.payload()))
+            try await before.send(
+                FrameBuilder.frame(
+                    .itemized,
+                    identifier: 2,
+                    token: FrameBuilder.token(2),
+                    payload: FrameBuilder.payload()
+                )
+            )
             try await harness.upstream.waitForLedgerCount(2, on: before.channel.eventLoop)
             #expect(before.isActive)
 
@@ -169,7 +216,14 @@ struct TenantTests {
                 identity: try renewed.providerIdentity(bundleID: "com.example.app"),
                 trusting: renewed.caCertificate
             )
-            try await after.send(FrameBuilder.frame(.itemized, identifier: 3, token: FrameBuilder.token(3), payload: FrameBuilder.payload()))
+            try await after.send(
+                FrameBuilder.frame(
+                    .itemized,
+                    identifier: 3,
+                    token: FrameBuilder.token(3),
+                    payload: FrameBuilder.payload()
+                )
+            )
             try await harness.upstream.waitForLedgerCount(3, on: after.channel.eventLoop)
 
             // A client that trusts only the old CA no longer completes a handshake.

@@ -29,7 +29,12 @@ struct BroadcastTests {
         topic: String = BroadcastTests.topic
     ) throws -> (tenant: Tenant, channel: BroadcastChannel) {
         let id = try #require(harness.mock.channels.create(bundleID: Self.topic, storagePolicy: storagePolicy))
-        let channel = BroadcastChannel(name: "live", id: id, token: ChannelToken.derive(tenant: "app", channelID: id), storesMessages: storesMessages)
+        let channel = BroadcastChannel(
+            name: "live",
+            id: id,
+            token: ChannelToken.derive(tenant: "app", channelID: id),
+            storesMessages: storesMessages
+        )
         var tenant = UpstreamHarness.tenant
         tenant.topic = topic
         tenant.channels = BroadcastChannels([channel])
@@ -59,13 +64,29 @@ struct BroadcastTests {
 
     @Test("A frame to a channel token arrives as POST /4/broadcasts/apps/<bundle id> with the broadcast headers")
     func broadcastHeaders() async throws {
-        try await withResource(try await UpstreamHarness.start(configureMock: { $0.topics?.insert(Self.topic + ".push-type.liveactivity") })) { harness in
+        try await withResource(
+            try await UpstreamHarness.start(configureMock: { $0.topics?.insert(Self.topic + ".push-type.liveactivity") }
+            )
+        ) { harness in
             // A Live Activity topic: the broadcast path names the bundle id without the suffix.
             let (tenant, channel) = try Self.tenant(harness, topic: Self.topic + ".push-type.liveactivity")
             let payload = FrameBuilder.payload(length: 5000)
-            #expect(try await harness.send(Self.notification(to: channel.token, tenant: tenant, expiration: 2_000_000_000, priority: 1, payload: payload)) == .accepted)
+            #expect(
+                try await harness.send(
+                    Self.notification(
+                        to: channel.token,
+                        tenant: tenant,
+                        expiration: 2_000_000_000,
+                        priority: 1,
+                        payload: payload
+                    )
+                ) == .accepted
+            )
             // A device token of the same tenant still goes to the device API.
-            #expect(try await harness.send(Self.notification(to: FrameBuilder.token(7), tenant: tenant, identifier: 2)) == .accepted)
+            #expect(
+                try await harness.send(Self.notification(to: FrameBuilder.token(7), tenant: tenant, identifier: 2))
+                    == .accepted
+            )
 
             let records = harness.mock.ledger.records
             try #require(records.count == 2)
@@ -97,14 +118,27 @@ struct BroadcastTests {
     func noMessageStoredChannel() async throws {
         try await withResource(try await UpstreamHarness.start()) { harness in
             let (configured, channel) = try Self.tenant(harness, storagePolicy: 0, storesMessages: false)
-            #expect(try await harness.send(Self.notification(to: channel.token, tenant: configured, expiration: 2_000_000_000)) == .accepted)
+            #expect(
+                try await harness.send(
+                    Self.notification(to: channel.token, tenant: configured, expiration: 2_000_000_000)
+                ) == .accepted
+            )
             #expect(harness.mock.ledger.accepted.last?.expiration == "0")
 
             var unconfigured = configured
-            unconfigured.channels = BroadcastChannels([BroadcastChannel(name: "live", id: channel.id, token: channel.token)])
-            #expect(try await harness.send(Self.notification(to: channel.token, tenant: unconfigured, expiration: 2_000_000_000)) == .rejected(.unknown))
+            unconfigured.channels = BroadcastChannels([
+                BroadcastChannel(name: "live", id: channel.id, token: channel.token)
+            ])
+            #expect(
+                try await harness.send(
+                    Self.notification(to: channel.token, tenant: unconfigured, expiration: 2_000_000_000)
+                ) == .rejected(.unknown)
+            )
             #expect(harness.mock.ledger.records.last?.reason == .badExpirationDate)
-            #expect(try await harness.send(Self.notification(to: channel.token, tenant: unconfigured, expiration: 0)) == .accepted)
+            #expect(
+                try await harness.send(Self.notification(to: channel.token, tenant: unconfigured, expiration: 0))
+                    == .accepted
+            )
         }
     }
 
@@ -144,11 +178,21 @@ struct BroadcastTests {
             ]
             for (index, item) in cases.enumerated() {
                 harness.mock.script.fail(1, status: item.status, reason: item.reason, channel: channel.id)
-                let outcome = try await harness.send(Self.notification(to: channel.token, tenant: tenant, identifier: UInt32(index)))
+                let outcome = try await harness.send(
+                    Self.notification(to: channel.token, tenant: tenant, identifier: UInt32(index))
+                )
                 #expect(outcome == item.expected, "\(item.status) \(item.reason)")
             }
-            #expect(harness.counter("apns_bridge_broadcasts_failed_total", [("status", "3"), ("reason", "FeatureNotEnabled")]) == 1)
-            #expect(harness.counter("apns_bridge_broadcasts_failed_total", [("status", "8"), ("reason", "BadChannelId")]) == 1)
+            #expect(
+                harness.counter(
+                    "apns_bridge_broadcasts_failed_total",
+                    [("status", "3"), ("reason", "FeatureNotEnabled")]
+                ) == 1
+            )
+            #expect(
+                harness.counter("apns_bridge_broadcasts_failed_total", [("status", "8"), ("reason", "BadChannelId")])
+                    == 1
+            )
             #expect(harness.counter("apns_bridge_notifications_failed_total") == 0)
 
             // A channel APNs does not know: the channel token goes on the feedback list, now.
@@ -166,7 +210,8 @@ struct BroadcastTests {
 
     @Test("Throttling and 5xx that outlast the retry budget: dropped after 429, status 1 after 5xx")
     func retryBudgetRunsOut() async throws {
-        try await withResource(try await UpstreamHarness.start(configureClient: { $0.retryBudget = .seconds(3) })) { harness in
+        try await withResource(try await UpstreamHarness.start(configureClient: { $0.retryBudget = .seconds(3) })) {
+            harness in
             let (tenant, channel) = try Self.tenant(harness)
             // The broadcast connection is set up first: the short budget is for the 429s, and a
             // loaded machine's TLS handshake must not use it up (that would be a give-up, not a
@@ -179,15 +224,24 @@ struct BroadcastTests {
             #expect(try await harness.send(Self.notification(to: channel.token, tenant: tenant)) == .dropped)
             // The 429 rule still has attempts left; a second channel gets only 503s.
             let second = try #require(harness.mock.channels.create(bundleID: Self.topic, storagePolicy: 1))
-            let other = BroadcastChannel(name: "other", id: second, token: ChannelToken.derive(tenant: "app", channelID: second))
+            let other = BroadcastChannel(
+                name: "other",
+                id: second,
+                token: ChannelToken.derive(tenant: "app", channelID: second)
+            )
             harness.mock.script.fail(1000, status: 503, reason: .serviceUnavailable, channel: second)
             var withOther = tenant
             withOther.channels = BroadcastChannels([channel, other])
-            #expect(try await harness.send(Self.notification(to: other.token, tenant: withOther)) == .gaveUp(.processingError))
+            #expect(
+                try await harness.send(Self.notification(to: other.token, tenant: withOther))
+                    == .gaveUp(.processingError)
+            )
         }
     }
 
-    @Test("Through the gateway: 5,120-byte limit, a deleted channel on the feedback list, FeatureNotEnabled as status 3")
+    @Test(
+        "Through the gateway: 5,120-byte limit, a deleted channel on the feedback list, FeatureNotEnabled as status 3"
+    )
     func throughTheGateway() async throws {
         try await withResource(try await UpstreamHarness.start()) { harness in
             let live = try #require(harness.mock.channels.create(bundleID: Self.topic, storagePolicy: 1))
@@ -198,17 +252,26 @@ struct BroadcastTests {
             ]
             harness.mock.channels.delete(ended, bundleID: Self.topic)
             let feedback = InMemoryFeedbackRecorder()
-            try await withResource(try await GatewayServer.start(
-                configuration: .loopback(pki: harness.pki),
-                upstream: harness.client,
-                resendRecords: InMemoryResendRecordStore(),
-                feedback: feedback,
-                tenantResolver: ConfiguredTenantResolver(
-                    rules: [TenantRule(name: "app", userID: Self.topic, environment: .sandbox, channels: BroadcastChannels(channels))],
-                    defaultEnvironment: .sandbox
-                ),
-                logger: .forTests()
-            )) { gateway in
+            try await withResource(
+                try await GatewayServer.start(
+                    configuration: .loopback(pki: harness.pki),
+                    upstream: harness.client,
+                    resendRecords: InMemoryResendRecordStore(),
+                    feedback: feedback,
+                    tenantResolver: ConfiguredTenantResolver(
+                        rules: [
+                            TenantRule(
+                                name: "app",
+                                userID: Self.topic,
+                                environment: .sandbox,
+                                channels: BroadcastChannels(channels)
+                            )
+                        ],
+                        defaultEnvironment: .sandbox
+                    ),
+                    logger: .forTests()
+                )
+            ) { gateway in
                 func connect() async throws -> LegacyConnection {
                     try await LegacyConnection.connect(
                         to: gateway.localAddress,
@@ -220,28 +283,68 @@ struct BroadcastTests {
                 // 5,000 bytes to the channel token is a broadcast (limit 5,120); to the ended channel,
                 // APNs says ChannelNotRegistered, which the provider does not see.
                 let client = try await connect()
-                var frames = FrameBuilder.frame(.itemized, identifier: 1, token: channels[0].token, payload: FrameBuilder.payload(length: 5000))
-                frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 2, token: channels[1].token, payload: FrameBuilder.payload()))
+                var frames = FrameBuilder.frame(
+                    .itemized,
+                    identifier: 1,
+                    token: channels[0].token,
+                    payload: FrameBuilder.payload(length: 5000)
+                )
+                frames.writeImmutableBuffer(
+                    FrameBuilder.frame(
+                        .itemized,
+                        identifier: 2,
+                        token: channels[1].token,
+                        payload: FrameBuilder.payload()
+                    )
+                )
                 try await client.send(frames)
                 #expect(await harness.mock.ledger.waitForRecords { $0.count == 2 })
-                #expect(await harness.mock.ledger.waitForRecords { records in records.contains { $0.reason == .channelNotRegistered } })
+                #expect(
+                    await harness.mock.ledger.waitForRecords { records in
+                        records.contains { $0.reason == .channelNotRegistered }
+                    }
+                )
                 // The same 5,000 bytes to a device token: status 7 from the gateway itself.
-                try await client.send(FrameBuilder.frame(.itemized, identifier: 3, token: FrameBuilder.token(3), payload: FrameBuilder.payload(length: 5000)))
+                try await client.send(
+                    FrameBuilder.frame(
+                        .itemized,
+                        identifier: 3,
+                        token: FrameBuilder.token(3),
+                        payload: FrameBuilder.payload(length: 5000)
+                    )
+                )
                 var received = try await client.bytesUntilClose()
-                #expect(received.readErrorResponse() == ErrorResponsePacket(status: .invalidPayloadSize, identifier: .init(rawValue: 3)))
+                #expect(
+                    received.readErrorResponse()
+                        == ErrorResponsePacket(status: .invalidPayloadSize, identifier: .init(rawValue: 3))
+                )
                 // Frame 3's error waits for frames 1 and 2, and a 410-like outcome is done only once its
                 // feedback entry is stored: the entry is there when the error response arrives.
                 let entries = feedback.allEntries
                 #expect(entries.count == 1)
                 #expect(entries.first?.deviceToken == channels[1].token && entries.first?.tenant == "app")
-                #expect(harness.mock.ledger.records.filter { $0.api == .broadcast && $0.wasAccepted }.map(\.channelID) == [live])
+                #expect(
+                    harness.mock.ledger.records.filter { $0.api == .broadcast && $0.wasAccepted }.map(\.channelID) == [
+                        live
+                    ]
+                )
 
                 // Broadcast push not enabled for the app: status 3, as for a refused topic.
                 harness.mock.script.fail(1, status: 400, reason: .featureNotEnabled, channel: live)
                 let second = try await connect()
-                try await second.send(FrameBuilder.frame(.itemized, identifier: 9, token: channels[0].token, payload: FrameBuilder.payload()))
+                try await second.send(
+                    FrameBuilder.frame(
+                        .itemized,
+                        identifier: 9,
+                        token: channels[0].token,
+                        payload: FrameBuilder.payload()
+                    )
+                )
                 var refused = try await second.bytesUntilClose()
-                #expect(refused.readErrorResponse() == ErrorResponsePacket(status: .missingTopic, identifier: .init(rawValue: 9)))
+                #expect(
+                    refused.readErrorResponse()
+                        == ErrorResponsePacket(status: .missingTopic, identifier: .init(rawValue: 9))
+                )
             }
         }
     }
@@ -249,13 +352,19 @@ struct BroadcastTests {
     @Test("The channel management client creates, reads, lists and deletes channels on the mock")
     func channelManagementClient() async throws {
         try await withResource(try await UpstreamHarness.start()) { harness in
-            let client = try APNsChannelManagementClient(endpoint: harness.mockEndpoint, credentials: .token(harness.tokens), logger: .forTests())
+            let client = try APNsChannelManagementClient(
+                endpoint: harness.mockEndpoint,
+                credentials: .token(harness.tokens),
+                logger: .forTests()
+            )
             defer { client.shutdown() }
             let first = try await client.create(bundleID: Self.topic, messageStoragePolicy: .noMessageStored)
             let second = try await client.create(bundleID: Self.topic, messageStoragePolicy: .mostRecentMessageStored)
             #expect(try await client.channelIDs(bundleID: Self.topic) == [first, second])
             let info = try await client.channel(first, bundleID: Self.topic)
-            #expect(info == APNsChannelInfo(id: first, messageStoragePolicy: .noMessageStored, pushType: "LiveActivity"))
+            #expect(
+                info == APNsChannelInfo(id: first, messageStoragePolicy: .noMessageStored, pushType: "LiveActivity")
+            )
             try await client.delete(first, bundleID: Self.topic)
             #expect(try await client.channelIDs(bundleID: Self.topic) == [second])
             let error = await #expect(throws: APNsChannelManagementError.self) {
@@ -268,7 +377,10 @@ struct BroadcastTests {
             }
             #expect(other?.reason == .topicDisallowed)
             let creates = harness.mock.ledger.records.filter { $0.api == .channelManagement && $0.method == "POST" }
-            #expect(creates.count == 3 && creates.allSatisfy { $0.path == "/1/apps/\($0.path?.split(separator: "/")[2] ?? "")/channels" })
+            #expect(
+                creates.count == 3
+                    && creates.allSatisfy { $0.path == "/1/apps/\($0.path?.split(separator: "/")[2] ?? "")/channels" }
+            )
         }
     }
 

@@ -60,7 +60,12 @@ struct LegacyOutcomeMappingTests {
 
     @Test("Each APNs answer maps as docs/upstream.md#outcomes says", arguments: rows)
     func mapping(_ row: Row) {
-        let response = APNsResponse(status: row.status, apnsID: nil, reason: row.reason.map(APNsReason.init), timestamp: 1_700_000_000_123)
+        let response = APNsResponse(
+            status: row.status,
+            apnsID: nil,
+            reason: row.reason.map(APNsReason.init),
+            timestamp: 1_700_000_000_123
+        )
         #expect(LegacyOutcomeMapping(.answered(response)) == row.expected)
     }
 
@@ -73,32 +78,63 @@ struct LegacyOutcomeMappingTests {
         #expect(LegacyOutcomeMapping.gaveUp(.dropped).outcome == .dropped)
     }
 
-    @Test("No final answer: dropped when APNs last said 429, status 1 otherwise; an unsignable token is a credential failure")
+    @Test(
+        "No final answer: dropped when APNs last said 429, status 1 otherwise; an unsignable token is a credential failure"
+    )
     func unanswered() {
         let budget = APNsSendFailure(kind: .retryBudgetExhausted, detail: "test")
         #expect(LegacyOutcomeMapping(.unanswered(budget, lastResponse: nil)) == .gaveUp(.gaveUp(.processingError)))
-        #expect(LegacyOutcomeMapping(.unanswered(budget, lastResponse: APNsResponse(status: 429, apnsID: nil, reason: .tooManyRequests))) == .gaveUp(.dropped))
-        #expect(LegacyOutcomeMapping(.unanswered(budget, lastResponse: APNsResponse(status: 503, apnsID: nil))) == .gaveUp(.gaveUp(.processingError)))
+        #expect(
+            LegacyOutcomeMapping(
+                .unanswered(budget, lastResponse: APNsResponse(status: 429, apnsID: nil, reason: .tooManyRequests))
+            ) == .gaveUp(.dropped)
+        )
+        #expect(
+            LegacyOutcomeMapping(.unanswered(budget, lastResponse: APNsResponse(status: 503, apnsID: nil)))
+                == .gaveUp(.gaveUp(.processingError))
+        )
         let unsigned = APNsSendFailure(kind: .cannotSignProviderToken, detail: "test")
         #expect(LegacyOutcomeMapping(.unanswered(unsigned, lastResponse: nil)) == .credentialFailure)
         let reset = APNsSendFailure(kind: .refusedByServer, detail: "PROTOCOL_ERROR")
-        #expect(LegacyOutcomeMapping(.unanswered(reset, lastResponse: nil)) == .upstreamFault, "a server's PROTOCOL_ERROR is its word, not a bridge bug")
+        #expect(
+            LegacyOutcomeMapping(.unanswered(reset, lastResponse: nil)) == .upstreamFault,
+            "a server's PROTOCOL_ERROR is its word, not a bridge bug"
+        )
     }
 
-    @Test("A legacy notification's request: /3/device/ and the token in lowercase hex, the tenant's topic, background at priority 5")
+    @Test(
+        "A legacy notification's request: /3/device/ and the token in lowercase hex, the tenant's topic, background at priority 5"
+    )
     func request() {
         let token = ByteBuffer(bytes: [0xAB, 0x01] + [UInt8](repeating: 0xFF, count: 30))
         let tenant = Tenant(name: "a", topic: "com.example.a", environment: .production)
-        let alert = UpstreamNotification(tenant: tenant, frame: NotificationFrame(command: .simple, deviceToken: token, payload: ByteBuffer(string: #"{"aps":{"alert":"hi"}}"#)))
+        let alert = UpstreamNotification(
+            tenant: tenant,
+            frame: NotificationFrame(
+                command: .simple,
+                deviceToken: token,
+                payload: ByteBuffer(string: #"{"aps":{"alert":"hi"}}"#)
+            )
+        )
         let request = APNsNotificationUpstream.request(for: alert, apnsID: "id")
         #expect(request.path == "/3/device/ab01" + String(repeating: "ff", count: 30))
         #expect(request.topic == "com.example.a")
         #expect(request.pushType == .alert && request.priority == 10)
         let background = UpstreamNotification(
             tenant: tenant,
-            frame: NotificationFrame(command: .itemized, identifier: NotificationIdentifier(rawValue: 1), expiration: 7, priority: 10, deviceToken: token, payload: ByteBuffer(string: #"{"aps":{"content-available":1}}"#))
+            frame: NotificationFrame(
+                command: .itemized,
+                identifier: NotificationIdentifier(rawValue: 1),
+                expiration: 7,
+                priority: 10,
+                deviceToken: token,
+                payload: ByteBuffer(string: #"{"aps":{"content-available":1}}"#)
+            )
         )
         let backgroundRequest = APNsNotificationUpstream.request(for: background, apnsID: "id")
-        #expect(backgroundRequest.pushType == .background && backgroundRequest.priority == 5 && backgroundRequest.expiration == 7)
+        #expect(
+            backgroundRequest.pushType == .background && backgroundRequest.priority == 5
+                && backgroundRequest.expiration == 7
+        )
     }
 }

@@ -1,8 +1,8 @@
 import BridgeCore
 import BridgeTestSupport
 import BridgeUpstream
-import LegacyProtocol
 import Crypto
+import LegacyProtocol
 import Logging
 import MetricsTestKit
 import NIOCore
@@ -18,7 +18,8 @@ struct MalformedAnswerTests {
 
     @Test(
         "Each notification gets the behaviour's status; no critical line, at most one warning per 10 s",
-        arguments: APNsHTTP2Engine.available, HostileHTTP2Server.Behaviour.allCases
+        arguments: APNsHTTP2Engine.available,
+        HostileHTTP2Server.Behaviour.allCases
     )
     func sameStatusNoFlood(engine: APNsHTTP2Engine, behaviour: HostileHTTP2Server.Behaviour) async throws {
         let expected: NotificationOutcome =
@@ -35,7 +36,11 @@ struct MalformedAnswerTests {
         configuration.broadcastEndpoints = [.sandbox: server.endpoint]
         configuration.client.engine = engine
         configuration.client.connectionsPerPool = 1
-        let signer = ProviderTokenSigner(key: P256.Signing.PrivateKey(), keyID: UpstreamHarness.keyID, teamID: UpstreamHarness.teamID)
+        let signer = ProviderTokenSigner(
+            key: P256.Signing.PrivateKey(),
+            keyID: UpstreamHarness.keyID,
+            teamID: UpstreamHarness.teamID
+        )
         let upstream = try APNsNotificationUpstream(
             configuration: configuration,
             credentials: .token(ProviderTokenSource(signer: signer, logger: Logger.forTests())),
@@ -46,17 +51,31 @@ struct MalformedAnswerTests {
         let started = clock.now
         var outcomes: [NotificationOutcome] = []
         for seed in 0..<Self.count {
-            outcomes.append(try await upstream.send(UpstreamHarness.notification(seed), on: MultiThreadedEventLoopGroup.singleton.any()).get())
+            outcomes.append(
+                try await upstream.send(
+                    UpstreamHarness.notification(seed),
+                    on: MultiThreadedEventLoopGroup.singleton.any()
+                ).get()
+            )
         }
         let elapsed = clock.now - started
         await upstream.shutdownAndWait()
         await server.close()
 
         #expect(outcomes.count == Self.count)
-        #expect(outcomes.allSatisfy { $0 == expected }, "engine \(engine) gave \(Set(outcomes.map { "\($0)" }).sorted())")
-        #expect(log.lines(at: .critical).isEmpty, "an upstream's behaviour is not a bug in the bridge: \(log.lines(at: .critical).first?.message ?? "")")
+        #expect(
+            outcomes.allSatisfy { $0 == expected },
+            "engine \(engine) gave \(Set(outcomes.map { "\($0)" }).sorted())"
+        )
+        #expect(
+            log.lines(at: .critical).isEmpty,
+            "an upstream's behaviour is not a bug in the bridge: \(log.lines(at: .critical).first?.message ?? "")"
+        )
         let loud = log.lines.filter { $0.level >= .warning }
         let bound = 1 + Int(elapsed / .seconds(10))
-        #expect(loud.count <= bound, "\(loud.count) lines at warning or above in \(elapsed), at most \(bound): \(loud.prefix(3).map(\.message))")
+        #expect(
+            loud.count <= bound,
+            "\(loud.count) lines at warning or above in \(elapsed), at most \(bound): \(loud.prefix(3).map(\.message))"
+        )
     }
 }

@@ -1,11 +1,8 @@
 import BridgeCore
-import Crypto
 import BridgeTestSupport
+import Crypto
 import DevelopmentPKI
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import LegacyClient
 import Logging
 import NIOCore
@@ -14,17 +11,25 @@ import NIOSSL
 import Testing
 import UpstreamAPNs
 
+#if canImport(Glibc)
+import Glibc
+#endif
 
 @Suite("Interop: the upstream client against nghttpd (nghttp2, C)")
 struct NghttpdInteropTests {
     @Test(
         "nghttpd --echo-upload receives the client's POSTs over TLS + h2 and answers 200",
-        .enabled(if: interopRequired || executablePath("nghttpd") != nil, "nghttpd is not installed (Debian: nghttp2-server)")
+        .enabled(
+            if: interopRequired || executablePath("nghttpd") != nil,
+            "nghttpd is not installed (Debian: nghttp2-server)"
+        )
     )
     func nghttpdEchoUpload() async throws {
         let nghttpd = try #require(executablePath("nghttpd"), "install nghttp2-server")
         let pki = try DevelopmentCA()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-nghttpd-\(UUID().uuidString)").path
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "apns-bridge-nghttpd-\(UUID().uuidString)"
+        ).path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let files = try pki.server.writePEMFiles(to: directory, name: "server")
@@ -33,7 +38,10 @@ struct NghttpdInteropTests {
         let process = Process()
         // stdbuf: nghttpd's log is line-buffered, so nothing is lost when it is terminated.
         process.executableURL = URL(fileURLWithPath: "/usr/bin/stdbuf")
-        process.arguments = ["-oL", nghttpd, "--echo-upload", "--verbose", "--address=127.0.0.1", "--htdocs=\(directory)", "\(port)", files.privateKey, files.certificate]
+        process.arguments = [
+            "-oL", nghttpd, "--echo-upload", "--verbose", "--address=127.0.0.1", "--htdocs=\(directory)", "\(port)",
+            files.privateKey, files.certificate,
+        ]
         // A file, not a pipe: nghttpd would block once a pipe's buffer is full.
         let logPath = directory + "/nghttpd.log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
@@ -49,7 +57,12 @@ struct NghttpdInteropTests {
         let signer = ProviderTokenSigner(key: .init(), keyID: "KEY1234567", teamID: "TEAM123456")
         // The client on its own, as someone who only wants an APNs client would use it.
         let client = try APNsClient(
-            endpoint: APNsEndpoint(host: "127.0.0.1", port: port, serverHostname: "localhost", trustRoots: .certificates([pki.caCertificate])),
+            endpoint: APNsEndpoint(
+                host: "127.0.0.1",
+                port: port,
+                serverHostname: "localhost",
+                trustRoots: .certificates([pki.caCertificate])
+            ),
             credentials: .token(ProviderTokenSource(signer: signer, logger: .forTests())),
             logger: .forTests()
         )
@@ -108,7 +121,10 @@ func stop(_ process: Process, signal: Int32 = SIGTERM) async throws {
 
 /// A port that was free a moment ago on 127.0.0.1.
 func freeLoopbackPort() async throws -> Int {
-    let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+    let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(
+        host: "127.0.0.1",
+        port: 0
+    ).get()
     let port = channel.localAddress!.port!
     try await channel.close()
     return port
@@ -117,7 +133,8 @@ func freeLoopbackPort() async throws -> Int {
 /// Waits until something accepts TCP connections on 127.0.0.1:`port` (10 s at most).
 func waitForListener(port: Int) async throws {
     let channel = try await eventually("a listener on port \(port)", interval: .milliseconds(20)) {
-        try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port).get()
+        try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port)
+            .get()
     }
     try? await channel.close()
 }

@@ -21,9 +21,13 @@ struct ReloadableUpstreamTests {
     @Test("Nothing in flight is lost when the signing key is replaced; new notifications use the new key")
     func replacedWhileInFlight() async throws {
         let newKey = P256.Signing.PrivateKey()
-        try await withResource(try await UpstreamHarness.start(configureMock: { mock in
-            mock.signingKeys.append(.init(keyID: Self.newKeyID, teamID: UpstreamHarness.teamID, publicKey: newKey.publicKey))
-        })) { harness in
+        try await withResource(
+            try await UpstreamHarness.start(configureMock: { mock in
+                mock.signingKeys.append(
+                    .init(keyID: Self.newKeyID, teamID: UpstreamHarness.teamID, publicKey: newKey.publicKey)
+                )
+            })
+        ) { harness in
             // Answers wait a moment, so the first notifications are still in flight at the reload.
             harness.mock.script.delayResponses(by: .milliseconds(200))
 
@@ -33,11 +37,23 @@ struct ReloadableUpstreamTests {
             let before = (1...20).map { upstream.send(UpstreamHarness.notification($0), on: eventLoop) }
             #expect(old.inFlight == 20)
 
-            let tokens = ProviderTokenSource(signer: ProviderTokenSigner(key: newKey, keyID: Self.newKeyID, teamID: UpstreamHarness.teamID), logger: .forTests())
+            let tokens = ProviderTokenSource(
+                signer: ProviderTokenSigner(key: newKey, keyID: Self.newKeyID, teamID: UpstreamHarness.teamID),
+                logger: .forTests()
+            )
             var configuration = APNsNotificationUpstream.Configuration()
-            let endpoint = APNsEndpoint(host: "127.0.0.1", port: harness.mock.port, serverHostname: "localhost", trustRoots: .certificates([harness.pki.caCertificate]))
+            let endpoint = APNsEndpoint(
+                host: "127.0.0.1",
+                port: harness.mock.port,
+                serverHostname: "localhost",
+                trustRoots: .certificates([harness.pki.caCertificate])
+            )
             configuration.endpoints = [.sandbox: endpoint, .production: endpoint]
-            let replacement = try APNsNotificationUpstream(configuration: configuration, credentials: .token(tokens), logger: .forTests())
+            let replacement = try APNsNotificationUpstream(
+                configuration: configuration,
+                credentials: .token(tokens),
+                logger: .forTests()
+            )
             upstream.update(replacing: ["main": replacement], removing: [], defaultCredentials: "main")
             let after = (21...40).map { upstream.send(UpstreamHarness.notification($0), on: eventLoop) }
 

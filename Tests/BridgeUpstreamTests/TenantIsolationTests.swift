@@ -19,12 +19,17 @@ struct TenantIsolationTests {
     /// A `UID=` with a CR/LF in it: as an `apns-topic`, a peer refuses it with PROTOCOL_ERROR.
     static let hostileUserID = UpstreamHarness.topic + "\r\napns-priority: 5"
 
-    @Test("Topics: a bundle id with an optional push-type suffix", arguments: [
-        ("com.example.app", true), ("com.example.app.voip", true), ("com.example.app.push-type.liveactivity", true),
-        ("com.example.my_app", true), ("web.com.example", true),
-        ("", false), ("com..example", false), (".com.example", false), ("com.example.", false), ("com.example app", false),
-        ("com.example.app\r\nx: y", false), ("com.example.app\u{0}", false), ("com.exämple", false), (String(repeating: "a", count: 256), false),
-    ])
+    @Test(
+        "Topics: a bundle id with an optional push-type suffix",
+        arguments: [
+            ("com.example.app", true), ("com.example.app.voip", true), ("com.example.app.push-type.liveactivity", true),
+            ("com.example.my_app", true), ("web.com.example", true),
+            ("", false), ("com..example", false), (".com.example", false), ("com.example.", false),
+            ("com.example app", false),
+            ("com.example.app\r\nx: y", false), ("com.example.app\u{0}", false), ("com.exämple", false),
+            (String(repeating: "a", count: 256), false),
+        ]
+    )
     func topicGrammar(topic: String, valid: Bool) {
         #expect(Tenant.isValidTopic(topic) == valid)
     }
@@ -32,7 +37,15 @@ struct TenantIsolationTests {
     @Test("The client's check: which header of a request HTTP/2 cannot carry")
     func unsendableHeaders() {
         func device(topic: String?, apnsID: String = "0b3a4c1e-0f9d-4b6a-9c2d-6a1f3e5b7c9d") -> APNsRequest {
-            APNsRequest(deviceToken: ByteBuffer(repeating: 1, count: 32), topic: topic, pushType: .alert, priority: 10, expiration: 0, apnsID: apnsID, payload: ByteBuffer())
+            APNsRequest(
+                deviceToken: ByteBuffer(repeating: 1, count: 32),
+                topic: topic,
+                pushType: .alert,
+                priority: 10,
+                expiration: 0,
+                apnsID: apnsID,
+                payload: ByteBuffer()
+            )
         }
         #expect(device(topic: "com.example.app").unsendableHeader == nil)
         #expect(device(topic: nil).unsendableHeader == nil)
@@ -41,13 +54,27 @@ struct TenantIsolationTests {
         #expect(device(topic: "com.example.app\t").unsendableHeader == "apns-topic")
         #expect(device(topic: "com.example\u{7F}").unsendableHeader == "apns-topic")
         #expect(device(topic: "com.example.app", apnsID: "a\nb").unsendableHeader == "apns-id")
-        let broadcast = APNsRequest.broadcast(bundleID: "com.example.app", channelID: "dHdv\r\n", priority: 10, expiration: 0, requestID: "r", payload: ByteBuffer())
+        let broadcast = APNsRequest.broadcast(
+            bundleID: "com.example.app",
+            channelID: "dHdv\r\n",
+            priority: 10,
+            expiration: 0,
+            requestID: "r",
+            payload: ByteBuffer()
+        )
         #expect(broadcast.unsendableHeader == "apns-channel-id")
-        let management = APNsRequest.channelManagement(method: "GET", path: "/1/apps/com.example\napp/all-channels", channelID: nil, requestID: "r")
+        let management = APNsRequest.channelManagement(
+            method: "GET",
+            path: "/1/apps/com.example\napp/all-channels",
+            channelID: nil,
+            requestID: "r"
+        )
         #expect(management.unsendableHeader == ":path")
     }
 
-    @Test("A tenant whose topic HTTP/2 cannot carry fails alone with status 3; the other tenant's notifications on the same connections all succeed, none retried")
+    @Test(
+        "A tenant whose topic HTTP/2 cannot carry fails alone with status 3; the other tenant's notifications on the same connections all succeed, none retried"
+    )
     func malformedTopicFailsAlone() async throws {
         try await withResource(try await UpstreamHarness.start()) { harness in
             // One answered notification first: the connection is up and takes many streams.
@@ -58,16 +85,28 @@ struct TenantIsolationTests {
             let outcomes = try await withThrowingTaskGroup(of: (Bool, NotificationOutcome).self) { group in
                 for seed in 1...40 {
                     let isHostile = seed % 4 == 0
-                    let notification = UpstreamHarness.notification(seed, tenant: isHostile ? hostile : UpstreamHarness.tenant)
+                    let notification = UpstreamHarness.notification(
+                        seed,
+                        tenant: isHostile ? hostile : UpstreamHarness.tenant
+                    )
                     group.addTask { (isHostile, try await harness.send(notification)) }
                 }
                 return try await group.reduce(into: []) { $0.append($1) }
             }
-            #expect(outcomes.filter(\.0).allSatisfy { $0.1 == .rejected(.missingTopic) }, "the hostile tenant's: status 3, the topic is the tenant's")
+            #expect(
+                outcomes.filter(\.0).allSatisfy { $0.1 == .rejected(.missingTopic) },
+                "the hostile tenant's: status 3, the topic is the tenant's"
+            )
             #expect(outcomes.filter { !$0.0 }.allSatisfy { $0.1 == .accepted }, "the good tenant's: all delivered")
             #expect(harness.mock.ledger.accepted.count == 1 + 30)
-            #expect(harness.mock.ledger.records.allSatisfy { $0.topic == UpstreamHarness.topic }, "nothing of the hostile tenant reached the wire")
-            #expect(harness.mock.ledger.counters.connectionsAccepted == connections, "no connection was closed and replaced")
+            #expect(
+                harness.mock.ledger.records.allSatisfy { $0.topic == UpstreamHarness.topic },
+                "nothing of the hostile tenant reached the wire"
+            )
+            #expect(
+                harness.mock.ledger.counters.connectionsAccepted == connections,
+                "no connection was closed and replaced"
+            )
             #expect(harness.counter("apns_bridge_upstream_retries_total") == 0, "nothing was retried")
         }
     }
@@ -83,21 +122,47 @@ struct TenantIsolationTests {
             // hostile certificate's fingerprint and configures no topic (the UID= again).
             let rules =
                 pinnedWithoutTopic
-                ? [TenantRule(name: "pinned", fingerprints: [try ProviderCertificate(hostileIdentity.certificate).fingerprint], environment: .sandbox)]
+                ? [
+                    TenantRule(
+                        name: "pinned",
+                        fingerprints: [try ProviderCertificate(hostileIdentity.certificate).fingerprint],
+                        environment: .sandbox
+                    )
+                ]
                 : []
-            let resolver = ConfiguredTenantResolver(rules: rules, defaultEnvironment: .sandbox, acceptsUnlistedCertificates: true)
-            try await withResource(try await GatewayServer.start(
-                configuration: .loopback(pki: harness.pki),
-                upstream: harness.client,
-                resendRecords: InMemoryResendRecordStore(),
-                feedback: InMemoryFeedbackRecorder(),
-                tenantResolver: resolver,
-                logger: .forTests()
-            )) { gateway in
+            let resolver = ConfiguredTenantResolver(
+                rules: rules,
+                defaultEnvironment: .sandbox,
+                acceptsUnlistedCertificates: true
+            )
+            try await withResource(
+                try await GatewayServer.start(
+                    configuration: .loopback(pki: harness.pki),
+                    upstream: harness.client,
+                    resendRecords: InMemoryResendRecordStore(),
+                    feedback: InMemoryFeedbackRecorder(),
+                    tenantResolver: resolver,
+                    logger: .forTests()
+                )
+            ) { gateway in
 
-                let hostile = try await LegacyConnection.connect(to: gateway.localAddress, identity: hostileIdentity, trusting: harness.pki.caCertificate)
-                try? await hostile.send(FrameBuilder.frame(.itemized, identifier: 1, token: FrameBuilder.token(1), payload: FrameBuilder.payload()))
-                #expect(try await hostile.bytesUntilClose(timeout: .seconds(10)).readableBytes == 0, "refused during the handshake: no error-response, nothing read")
+                let hostile = try await LegacyConnection.connect(
+                    to: gateway.localAddress,
+                    identity: hostileIdentity,
+                    trusting: harness.pki.caCertificate
+                )
+                try? await hostile.send(
+                    FrameBuilder.frame(
+                        .itemized,
+                        identifier: 1,
+                        token: FrameBuilder.token(1),
+                        payload: FrameBuilder.payload()
+                    )
+                )
+                #expect(
+                    try await hostile.bytesUntilClose(timeout: .seconds(10)).readableBytes == 0,
+                    "refused during the handshake: no error-response, nothing read"
+                )
 
                 let good = try await LegacyConnection.connect(
                     to: gateway.localAddress,
@@ -106,11 +171,21 @@ struct TenantIsolationTests {
                 )
                 var batch = ByteBuffer()
                 for seed in 2...51 {
-                    batch.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: UInt32(seed), token: FrameBuilder.token(seed), payload: FrameBuilder.payload()))
+                    batch.writeImmutableBuffer(
+                        FrameBuilder.frame(
+                            .itemized,
+                            identifier: UInt32(seed),
+                            token: FrameBuilder.token(seed),
+                            payload: FrameBuilder.payload()
+                        )
+                    )
                 }
                 try await good.send(batch)
                 try await good.closeOutput()
-                #expect(try await good.bytesUntilClose(timeout: .seconds(30)).readableBytes == 0, "every notification accepted")
+                #expect(
+                    try await good.bytesUntilClose(timeout: .seconds(30)).readableBytes == 0,
+                    "every notification accepted"
+                )
                 #expect(harness.mock.ledger.accepted.count == 50)
                 #expect(harness.mock.ledger.records.allSatisfy { $0.topic == UpstreamHarness.topic })
                 #expect(harness.counter("apns_bridge_upstream_retries_total") == 0)

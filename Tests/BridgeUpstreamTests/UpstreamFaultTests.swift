@@ -12,7 +12,12 @@ import UpstreamAPNs
 
 /// Sends `count` notifications with at most `concurrency` outstanding; returns their outcomes
 /// by seed.
-func sendMany(_ harness: UpstreamHarness, count: Int, concurrency: Int = 50, seedOffset: Int = 0) async throws -> [Int: NotificationOutcome] {
+func sendMany(
+    _ harness: UpstreamHarness,
+    count: Int,
+    concurrency: Int = 50,
+    seedOffset: Int = 0
+) async throws -> [Int: NotificationOutcome] {
     try await withThrowingTaskGroup(of: (Int, NotificationOutcome).self) { group in
         var outcomes: [Int: NotificationOutcome] = [:]
         var next = 0
@@ -36,7 +41,8 @@ func sendMany(_ harness: UpstreamHarness, count: Int, concurrency: Int = 50, see
 struct UpstreamFaultTests {
     @Test("10,000 notifications with a GOAWAY every 1,000 streams: lost 0, duplicated 0")
     func goAwayEveryThousand() async throws {
-        try await withResource(try await UpstreamHarness.start(configureClient: { $0.connectionsPerPool = 2 })) { harness throws in
+        try await withResource(try await UpstreamHarness.start(configureClient: { $0.connectionsPerPool = 2 })) {
+            harness throws in
             harness.mock.script.goAway(every: 1_000, reason: .shutdown)
             let outcomes = try await sendMany(harness, count: 10_000)
 
@@ -65,7 +71,9 @@ struct UpstreamFaultTests {
             harness.mock.script.fail(1, status: 403, reason: .expiredProviderToken)
             #expect(try await harness.send(UpstreamHarness.notification(2)) == .accepted)
             #expect(harness.tokens.mintCount == 2)
-            let records = harness.mock.ledger.records.filter { $0.token == FrameBuilder.token(2).hexDump(format: .compact) }
+            let records = harness.mock.ledger.records.filter {
+                $0.token == FrameBuilder.token(2).hexDump(format: .compact)
+            }
             #expect(records.map(\.status) == [403, 200], "one refusal, one retry")
             #expect(harness.counter("apns_bridge_upstream_retries_total") == 1)
         }
@@ -73,7 +81,8 @@ struct UpstreamFaultTests {
 
     @Test("20,000 notifications over 34 simulated hours: at most one token per 20 minutes")
     func tokenMintRate() async throws {
-        try await withResource(try await UpstreamHarness.start(configureClient: { $0.connectionsPerPool = 2 })) { harness in
+        try await withResource(try await UpstreamHarness.start(configureClient: { $0.connectionsPerPool = 2 })) {
+            harness in
             let start = harness.clock.now
             // Every 200 notifications the clock moves 20.5 minutes; every 2,000 APNs also says a
             // token expired (which may not mint a token within 20 minutes of the last).
@@ -98,10 +107,12 @@ struct UpstreamFaultTests {
 
     @Test("The stream limit is never exceeded while the mock changes MAX_CONCURRENT_STREAMS (500 → 1 → 500)")
     func streamLimitChanges() async throws {
-        try await withResource(try await UpstreamHarness.start(
-            configureMock: { $0.maximumConcurrentStreams = 500 },
-            configureClient: { $0.connectionsPerPool = 1 }
-        )) { harness in
+        try await withResource(
+            try await UpstreamHarness.start(
+                configureMock: { $0.maximumConcurrentStreams = 500 },
+                configureClient: { $0.connectionsPerPool = 1 }
+            )
+        ) { harness in
             harness.mock.script.delayResponses(by: .milliseconds(2))
             async let outcomes = sendMany(harness, count: 6_000, concurrency: 1_000)
             #expect(await harness.mock.ledger.waitForAccepted(1_000))
@@ -125,7 +136,8 @@ struct UpstreamFaultTests {
         // which is the request timeout. Counted from the queue, it reset them just as their
         // answers came and sent them again (1,022 of 4,000 delivered twice); counted from the
         // write, each has its whole timeout.
-        try await withResource(try await UpstreamHarness.start(configureClient: { $0.connectionsPerPool = 2 })) { harness in
+        try await withResource(try await UpstreamHarness.start(configureClient: { $0.connectionsPerPool = 2 })) {
+            harness in
             harness.mock.script.delayResponses(by: .seconds(5))
             let outcomes = try await sendMany(harness, count: 1_000, concurrency: 1_000)
 
@@ -133,41 +145,58 @@ struct UpstreamFaultTests {
             #expect(outcomes.values.allSatisfy { $0 == .accepted })
             let perToken = Dictionary(grouping: harness.mock.ledger.accepted, by: \.token).mapValues(\.count)
             #expect(perToken.count == 1_000, "lost: \(1_000 - perToken.count)")
-            #expect(perToken.values.allSatisfy { $0 == 1 }, "delivered twice: \(perToken.values.filter { $0 > 1 }.count)")
+            #expect(
+                perToken.values.allSatisfy { $0 == 1 },
+                "delivered twice: \(perToken.values.filter { $0 > 1 }.count)"
+            )
             #expect(harness.counter("apns_bridge_upstream_retries_total") == 0, "no request was reset and sent again")
         }
     }
 
-    @Test("An upstream that answers PINGs but never a stream: each attempt's stream is reset, retried within the budget, then status 1")
+    @Test(
+        "An upstream that answers PINGs but never a stream: each attempt's stream is reset, retried within the budget, then status 1"
+    )
     func unansweredStreamsAreBounded() async throws {
-        try await withResource(try await UpstreamHarness.start(configureClient: {
-            $0.retryBudget = .seconds(2)
-            $0.requestTimeout = .milliseconds(400)
-            $0.pingInterval = .milliseconds(200)
-        })) { harness in
+        try await withResource(
+            try await UpstreamHarness.start(configureClient: {
+                $0.retryBudget = .seconds(2)
+                $0.requestTimeout = .milliseconds(400)
+                $0.pingInterval = .milliseconds(200)
+            })
+        ) { harness in
             harness.mock.script.delayResponses(by: .seconds(150))
             let outcomes = try await sendMany(harness, count: 3, concurrency: 3)
             #expect(outcomes.count == 3)
             #expect(outcomes.values.allSatisfy { $0 == .gaveUp(.processingError) })
-            #expect(harness.mock.ledger.counters.answered == 0, "nothing was answered: the budget, not an answer, ended the wait")
+            #expect(
+                harness.mock.ledger.counters.answered == 0,
+                "nothing was answered: the budget, not an answer, ended the wait"
+            )
             #expect(harness.mock.ledger.counters.pingsReceived > 0, "the connection stayed healthy by its PINGs")
-            #expect(harness.counter("apns_bridge_upstream_retries_total") >= 3, "each notification was tried again after its first stream was reset")
+            #expect(
+                harness.counter("apns_bridge_upstream_retries_total") >= 3,
+                "each notification was tried again after its first stream was reset"
+            )
         }
     }
 
     @Test("A connection whose PINGs go unanswered is replaced within two ping intervals")
     func unansweredPings() async throws {
-        try await withResource(try await UpstreamHarness.start(configureClient: {
-            $0.pingInterval = .milliseconds(500)
-            $0.connectionsPerPool = 1
-        })) { harness throws in
+        try await withResource(
+            try await UpstreamHarness.start(configureClient: {
+                $0.pingInterval = .milliseconds(500)
+                $0.connectionsPerPool = 1
+            })
+        ) { harness throws in
             #expect(try await harness.send(UpstreamHarness.notification(1)) == .accepted)
             #expect(harness.client.connectionsOpened(.sandbox) == 1)
             harness.mock.script.ignorePings(true)
             // Closed at the first interval that finds its PING unanswered: one PING ignored (two
             // if one was already on its way when the mock stopped answering), counted in PINGs
             // rather than in seconds, which a loaded machine stretches.
-            try await eventually("the stalled connection to close", timeout: .seconds(60)) { harness.mock.connectionCount == 0 }
+            try await eventually("the stalled connection to close", timeout: .seconds(60)) {
+                harness.mock.connectionCount == 0
+            }
             let ignored = harness.mock.ledger.counters.pingsIgnored
             #expect((1...2).contains(ignored), "closed after \(ignored) unanswered PINGs")
             harness.mock.script.ignorePings(false)
@@ -180,7 +209,8 @@ struct UpstreamFaultTests {
 
     @Test("300 REFUSED_STREAM resets in 30 s: the connection is replaced, refused streams resent, nothing lost")
     func refusedStreams() async throws {
-        try await withResource(try await UpstreamHarness.start(configureClient: { $0.connectionsPerPool = 1 })) { harness in
+        try await withResource(try await UpstreamHarness.start(configureClient: { $0.connectionsPerPool = 1 })) {
+            harness in
             #expect(try await harness.send(UpstreamHarness.notification(0)) == .accepted)
             harness.mock.script.refuseStreams(300)
             let outcomes = try await sendMany(harness, count: 2_000, seedOffset: 1)
@@ -195,7 +225,8 @@ struct UpstreamFaultTests {
 
     @Test("A dropped connection: interrupted requests are retried on a new connection")
     func droppedConnection() async throws {
-        try await withResource(try await UpstreamHarness.start(configureClient: { $0.connectionsPerPool = 1 })) { harness in
+        try await withResource(try await UpstreamHarness.start(configureClient: { $0.connectionsPerPool = 1 })) {
+            harness in
             harness.mock.script.dropConnections(after: 50)
             let outcomes = try await sendMany(harness, count: 120, concurrency: 20)
             harness.mock.script.dropConnections(after: nil)

@@ -120,14 +120,44 @@ struct NotificationFrameDecoderTests {
     @Test(
         "Hostile lengths are refused on the header alone",
         arguments: [
-            Hostile(name: "frame length 0xFFFFFFFF", header: [2, 0xFF, 0xFF, 0xFF, 0xFF], status: .protocolError, identifier: 0),
+            Hostile(
+                name: "frame length 0xFFFFFFFF",
+                header: [2, 0xFF, 0xFF, 0xFF, 0xFF],
+                status: .protocolError,
+                identifier: 0
+            ),
             Hostile(name: "frame length 2^31", header: [2, 0x80, 0, 0, 0], status: .protocolError, identifier: 0),
-            Hostile(name: "command 1 token length 0xFFFF", header: [1, 0, 0, 0, 9, 0, 0, 0, 0, 0xFF, 0xFF], status: .invalidTokenSize, identifier: 9),
-            Hostile(name: "command 0 token length 0xFFFF", header: [0, 0xFF, 0xFF], status: .invalidTokenSize, identifier: 0),
+            Hostile(
+                name: "command 1 token length 0xFFFF",
+                header: [1, 0, 0, 0, 9, 0, 0, 0, 0, 0xFF, 0xFF],
+                status: .invalidTokenSize,
+                identifier: 9
+            ),
+            Hostile(
+                name: "command 0 token length 0xFFFF",
+                header: [0, 0xFF, 0xFF],
+                status: .invalidTokenSize,
+                identifier: 0
+            ),
             Hostile(name: "unknown command", header: [0x16], status: .protocolError, identifier: 0),
-            Hostile(name: "command 1 payload length 25,600", header: Self.upToPayloadLength(.enhanced, 0x6400), status: .invalidPayloadSize, identifier: 9),
-            Hostile(name: "command 1 payload length 0xFFFF", header: Self.upToPayloadLength(.enhanced, 0xFFFF), status: .invalidPayloadSize, identifier: 9),
-            Hostile(name: "command 0 payload length 25,600", header: Self.upToPayloadLength(.simple, 0x6400), status: .invalidPayloadSize, identifier: 0),
+            Hostile(
+                name: "command 1 payload length 25,600",
+                header: Self.upToPayloadLength(.enhanced, 0x6400),
+                status: .invalidPayloadSize,
+                identifier: 9
+            ),
+            Hostile(
+                name: "command 1 payload length 0xFFFF",
+                header: Self.upToPayloadLength(.enhanced, 0xFFFF),
+                status: .invalidPayloadSize,
+                identifier: 9
+            ),
+            Hostile(
+                name: "command 0 payload length 25,600",
+                header: Self.upToPayloadLength(.simple, 0x6400),
+                status: .invalidPayloadSize,
+                identifier: 0
+            ),
             Hostile(
                 name: "command 1 payload length 0xFFFF after an empty token: the token's status first",
                 header: Self.upToPayloadLength(.enhanced, 0xFFFF, tokenLength: 0),
@@ -154,7 +184,11 @@ struct NotificationFrameDecoderTests {
     }
 
     /// A command-0 or command-1 frame (identifier 9) up to its payload length field.
-    static func upToPayloadLength(_ command: NotificationFrame.Command, _ payloadLength: UInt16, tokenLength: Int = 32) -> [UInt8] {
+    static func upToPayloadLength(
+        _ command: NotificationFrame.Command,
+        _ payloadLength: UInt16,
+        tokenLength: Int = 32
+    ) -> [UInt8] {
         var bytes = ByteBuffer(integer: command.rawValue)
         if command == .enhanced {
             bytes.writeMultipleIntegers(UInt32(9), UInt32(0))
@@ -165,13 +199,21 @@ struct NotificationFrameDecoderTests {
         return Array(bytes.readableBytesView)
     }
 
-    @Test("A command-0 or command-1 frame announcing the largest accepted payload waits for it", arguments: [NotificationFrame.Command.simple, .enhanced])
+    @Test(
+        "A command-0 or command-1 frame announcing the largest accepted payload waits for it",
+        arguments: [NotificationFrame.Command.simple, .enhanced]
+    )
     func largestAcceptedPayloadWaits(_ command: NotificationFrame.Command) throws {
-        var buffer = ByteBuffer(bytes: Self.upToPayloadLength(command, UInt16(LegacyProtocolLimits.largestAcceptedPayloadLength)))
+        var buffer = ByteBuffer(
+            bytes: Self.upToPayloadLength(command, UInt16(LegacyProtocolLimits.largestAcceptedPayloadLength))
+        )
         var decoder = NotificationFrameDecoder()
         #expect(try decoder.decode(buffer: &buffer) == nil)
         buffer.writeRepeatingByte(0x7B, count: LegacyProtocolLimits.largestAcceptedPayloadLength)
-        #expect(try decoder.decode(buffer: &buffer)?.payload.readableBytes == LegacyProtocolLimits.largestAcceptedPayloadLength)
+        #expect(
+            try decoder.decode(buffer: &buffer)?.payload.readableBytes
+                == LegacyProtocolLimits.largestAcceptedPayloadLength
+        )
     }
 
     @Test("An item length of 0xFFFF inside a small frame is a protocol error once the frame is read")
@@ -199,14 +241,24 @@ struct SmallCodecTests {
     @Test("Error-response round trip")
     func errorResponse() {
         var buffer = ByteBuffer()
-        buffer.writeErrorResponse(ErrorResponsePacket(status: .shutdown, identifier: NotificationIdentifier(rawValue: 0x0102_0304)))
+        buffer.writeErrorResponse(
+            ErrorResponsePacket(status: .shutdown, identifier: NotificationIdentifier(rawValue: 0x0102_0304))
+        )
         #expect(Array(buffer.readableBytesView) == [8, 10, 1, 2, 3, 4])
-        #expect(buffer.readErrorResponse() == ErrorResponsePacket(status: .shutdown, identifier: NotificationIdentifier(rawValue: 0x0102_0304)))
+        #expect(
+            buffer.readErrorResponse()
+                == ErrorResponsePacket(status: .shutdown, identifier: NotificationIdentifier(rawValue: 0x0102_0304))
+        )
     }
 
     @Test("Feedback tuples round trip, split anywhere")
     func feedbackTuples() throws {
-        let tuples = (0..<40).map { FeedbackTuple(timestamp: UInt32(1_700_000_000 + $0), deviceToken: NotificationFrameDecoderTests.token($0, length: 32 + $0 % 69)) }
+        let tuples = (0..<40).map {
+            FeedbackTuple(
+                timestamp: UInt32(1_700_000_000 + $0),
+                deviceToken: NotificationFrameDecoderTests.token($0, length: 32 + $0 % 69)
+            )
+        }
         var stream = ByteBuffer()
         for tuple in tuples { stream.writeFeedbackTuple(tuple) }
         #expect(stream.getBytes(at: 0, length: 6) == [0x65, 0x53, 0xF1, 0x00, 0, 32])
@@ -220,9 +272,15 @@ struct SmallCodecTests {
 
     @Test("Feedback tuples are cut into record-sized buffers of whole tuples", arguments: [0, 1, 431, 432, 1000])
     func recordSizedFeedback(count: Int) {
-        let tuples = (0..<count).map { FeedbackTuple(timestamp: UInt32($0), deviceToken: NotificationFrameDecoderTests.token($0)) }
+        let tuples = (0..<count).map {
+            FeedbackTuple(timestamp: UInt32($0), deviceToken: NotificationFrameDecoderTests.token($0))
+        }
         let buffers = FeedbackTuple.recordSizedBuffers(tuples, allocator: ByteBufferAllocator())
-        #expect(buffers.map(\.readableBytes).allSatisfy { $0 <= FeedbackTuple.maximumRecordPlaintext && $0 % 38 == 0 && $0 > 0 })
+        #expect(
+            buffers.map(\.readableBytes).allSatisfy {
+                $0 <= FeedbackTuple.maximumRecordPlaintext && $0 % 38 == 0 && $0 > 0
+            }
+        )
         #expect(buffers.count == (count + 430) / 431, "431 tuples of 38 bytes fill a record")
         var joined = ByteBuffer()
         for buffer in buffers { joined.writeImmutableBuffer(buffer) }
@@ -233,7 +291,12 @@ struct SmallCodecTests {
 
     @Test("Record-sized feedback buffers hold whole tuples of mixed token lengths")
     func recordSizedMixedFeedback() {
-        let tuples = (0..<500).map { FeedbackTuple(timestamp: UInt32($0), deviceToken: NotificationFrameDecoderTests.token($0, length: 32 + $0 % 69)) }
+        let tuples = (0..<500).map {
+            FeedbackTuple(
+                timestamp: UInt32($0),
+                deviceToken: NotificationFrameDecoderTests.token($0, length: 32 + $0 % 69)
+            )
+        }
         var decoder = FeedbackTupleDecoder()
         var decoded: [FeedbackTuple] = []
         for var buffer in FeedbackTuple.recordSizedBuffers(tuples, allocator: ByteBufferAllocator()) {

@@ -15,7 +15,9 @@ struct ProxyHeaderParserTests {
 
     /// Parses `bytes` fed one at a time, as a slow load balancer's segments would come; returns
     /// the header, what was left after it, and how many bytes were fed before it was whole.
-    static func parseBytewise(_ bytes: [UInt8]) throws(ProxyHeaderError) -> (header: ProxyHeader?, rest: [UInt8], fed: Int) {
+    static func parseBytewise(
+        _ bytes: [UInt8]
+    ) throws(ProxyHeaderError) -> (header: ProxyHeader?, rest: [UInt8], fed: Int) {
         var buffer = ByteBuffer()
         for (index, byte) in bytes.enumerated() {
             buffer.writeInteger(byte)
@@ -30,10 +32,14 @@ struct ProxyHeaderParserTests {
     func version1() throws {
         let tls: [UInt8] = [0x16, 0x03, 0x01]
         let v4 = try Self.parseBytewise(Array("PROXY TCP4 203.0.113.7 10.0.0.1 5555 2195\r\n".utf8) + tls)
-        #expect(v4.header == ProxyHeader(version: .one, source: try SocketAddress(ipAddress: "203.0.113.7", port: 5555)))
+        #expect(
+            v4.header == ProxyHeader(version: .one, source: try SocketAddress(ipAddress: "203.0.113.7", port: 5555))
+        )
         #expect(v4.rest == tls)
         let v6 = try Self.parseBytewise(Array("PROXY TCP6 2001:db8::7 2001:db8::1 40000 2196\r\n".utf8))
-        #expect(v6.header == ProxyHeader(version: .one, source: try SocketAddress(ipAddress: "2001:db8::7", port: 40000)))
+        #expect(
+            v6.header == ProxyHeader(version: .one, source: try SocketAddress(ipAddress: "2001:db8::7", port: 40000))
+        )
         let unknown = try Self.parseBytewise(Array("PROXY UNKNOWN whatever follows\r\n".utf8))
         #expect(unknown.header == ProxyHeader(version: .one, source: nil))
     }
@@ -41,15 +47,21 @@ struct ProxyHeaderParserTests {
     @Test("Version 2 PROXY over IPv4 and IPv6, LOCAL, and a family the bridge cannot use; TLVs are passed over")
     func version2() throws {
         let v4 = try Self.parseBytewise(Self.version2(family: 0x11, block: Self.ipv4Block) + [0x16])
-        #expect(v4.header == ProxyHeader(version: .two, source: try SocketAddress(ipAddress: "203.0.113.7", port: 5555)))
+        #expect(
+            v4.header == ProxyHeader(version: .two, source: try SocketAddress(ipAddress: "203.0.113.7", port: 5555))
+        )
         #expect(v4.rest == [0x16])
         var ipv6: [UInt8] = [0x20, 0x01, 0x0D, 0xB8] + [UInt8](repeating: 0, count: 11) + [7]
         ipv6 += [0x20, 0x01, 0x0D, 0xB8] + [UInt8](repeating: 0, count: 11) + [1]
         ipv6 += [0x9C, 0x40, 0x08, 0x94]
         let v6 = try Self.parseBytewise(Self.version2(family: 0x21, block: ipv6))
-        #expect(v6.header == ProxyHeader(version: .two, source: try SocketAddress(ipAddress: "2001:db8::7", port: 40000)))
+        #expect(
+            v6.header == ProxyHeader(version: .two, source: try SocketAddress(ipAddress: "2001:db8::7", port: 40000))
+        )
         // A TLV after the addresses (HAProxy's unique-id, type 0x05) is skipped with them.
-        let withTLV = try Self.parseBytewise(Self.version2(family: 0x11, block: Self.ipv4Block + [0x05, 0x00, 0x03, 0x61, 0x62, 0x63]) + [0x16])
+        let withTLV = try Self.parseBytewise(
+            Self.version2(family: 0x11, block: Self.ipv4Block + [0x05, 0x00, 0x03, 0x61, 0x62, 0x63]) + [0x16]
+        )
         #expect(withTLV.header?.source == (try SocketAddress(ipAddress: "203.0.113.7", port: 5555)))
         #expect(withTLV.rest == [0x16])
         let local = try Self.parseBytewise(Self.version2(command: 0, family: 0x00, block: []))
@@ -60,7 +72,9 @@ struct ProxyHeaderParserTests {
 
     @Test("Bytes that are not a PROXY header are refused at the first byte that tells")
     func missing() {
-        for bytes: [UInt8] in [[0x16, 0x03, 0x01], Array("GET / HTTP/1.1\r\n".utf8), Array("PROXZ".utf8), [0x0D, 0x0A, 0x0D, 0x0A, 0x01]] {
+        for bytes: [UInt8] in [
+            [0x16, 0x03, 0x01], Array("GET / HTTP/1.1\r\n".utf8), Array("PROXZ".utf8), [0x0D, 0x0A, 0x0D, 0x0A, 0x01],
+        ] {
             #expect(throws: ProxyHeaderError.missing, "\(bytes)") { _ = try Self.parseBytewise(bytes) }
         }
     }
@@ -78,12 +92,17 @@ struct ProxyHeaderParserTests {
             "PROXY TCP4 203.0.113.7 10.0.0.1 5555 2195\n",  // LF without CR
         ]
         for line in lines {
-            #expect(throws: ProxyHeaderError.self, "\(line.debugDescription)") { _ = try Self.parseBytewise(Array(line.utf8)) }
+            #expect(throws: ProxyHeaderError.self, "\(line.debugDescription)") {
+                _ = try Self.parseBytewise(Array(line.utf8))
+            }
         }
         // No CRLF within 107 bytes: refused at the 107th, not later.
         let endless = Array("PROXY TCP4 ".utf8) + [UInt8](repeating: 0x31, count: 200)
         var buffer = ByteBuffer(bytes: endless.prefix(ProxyHeaderParser.maximumVersion1Length - 1))
-        #expect((try? ProxyHeaderParser.parse(&buffer)) == .some(nil), "106 bytes without a CRLF may still become a header")
+        #expect(
+            (try? ProxyHeaderParser.parse(&buffer)) == .some(nil),
+            "106 bytes without a CRLF may still become a header"
+        )
         buffer.writeBytes(endless[(ProxyHeaderParser.maximumVersion1Length - 1)...])
         #expect(throws: ProxyHeaderError.self) { _ = try ProxyHeaderParser.parse(&buffer) }
         // Version 2: another version, another command, a length above the bound (refused on the
@@ -101,7 +120,10 @@ struct ProxyHeaderParserTests {
 
     @Test("Any prefix of a valid header asks for more and consumes nothing")
     func prefixes() throws {
-        for header in [Array("PROXY TCP4 203.0.113.7 10.0.0.1 5555 2195\r\n".utf8), Self.version2(family: 0x11, block: Self.ipv4Block)] {
+        for header in [
+            Array("PROXY TCP4 203.0.113.7 10.0.0.1 5555 2195\r\n".utf8),
+            Self.version2(family: 0x11, block: Self.ipv4Block),
+        ] {
             for length in 0..<header.count {
                 var buffer = ByteBuffer(bytes: header.prefix(length))
                 #expect(try ProxyHeaderParser.parse(&buffer) == nil)

@@ -16,7 +16,8 @@ import Testing
 /// the test is skipped, which `.ci/run` (APNS_BRIDGE_REQUIRE_INTEROP=1) turns into a failure.
 @Suite("Interop: apns-clerk 0.2.0 over TLS 1.0 (child processes)", .serialized)
 struct ApnsClerkInteropTests {
-    static let library = ProcessInfo.processInfo.environment["APNS_BRIDGE_APNS_CLERK_DIR"]
+    static let library =
+        ProcessInfo.processInfo.environment["APNS_BRIDGE_APNS_CLERK_DIR"]
         ?? PyAPNsInteropTests.packageRoot.appendingPathComponent(".build/interop/apns-clerk").path
     static var available: Bool { FileManager.default.fileExists(atPath: Self.library + "/apns_clerk/__init__.py") }
 
@@ -27,7 +28,10 @@ struct ApnsClerkInteropTests {
 
     @Test("apns-clerk is available when interop is required")
     func apnsClerkAvailable() {
-        #expect(!PyAPNsInteropTests.required || Self.available, "apns-clerk missing at \(Self.library): run scripts/test, which installs it")
+        #expect(
+            !PyAPNsInteropTests.required || Self.available,
+            "apns-clerk missing at \(Self.library): run scripts/test, which installs it"
+        )
     }
 
     @Test(
@@ -41,20 +45,31 @@ struct ApnsClerkInteropTests {
             let unregistered = 200
             environment.mock.script.rejectAsBadToken(Self.token(bad))
             environment.mock.script.unregister(token: Self.token(unregistered), atMilliseconds: 1_767_225_600_000)
-            try await withResource(try await BridgeProcess.start(
-                environment,
-                store: "sqlite:\(environment.directory)/store.sqlite",
-                extraArguments: ["--set", "tls.allowLegacyTLS=true"]
-            )) { bridge in
-                let provider = try environment.provider().writePEMFiles(to: environment.directory, name: "apns-clerk-provider")
+            try await withResource(
+                try await BridgeProcess.start(
+                    environment,
+                    store: "sqlite:\(environment.directory)/store.sqlite",
+                    extraArguments: ["--set", "tls.allowLegacyTLS=true"]
+                )
+            ) { bridge in
+                let provider = try environment.provider().writePEMFiles(
+                    to: environment.directory,
+                    name: "apns-clerk-provider"
+                )
 
-                let script = PyAPNsInteropTests.packageRoot.appendingPathComponent("Tests/Interop/apns_clerk/send_batch.py").path
+                let script = PyAPNsInteropTests.packageRoot.appendingPathComponent(
+                    "Tests/Interop/apns_clerk/send_batch.py"
+                ).path
                 let run = try await PyAPNsInteropTests.python([
-                    script, Self.library, "127.0.0.1", "\(bridge.gatewayAddress.port!)", "\(bridge.feedbackAddress.port!)",
+                    script, Self.library, "127.0.0.1", "\(bridge.gatewayAddress.port!)",
+                    "\(bridge.feedbackAddress.port!)",
                     provider.certificate, provider.privateKey, "\(count)", "\(bad)", "\(unregistered)",
                 ])
                 #expect(run.status == 0, "\(run.error.suffix(3000))")
-                let reported = try #require(try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [String: Any], "\(run.output) \(run.error.suffix(2000))")
+                let reported = try #require(
+                    try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [String: Any],
+                    "\(run.output) \(run.error.suffix(2000))"
+                )
                 // apns-clerk matched the error-response's identifier (an index) to the bad token.
                 #expect(reported["failed"] as? [String: Int] == [Self.token(bad): 8])
                 #expect(reported["sends"] as? Int == 2, "the message, then one resend of what followed the bad token")

@@ -3,13 +3,14 @@ import Crypto
 import DevelopmentPKI
 import Foundation
 import LegacyClient
-#if canImport(Glibc)
-import Glibc
-#endif
 import MockAPNs
 import NIOCore
 import NIOPosix
 import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `apns-bridge serve` as a child process, for tests that kill it or run two of it: the
 /// certificates and signing key are written to a folder, the ports are picked by the process
@@ -23,7 +24,9 @@ final class BridgeProcess: @unchecked Sendable {
         var arguments: [String]
 
         static func make() async throws -> Environment {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-process-\(UUID().uuidString)").path
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "apns-bridge-process-\(UUID().uuidString)"
+            ).path
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             let pki = try DevelopmentCA()
             let server = try pki.server.writePEMFiles(to: directory, name: "server")
@@ -33,9 +36,14 @@ final class BridgeProcess: @unchecked Sendable {
             let keyPath = directory + "/AuthKey.p8"
             try signingKey.pemRepresentation.write(toFile: keyPath, atomically: true, encoding: .utf8)
 
-            var configuration = MockAPNsConfiguration(certificateChain: [pki.server.certificate], privateKey: pki.server.privateKey)
+            var configuration = MockAPNsConfiguration(
+                certificateChain: [pki.server.certificate],
+                privateKey: pki.server.privateKey
+            )
             configuration.port = 0
-            configuration.signingKeys = [.init(keyID: UpstreamHarness.keyID, teamID: UpstreamHarness.teamID, publicKey: signingKey.publicKey)]
+            configuration.signingKeys = [
+                .init(keyID: UpstreamHarness.keyID, teamID: UpstreamHarness.teamID, publicKey: signingKey.publicKey)
+            ]
             configuration.topics = [UpstreamHarness.topic]
             let mock = try await MockAPNsServer.start(configuration: configuration, logger: .forTests())
             let arguments = [
@@ -83,9 +91,11 @@ final class BridgeProcess: @unchecked Sendable {
 
     /// The `apns-bridge` built next to the test bundle.
     static var executable: String {
-        let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("apns-bridge").path
+        let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appendingPathComponent("apns-bridge").path
         if FileManager.default.isExecutableFile(atPath: besideTests) { return besideTests }
-        let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
         return package.appendingPathComponent(".build/release/apns-bridge").path
     }
 
@@ -121,7 +131,9 @@ final class BridgeProcess: @unchecked Sendable {
                 if let line = output.split(separator: "\n").first(where: { $0.hasPrefix("ready ") }) { return line }
                 if !process.isRunning {
                     let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
-                    throw BridgeProcessFailed(reason: "exited with \(process.terminationStatus) before it was ready: \(log.suffix(2000))")
+                    throw BridgeProcessFailed(
+                        reason: "exited with \(process.terminationStatus) before it was ready: \(log.suffix(2000))"
+                    )
                 }
                 return nil
             }
@@ -129,11 +141,13 @@ final class BridgeProcess: @unchecked Sendable {
             process.terminate()
             throw error
         }
-        let fields = Dictionary(uniqueKeysWithValues: ready.split(separator: " ").dropFirst().compactMap { field -> (String, Int)? in
-            let parts = field.split(separator: "=")
-            guard parts.count == 2, let port = Int(parts[1]) else { return nil }
-            return (String(parts[0]), port)
-        })
+        let fields = Dictionary(
+            uniqueKeysWithValues: ready.split(separator: " ").dropFirst().compactMap { field -> (String, Int)? in
+                let parts = field.split(separator: "=")
+                guard parts.count == 2, let port = Int(parts[1]) else { return nil }
+                return (String(parts[0]), port)
+            }
+        )
         return try BridgeProcess(
             process: process,
             logPath: logPath,
@@ -154,7 +168,9 @@ final class BridgeProcess: @unchecked Sendable {
 
     /// Kilobytes: the resident set now (`VmRSS`) or at its peak (`VmHWM`).
     func memory(_ field: String) -> Int? {
-        guard let status = try? String(contentsOfFile: "/proc/\(self.process.processIdentifier)/status", encoding: .utf8) else { return nil }
+        guard
+            let status = try? String(contentsOfFile: "/proc/\(self.process.processIdentifier)/status", encoding: .utf8)
+        else { return nil }
         for line in status.split(separator: "\n") where line.hasPrefix(field + ":") {
             return Int(line.split(separator: " ", omittingEmptySubsequences: true)[1])
         }
@@ -195,9 +211,13 @@ final class BridgeProcess: @unchecked Sendable {
         do {
             try await eventually("the bridge to exit", timeout: .seconds(60)) { !self.process.isRunning }
         } catch {
-            Issue.record("apns-bridge (pid \(self.process.processIdentifier)) did not exit within 60 s; killed. Its log ends: \(self.log.suffix(2000))")
+            Issue.record(
+                "apns-bridge (pid \(self.process.processIdentifier)) did not exit within 60 s; killed. Its log ends: \(self.log.suffix(2000))"
+            )
             Glibc.kill(self.process.processIdentifier, SIGKILL)
-            _ = try? await eventually("the bridge to exit after SIGKILL", timeout: .seconds(30)) { !self.process.isRunning }
+            _ = try? await eventually("the bridge to exit after SIGKILL", timeout: .seconds(30)) {
+                !self.process.isRunning
+            }
         }
     }
 }

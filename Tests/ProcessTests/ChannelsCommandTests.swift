@@ -3,14 +3,15 @@ import BridgeServer
 import BridgeTestSupport
 import DevelopmentPKI
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import LegacyClient
 import LegacyProtocol
 import MockAPNs
 import NIOCore
 import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `apns-bridge channels` as a child process against MockAPNs' channel management API:
 /// create (added to the configuration file), list, get, delete, and the derived token.
@@ -25,7 +26,11 @@ struct ChannelsCommandTests {
     func roundTrip() async throws {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
             let file = environment.directory + "/apns-bridge.yaml"
-            try "# the operator's comment\ntenants: [app]\ntenant:\n  app:\n    uid: \(UpstreamHarness.topic)\n".write(toFile: file, atomically: true, encoding: .utf8)
+            try "# the operator's comment\ntenants: [app]\ntenant:\n  app:\n    uid: \(UpstreamHarness.topic)\n".write(
+                toFile: file,
+                atomically: true,
+                encoding: .utf8
+            )
             // The options of `serve`, without the subcommand: the mock is upstream.sandbox, so the
             // channel management API is reached there too.
             let options = Array(environment.arguments.dropFirst()) + ["--config", file]
@@ -87,7 +92,10 @@ struct ChannelsCommandTests {
     @Test("A channel created with --add-to-config reaches an open provider connection after SIGHUP")
     func reloadAddsAChannelToOpenConnections() async throws {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
-            let (bridge, path) = try await ReloadTests.start(environment, config: ReloadTests.config(environment, tenants: [("app", UpstreamHarness.topic)]))
+            let (bridge, path) = try await ReloadTests.start(
+                environment,
+                config: ReloadTests.config(environment, tenants: [("app", UpstreamHarness.topic)])
+            )
             try await withResource(bridge) { bridge in
                 let connection = try await LegacyConnection.connect(
                     to: bridge.gatewayAddress,
@@ -97,7 +105,9 @@ struct ChannelsCommandTests {
                 try await connection.send(ReloadTests.frame(1))
                 #expect(await environment.mock.ledger.waitForAccepted(1))
 
-                let created = try await ServeStartupTests.runToExitWithOutput(["channels", "create", "--tenant", "app", "--config", path, "--add-to-config", "--json"])
+                let created = try await ServeStartupTests.runToExitWithOutput([
+                    "channels", "create", "--tenant", "app", "--config", path, "--add-to-config", "--json",
+                ])
                 try #require(created.status == 0, "\(created.stderr)")
                 let hex = try #require(try Self.json(created.stdout)["channelToken"] as? String)
                 let token = try #require(ChannelToken.parse(hex: hex))
@@ -106,8 +116,14 @@ struct ChannelsCommandTests {
                 _ = try await ReloadTests.waitForLog(bridge, "changed this tenant's channels")
 
                 // The same connection: its next frame to the channel token is a broadcast.
-                try await connection.send(FrameBuilder.frame(.itemized, identifier: 2, token: token, payload: FrameBuilder.payload()))
-                #expect(await environment.mock.ledger.waitForRecords { $0.contains { $0.api == .broadcast && $0.wasAccepted } })
+                try await connection.send(
+                    FrameBuilder.frame(.itemized, identifier: 2, token: token, payload: FrameBuilder.payload())
+                )
+                #expect(
+                    await environment.mock.ledger.waitForRecords {
+                        $0.contains { $0.api == .broadcast && $0.wasAccepted }
+                    }
+                )
                 #expect(connection.isActive)
 
                 // The status page lists the channel: its id, not its token.

@@ -1,9 +1,10 @@
 import BridgeTestSupport
 import Foundation
+import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Testing
 
 /// The README's first command, `apns-bridge demo`, as a newcomer runs it (docs/ARCHITECTURE.md,
 /// "The lifecycle of `serve`"): its round trip runs beside the bridge's services once they are up.
@@ -27,7 +28,9 @@ extension ServeStartupTests {
         }
     }
 
-    @Test("demo --keep-running: the status page and /metrics answer at the printed address; SIGTERM exits 0 with nothing at error level")
+    @Test(
+        "demo --keep-running: the status page and /metrics answer at the printed address; SIGTERM exits 0 with nothing at error level"
+    )
     func keepRunning() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("demo-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)

@@ -1,5 +1,5 @@
-import BridgeCore
 import BridgeApp
+import BridgeCore
 import BridgeTestSupport
 import DevelopmentPKI
 import Foundation
@@ -30,7 +30,10 @@ struct DeployFilesTests {
 
     /// The expressions of the alert rules; each rule has a name and an expression.
     static func alertExpressions() throws -> [String] {
-        let text = try String(contentsOf: Self.packageRoot.appendingPathComponent("deploy/prometheus/alerts.yml"), encoding: .utf8)
+        let text = try String(
+            contentsOf: Self.packageRoot.appendingPathComponent("deploy/prometheus/alerts.yml"),
+            encoding: .utf8
+        )
         let document = try #require(try Yams.load(yaml: text) as? [String: Any])
         let groups = try #require(document["groups"] as? [[String: Any]])
         var expressions: [String] = []
@@ -49,7 +52,9 @@ struct DeployFilesTests {
         return Set(expression.matches(of: pattern).map { String(expression[$0.range]) })
     }
 
-    @Test("Every metric the dashboard and the alert rules name is exported; the status page shows live numbers and no token")
+    @Test(
+        "Every metric the dashboard and the alert rules name is exported; the status page shows live numbers and no token"
+    )
     func dashboardAlertsAndStatusPage() async throws {
         let dashboard = try Self.dashboardExpressions()
         let alerts = try Self.alertExpressions()
@@ -57,11 +62,16 @@ struct DeployFilesTests {
         #expect(alerts.count >= 6)
 
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
-            try await withResource(try await BridgeProcess.start(
-                environment,
-                store: "sqlite:\(environment.directory)/store.sqlite",
-                extraArguments: ["--set", "gateway.maximumConnections=1", "--set", "tenants=shop", "--set", "tenant.shop.uid=\(UpstreamHarness.topic)"]
-            )) { bridge in
+            try await withResource(
+                try await BridgeProcess.start(
+                    environment,
+                    store: "sqlite:\(environment.directory)/store.sqlite",
+                    extraArguments: [
+                        "--set", "gateway.maximumConnections=1", "--set", "tenants=shop", "--set",
+                        "tenant.shop.uid=\(UpstreamHarness.topic)",
+                    ]
+                )
+            ) { bridge in
                 let admin = try #require(bridge.adminPort)
 
                 // Traffic that makes every kind of series exist: an accepted notification, a rejected
@@ -69,46 +79,82 @@ struct DeployFilesTests {
                 let good = FrameBuilder.token(0x600D)
                 let bad = FrameBuilder.token(0xBAD)
                 environment.mock.script.rejectAsBadToken(bad.hexDump(format: .compact))
-                let provider = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+                let provider = try await LegacyConnection.connect(
+                    to: bridge.gatewayAddress,
+                    identity: try environment.provider(),
+                    trusting: environment.pki.caCertificate
+                )
                 var frames = FrameBuilder.frame(.itemized, identifier: 1, token: good, payload: FrameBuilder.payload())
-                frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 2, token: bad, payload: FrameBuilder.payload()))
+                frames.writeImmutableBuffer(
+                    FrameBuilder.frame(.itemized, identifier: 2, token: bad, payload: FrameBuilder.payload())
+                )
                 try await provider.send(frames)
                 var answer = try await provider.bytesUntilClose()
                 #expect(answer.readErrorResponse()?.status == .invalidToken)
                 // The bridge closes its side after the client's close_notify: until then the
                 // connection still counts against the cap of one.
                 try await eventually {
-                    try PrometheusText(try await ServeProcessTests.get(admin, "/metrics").body).value(#"apns_bridge_legacy_connections{listener="gateway"}"#) == 0
+                    try PrometheusText(try await ServeProcessTests.get(admin, "/metrics").body).value(
+                        #"apns_bridge_legacy_connections{listener="gateway"}"#
+                    ) == 0
                 }
-                let holder = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
-                try await holder.send(FrameBuilder.frame(.itemized, identifier: 3, token: good, payload: FrameBuilder.payload()))
+                let holder = try await LegacyConnection.connect(
+                    to: bridge.gatewayAddress,
+                    identity: try environment.provider(),
+                    trusting: environment.pki.caCertificate
+                )
+                try await holder.send(
+                    FrameBuilder.frame(.itemized, identifier: 3, token: good, payload: FrameBuilder.payload())
+                )
                 #expect(await environment.mock.ledger.waitForAccepted(2))
                 // Closed at accept (the cap is one connection); the connect itself may see the close.
-                let refused = try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(to: bridge.gatewayAddress).get()
+                let refused = try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(
+                    to: bridge.gatewayAddress
+                ).get()
                 try? await refused?.closeFuture.get()
-                let reload = try await AdminProbe.request(host: "127.0.0.1", port: admin, method: "POST", path: "/-/reload")
+                let reload = try await AdminProbe.request(
+                    host: "127.0.0.1",
+                    port: admin,
+                    method: "POST",
+                    path: "/-/reload"
+                )
                 #expect(reload.status == 200)
 
                 let metrics = try await ServeProcessTests.get(admin, "/metrics").body
-                let exported = Set(metrics.split(separator: "\n").compactMap { line -> String? in
-                    guard line.hasPrefix("# TYPE ") else { return nil }
-                    return line.split(separator: " ").dropFirst(2).first.map(String.init)
-                })
+                let exported = Set(
+                    metrics.split(separator: "\n").compactMap { line -> String? in
+                        guard line.hasPrefix("# TYPE ") else { return nil }
+                        return line.split(separator: " ").dropFirst(2).first.map(String.init)
+                    }
+                )
                 #expect(exported.contains("apns_bridge_certificate_expiry_timestamp_seconds"))
-                #expect(metrics.contains(#"apns_bridge_refused_connections_total{listener="gateway",reason="connections"} 1"#))
+                #expect(
+                    metrics.contains(
+                        #"apns_bridge_refused_connections_total{listener="gateway",reason="connections"} 1"#
+                    )
+                )
                 // Every metric of the dashboard and the rules, on a bridge that has served (the fresh
                 // bridge's test checks the series that exist before any traffic).
                 let served = try await ServeProcessTests.get(admin, "/metrics").body
-                let servedNames = Set(served.split(separator: "\n").compactMap { line -> String? in
-                    guard line.hasPrefix("# TYPE ") else { return nil }
-                    return line.split(separator: " ").dropFirst(2).first.map(String.init)
-                })
-                for (file, expressions) in [("deploy/grafana/apns-bridge.json", dashboard), ("deploy/prometheus/alerts.yml", alerts)] {
+                let servedNames = Set(
+                    served.split(separator: "\n").compactMap { line -> String? in
+                        guard line.hasPrefix("# TYPE ") else { return nil }
+                        return line.split(separator: " ").dropFirst(2).first.map(String.init)
+                    }
+                )
+                for (file, expressions) in [
+                    ("deploy/grafana/apns-bridge.json", dashboard), ("deploy/prometheus/alerts.yml", alerts),
+                ] {
                     let names = expressions.reduce(into: Set<String>()) { $0.formUnion(Self.metricNames(in: $1)) }
                     #expect(!names.isEmpty)
                     for name in names.sorted() {
-                        let base = ["_bucket", "_count", "_sum"].first(where: name.hasSuffix).map { String(name.dropLast($0.count)) }
-                        #expect(servedNames.contains(name) || base.map(servedNames.contains) == true, "\(file) names \(name), which the bridge does not export")
+                        let base = ["_bucket", "_count", "_sum"].first(where: name.hasSuffix).map {
+                            String(name.dropLast($0.count))
+                        }
+                        #expect(
+                            servedNames.contains(name) || base.map(servedNames.contains) == true,
+                            "\(file) names \(name), which the bridge does not export"
+                        )
                     }
                 }
 
@@ -152,11 +198,13 @@ struct DeployFilesTests {
     @Test("A freshly started bridge exports, before any traffic, every series the dashboard and the alert rules select")
     func everySelectedSeriesExistsFromStart() async throws {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
-            try await withResource(try await BridgeProcess.start(
-                environment,
-                store: "sqlite:\(environment.directory)/store.sqlite",
-                extraArguments: ["--set", "tenants=shop", "--set", "tenant.shop.uid=\(UpstreamHarness.topic)"]
-            )) { bridge in
+            try await withResource(
+                try await BridgeProcess.start(
+                    environment,
+                    store: "sqlite:\(environment.directory)/store.sqlite",
+                    extraArguments: ["--set", "tenants=shop", "--set", "tenant.shop.uid=\(UpstreamHarness.topic)"]
+                )
+            ) { bridge in
                 let text = try await ServeProcessTests.get(try #require(bridge.adminPort), "/metrics").body
                 let series = try PrometheusText(text).samples.keys
                 let selected = try Self.dashboardExpressions() + Self.alertExpressions()
@@ -166,18 +214,26 @@ struct DeployFilesTests {
                         let exists = series.contains { key in
                             (key == name || key.hasPrefix(name + "{")) && labels.allSatisfy(key.contains)
                         }
-                        #expect(exists, "\(name)\(labels.isEmpty ? "" : "{\(labels.joined(separator: ","))}") has no series on a fresh bridge")
+                        #expect(
+                            exists,
+                            "\(name)\(labels.isEmpty ? "" : "{\(labels.joined(separator: ","))}") has no series on a fresh bridge"
+                        )
                         checked += 1
                     }
                 }
                 #expect(checked >= 40)
                 // The known tenant's migration gauges, at zero: never seen, never polled, nothing waiting.
                 for gauge in [
-                    "apns_bridge_tenant_last_seen_timestamp_seconds", "apns_bridge_feedback_last_poll_timestamp_seconds",
+                    "apns_bridge_tenant_last_seen_timestamp_seconds",
+                    "apns_bridge_feedback_last_poll_timestamp_seconds",
                     "apns_bridge_feedback_oldest_entry_timestamp_seconds", "apns_bridge_feedback_pending_by_tenant",
                     "apns_bridge_provider_certificate_expiry_timestamp_seconds",
                 ] {
-                    #expect(text.contains(#"\#(gauge){tenant="shop"} 0"#) || text.contains(#"\#(gauge){tenant="shop"} 0.0"#), "\(gauge)")
+                    #expect(
+                        text.contains(#"\#(gauge){tenant="shop"} 0"#)
+                            || text.contains(#"\#(gauge){tenant="shop"} 0.0"#),
+                        "\(gauge)"
+                    )
                 }
             }
         }
@@ -185,7 +241,10 @@ struct DeployFilesTests {
 
     @Test(
         "promtool: the alert rules load, and each alert's unit tests pass (deploy/prometheus/alerts.test.yml)",
-        .enabled(if: interopRequired || executablePath("promtool") != nil, "promtool is not installed (Debian: prometheus)")
+        .enabled(
+            if: interopRequired || executablePath("promtool") != nil,
+            "promtool is not installed (Debian: prometheus)"
+        )
     )
     func alertRulesPassPromtool() async throws {
         let promtool = try #require(executablePath("promtool"), "install promtool (Debian: prometheus)")
@@ -199,7 +258,9 @@ struct DeployFilesTests {
         // Every alert of the rules has a test.
         let rules = try String(contentsOfFile: folder + "/alerts.yml", encoding: .utf8)
         let tests = try String(contentsOfFile: folder + "/alerts.test.yml", encoding: .utf8)
-        let names = rules.matches(of: try Regex(#"- alert: ([A-Za-z]+)"#)).map { String(rules[$0.range].dropFirst("- alert: ".count)) }
+        let names = rules.matches(of: try Regex(#"- alert: ([A-Za-z]+)"#)).map {
+            String(rules[$0.range].dropFirst("- alert: ".count))
+        }
         #expect(names.count == 8)
         for name in names {
             #expect(tests.contains("alertname: \(name)\n"), "\(name) has no unit test")
@@ -208,7 +269,9 @@ struct DeployFilesTests {
 
     /// Runs a program with its output in a file (no pipe to fill up), for at most 60 s.
     static func run(_ executable: String, _ arguments: [String]) async throws -> (status: Int32, output: String) {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-tool-\(UUID().uuidString)").path
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "apns-bridge-tool-\(UUID().uuidString)"
+        ).path
         _ = FileManager.default.createFile(atPath: path, contents: nil)
         defer { try? FileManager.default.removeItem(atPath: path) }
         let process = Process()
@@ -217,7 +280,9 @@ struct DeployFilesTests {
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
         process.standardError = FileHandle.nullDevice
         try process.run()
-        _ = try? await eventually("\(executable) to exit", timeout: .seconds(60), interval: .milliseconds(20)) { !process.isRunning }
+        _ = try? await eventually("\(executable) to exit", timeout: .seconds(60), interval: .milliseconds(20)) {
+            !process.isRunning
+        }
         if process.isRunning {
             process.terminate()
             throw TimedOut(what: "\(executable) to exit")
@@ -227,23 +292,48 @@ struct DeployFilesTests {
 
     @Test(
         "The status page in a real browser (headless Chromium): it renders the live numbers without JavaScript",
-        .enabled(if: interopRequired || executablePath("chromium-headless-shell") != nil, "chromium-headless-shell is not installed (Debian: chromium-headless-shell)")
+        .enabled(
+            if: interopRequired || executablePath("chromium-headless-shell") != nil,
+            "chromium-headless-shell is not installed (Debian: chromium-headless-shell)"
+        )
     )
     func statusPageInABrowser() async throws {
         let chromium = try #require(executablePath("chromium-headless-shell"), "install chromium-headless-shell")
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
-            try await withResource(try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")) { bridge in
-                let holder = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+            try await withResource(
+                try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")
+            ) { bridge in
+                let holder = try await LegacyConnection.connect(
+                    to: bridge.gatewayAddress,
+                    identity: try environment.provider(),
+                    trusting: environment.pki.caCertificate
+                )
                 // Accepted, a 410, a bad token: the error-response comes once the two before it have
                 // their outcomes (and the 410's token is on the feedback list).
                 let unregistered = FrameBuilder.token(2)
                 let bad = FrameBuilder.token(3)
-                environment.mock.script.unregister(token: unregistered.hexDump(format: .compact), atMilliseconds: 1_767_225_600_000)
+                environment.mock.script.unregister(
+                    token: unregistered.hexDump(format: .compact),
+                    atMilliseconds: 1_767_225_600_000
+                )
                 environment.mock.script.rejectAsBadToken(bad.hexDump(format: .compact))
-                var frames = FrameBuilder.frame(.itemized, identifier: 1, token: FrameBuilder.token(1), payload: FrameBuilder.payload())
-                frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 2, token: unregistered, payload: FrameBuilder.payload()))
-                frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 3, token: bad, payload: FrameBuilder.payload()))
-                let provider = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+                var frames = FrameBuilder.frame(
+                    .itemized,
+                    identifier: 1,
+                    token: FrameBuilder.token(1),
+                    payload: FrameBuilder.payload()
+                )
+                frames.writeImmutableBuffer(
+                    FrameBuilder.frame(.itemized, identifier: 2, token: unregistered, payload: FrameBuilder.payload())
+                )
+                frames.writeImmutableBuffer(
+                    FrameBuilder.frame(.itemized, identifier: 3, token: bad, payload: FrameBuilder.payload())
+                )
+                let provider = try await LegacyConnection.connect(
+                    to: bridge.gatewayAddress,
+                    identity: try environment.provider(),
+                    trusting: environment.pki.caCertificate
+                )
                 try await provider.send(frames)
                 var answer = try await provider.bytesUntilClose()
                 #expect(answer.readErrorResponse()?.status == .invalidToken)
@@ -253,13 +343,18 @@ struct DeployFilesTests {
                 let dom = try await Self.run(chromium, ["--no-sandbox", "--disable-gpu", "--dump-dom", url])
                 #expect(dom.status == 0)
                 #expect(dom.output.contains("<h1>apns-bridge</h1>"))
-                #expect(dom.output.contains("provider connections (gateway)</td><td class=\"n\">1</td>"), "the holder's connection")
+                #expect(
+                    dom.output.contains("provider connections (gateway)</td><td class=\"n\">1</td>"),
+                    "the holder's connection"
+                )
                 #expect(dom.output.contains("notifications received since start</td><td class=\"n\">3</td>"))
                 #expect(dom.output.contains("<td>tls.certificate</td>"))
                 // What the provider saw of the failures: an error-response for the bad token, nothing
                 // for the 410 (its token went to the feedback list).
                 #expect(dom.output.contains("<td>error-response, status 8 (invalid token)</td><td>BadDeviceToken</td>"))
-                #expect(dom.output.contains("<td>no error-response: token on the feedback list</td><td>Unregistered</td>"))
+                #expect(
+                    dom.output.contains("<td>no error-response: token on the feedback list</td><td>Unregistered</td>")
+                )
                 #expect(!dom.output.contains("status 8 (invalid token)</td><td>Unregistered"))
                 // The migration section: the tenant's line and its two charts, as SVG elements the
                 // browser parsed (a bar per day with a value, a bar for this minute).
@@ -278,7 +373,10 @@ struct DeployFilesTests {
 
                 // A screenshot: the page renders in the browser (the charts are part of the page).
                 let screenshot = environment.directory + "/status.png"
-                let shot = try await Self.run(chromium, ["--no-sandbox", "--disable-gpu", "--window-size=1400,2000", "--screenshot=\(screenshot)", url])
+                let shot = try await Self.run(
+                    chromium,
+                    ["--no-sandbox", "--disable-gpu", "--window-size=1400,2000", "--screenshot=\(screenshot)", url]
+                )
                 #expect(shot.status == 0)
                 let png = try Data(contentsOf: URL(fileURLWithPath: screenshot))
                 #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]))

@@ -15,14 +15,25 @@ extension StoreProcessTests {
     /// The example file with its addresses pointed at the test's processes; each substitution
     /// must apply, so that the file under test is the example.
     static func haproxyConfiguration(gateway: Int, feedback: Int, bridges: [BridgeProcess]) throws -> String {
-        let example = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let example = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
             .appendingPathComponent("docs/examples/haproxy.cfg")
         var text = try String(contentsOf: example, encoding: .utf8)
         var replacements = [("bind :2195", "bind 127.0.0.1:\(gateway)"), ("bind :2196", "bind 127.0.0.1:\(feedback)")]
         for (index, bridge) in bridges.enumerated() {
             let host = "10.0.0.1\(index + 1)"
-            replacements.append(("\(host):2195 send-proxy-v2 check port 9180", "127.0.0.1:\(bridge.gatewayAddress.port!) send-proxy-v2 check port \(bridge.adminPort!)"))
-            replacements.append(("\(host):2196 send-proxy-v2 check port 9180", "127.0.0.1:\(bridge.feedbackAddress.port!) send-proxy-v2 check port \(bridge.adminPort!)"))
+            replacements.append(
+                (
+                    "\(host):2195 send-proxy-v2 check port 9180",
+                    "127.0.0.1:\(bridge.gatewayAddress.port!) send-proxy-v2 check port \(bridge.adminPort!)"
+                )
+            )
+            replacements.append(
+                (
+                    "\(host):2196 send-proxy-v2 check port 9180",
+                    "127.0.0.1:\(bridge.feedbackAddress.port!) send-proxy-v2 check port \(bridge.adminPort!)"
+                )
+            )
         }
         for (example, replacement) in replacements {
             #expect(text.contains(example), "docs/examples/haproxy.cfg no longer has \(example)")
@@ -32,7 +43,10 @@ extension StoreProcessTests {
     }
 
     static func freePort() async throws -> Int {
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(
+            host: "127.0.0.1",
+            port: 0
+        ).get()
         let port = channel.localAddress!.port!
         try await channel.close()
         return port
@@ -68,16 +82,27 @@ extension StoreProcessTests {
         let feedback = try SocketAddress(ipAddress: "127.0.0.1", port: feedbackPort)
         try await eventually("HAProxy to listen", timeout: .seconds(30)) {
             if !balancer.isRunning {
-                throw BridgeProcess.BridgeProcessFailed(reason: "haproxy exited: \((try? String(contentsOfFile: balancerLog, encoding: .utf8)) ?? "")")
+                throw BridgeProcess.BridgeProcessFailed(
+                    reason: "haproxy exited: \((try? String(contentsOfFile: balancerLog, encoding: .utf8)) ?? "")"
+                )
             }
-            guard let probe = try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(to: gateway).get() else { return false }
+            guard
+                let probe = try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(
+                    to: gateway
+                ).get()
+            else { return false }
             try? await probe.close()
             return true
         }
         let identity = try environment.provider()
         let ca = environment.pki.caCertificate
         func connect(from address: String) async throws -> LegacyConnection {
-            try await LegacyConnection.connect(to: gateway, identity: identity, trusting: ca, from: try SocketAddress(ipAddress: address, port: 0))
+            try await LegacyConnection.connect(
+                to: gateway,
+                identity: identity,
+                trusting: ca,
+                from: try SocketAddress(ipAddress: address, port: 0)
+            )
         }
         func acceptedCount(_ token: ByteBuffer) -> Int {
             let hex = token.hexDump(format: .compact)
@@ -93,27 +118,43 @@ extension StoreProcessTests {
         for (index, provider) in providers.enumerated() {
             var frames = ByteBuffer()
             for seed in (index * 100)..<(index * 100 + 50) {
-                frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: UInt32(seed), token: FrameBuilder.token(seed), payload: FrameBuilder.payload()))
+                frames.writeImmutableBuffer(
+                    FrameBuilder.frame(
+                        .itemized,
+                        identifier: UInt32(seed),
+                        token: FrameBuilder.token(seed),
+                        payload: FrameBuilder.payload()
+                    )
+                )
             }
             try await provider.send(frames)
         }
-        try await eventually("200 notifications upstream", timeout: .seconds(60)) { environment.mock.ledger.counters.accepted >= 200 }
+        try await eventually("200 notifications upstream", timeout: .seconds(60)) {
+            environment.mock.ledger.counters.accepted >= 200
+        }
         for provider in providers {
             _ = await provider.finish()
         }
         // Which bridge each got is HAProxy's choice (on a loaded machine one may get all four);
         // every provider connection either logged names the provider, not HAProxy.
-        let connected = (first.log + "\n" + second.log).split(separator: "\n").filter { $0.contains("provider connected") }
+        let connected = (first.log + "\n" + second.log).split(separator: "\n").filter {
+            $0.contains("provider connected")
+        }
         #expect(connected.count >= 4, "\(connected.count) provider connections logged")
         // NIO writes an address as [IPv4]address:port (with host/ before it when it has a name).
-        #expect(connected.allSatisfy { $0.contains("peer=[IPv4]127.0.0.2:") || $0.contains("peer=[IPv4]127.0.0.3:") }, "\(connected.first ?? "")")
+        #expect(
+            connected.allSatisfy { $0.contains("peer=[IPv4]127.0.0.2:") || $0.contains("peer=[IPv4]127.0.0.3:") },
+            "\(connected.first ?? "")"
+        )
         #expect(connected.allSatisfy { $0.contains("load_balancer=[IPv4]127.0.0.1/") })
 
         // A feedback entry is read once through HAProxy's feedback port.
         let gone = FrameBuilder.token(0x410)
         environment.mock.script.unregister(token: gone.hexDump(format: .compact), atMilliseconds: Self.unregisteredAt)
         let unregistering = try await connect(from: "127.0.0.2")
-        try await unregistering.send(FrameBuilder.frame(.itemized, identifier: 1, token: gone, payload: FrameBuilder.payload()))
+        try await unregistering.send(
+            FrameBuilder.frame(.itemized, identifier: 1, token: gone, payload: FrameBuilder.payload())
+        )
         try await eventually("the 410 to be stored", timeout: .seconds(60)) {
             Self.storedTokenIDs(in: first.log + second.log).contains(Self.tokenID(gone))
         }
@@ -129,23 +170,46 @@ extension StoreProcessTests {
         environment.mock.script.delayResponses(by: .milliseconds(100))
         let failing = try await connect(from: "127.0.0.3")
         var batch = ByteBuffer()
-        batch.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 1000, token: bad, payload: FrameBuilder.payload()))
+        batch.writeImmutableBuffer(
+            FrameBuilder.frame(.itemized, identifier: 1000, token: bad, payload: FrameBuilder.payload())
+        )
         for seed in 1001...1010 {
-            batch.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: UInt32(seed), token: FrameBuilder.token(seed), payload: FrameBuilder.payload()))
+            batch.writeImmutableBuffer(
+                FrameBuilder.frame(
+                    .itemized,
+                    identifier: UInt32(seed),
+                    token: FrameBuilder.token(seed),
+                    payload: FrameBuilder.payload()
+                )
+            )
         }
         try await failing.send(batch)
-        #expect(try await failing.bytesUntilClose(timeout: .seconds(30)) == ByteBuffer(bytes: [8, 8, 0, 0, 0x03, 0xE8]))
+        #expect(
+            try await failing.bytesUntilClose(timeout: .seconds(30)) == ByteBuffer(bytes: [8, 8, 0, 0, 0x03, 0xE8])
+        )
         environment.mock.script.delayResponses(by: .zero)
         let resending = try await connect(from: "127.0.0.3")
         var resent = ByteBuffer()
         for seed in 1001...1010 {
-            resent.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: UInt32(seed), token: FrameBuilder.token(seed), payload: FrameBuilder.payload()))
+            resent.writeImmutableBuffer(
+                FrameBuilder.frame(
+                    .itemized,
+                    identifier: UInt32(seed),
+                    token: FrameBuilder.token(seed),
+                    payload: FrameBuilder.payload()
+                )
+            )
         }
         try await resending.send(resent)
-        try await eventually("the resent batch upstream", timeout: .seconds(60)) { acceptedCount(FrameBuilder.token(1010)) >= 1 }
+        try await eventually("the resent batch upstream", timeout: .seconds(60)) {
+            acceptedCount(FrameBuilder.token(1010)) >= 1
+        }
         _ = await resending.finish()
         for seed in 1001...1010 {
-            #expect(acceptedCount(FrameBuilder.token(seed)) == 1, "notification \(seed) reached APNs \(acceptedCount(FrameBuilder.token(seed))) times")
+            #expect(
+                acceptedCount(FrameBuilder.token(seed)) == 1,
+                "notification \(seed) reached APNs \(acceptedCount(FrameBuilder.token(seed))) times"
+            )
         }
 
         // kill -9 one bridge: before HAProxy's checks notice, its reconnects go to the dead one
@@ -155,8 +219,16 @@ extension StoreProcessTests {
             let seed = 2000 + attempt
             let provider = try await connect(from: attempt % 2 == 0 ? "127.0.0.2" : "127.0.0.3")
             // A reconnect HAProxy sent to the dead bridge is closed under it: the send may fail.
-            try? await provider.send(FrameBuilder.frame(.itemized, identifier: UInt32(seed), token: FrameBuilder.token(seed), payload: FrameBuilder.payload()))
-            let served = try await eventually("reconnect \(attempt) served or closed", timeout: .seconds(60)) { () -> Bool? in
+            try? await provider.send(
+                FrameBuilder.frame(
+                    .itemized,
+                    identifier: UInt32(seed),
+                    token: FrameBuilder.token(seed),
+                    payload: FrameBuilder.payload()
+                )
+            )
+            let served = try await eventually("reconnect \(attempt) served or closed", timeout: .seconds(60)) {
+                () -> Bool? in
                 if acceptedCount(FrameBuilder.token(seed)) == 1 { return true }
                 return provider.isActive ? nil : false
             }
@@ -173,7 +245,14 @@ extension StoreProcessTests {
             preamble: ByteBuffer(string: "PROXY TCP4 198.51.100.1 127.0.0.1 5555 2195\r\n")
         )
         if let forged {
-            try? await forged.send(FrameBuilder.frame(.itemized, identifier: 3000, token: FrameBuilder.token(3000), payload: FrameBuilder.payload()))
+            try? await forged.send(
+                FrameBuilder.frame(
+                    .itemized,
+                    identifier: 3000,
+                    token: FrameBuilder.token(3000),
+                    payload: FrameBuilder.payload()
+                )
+            )
             #expect((try? await forged.bytesUntilClose(timeout: .seconds(30)))?.readableBytes == 0)
         }
         #expect(acceptedCount(FrameBuilder.token(3000)) == 0)
@@ -188,10 +267,15 @@ extension StoreProcessTests {
         // 127.0.0.1) if HAProxy sent its poll there (the killed bridge's counts died with it).
         let report = try await MigrationReportTests.report(url, ["--format", "csv"])
         #expect(report.status == 0)
-        let rows = report.output.split(separator: "\n").map { $0.split(separator: ",", omittingEmptySubsequences: false) }
+        let rows = report.output.split(separator: "\n").map {
+            $0.split(separator: ",", omittingEmptySubsequences: false)
+        }
         let column = try #require(rows.first?.firstIndex(of: "source_addresses"))
         let row = try #require(rows.first { $0.first.map(String.init) == UpstreamHarness.topic }, "\(report.output)")
-        #expect(["2", "3"].contains(row[column]), "distinct source addresses: \(row[column]); through HAProxy without the PROXY protocol, 1")
+        #expect(
+            ["2", "3"].contains(row[column]),
+            "distinct source addresses: \(row[column]); through HAProxy without the PROXY protocol, 1"
+        )
         await environment.close()
     }
 }

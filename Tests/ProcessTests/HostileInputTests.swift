@@ -14,25 +14,37 @@ import Testing
 /// without a trusted certificate must not grow the log without bound.
 /// (In `ServeStartupTests`' serialized suite: fewer bridges at a time beside the other tests.)
 extension ServeStartupTests {
-    @Test("Certificates from a CA of one's own with a 30,000-character UID: each refusal counted, one short line per 10 s")
+    @Test(
+        "Certificates from a CA of one's own with a 30,000-character UID: each refusal counted, one short line per 10 s"
+    )
     func refusedCertificatesCannotFloodTheLog() async throws {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
-            try await withResource(try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")) { bridge in
+            try await withResource(
+                try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")
+            ) { bridge in
                 let stranger = try DevelopmentCA(name: "anyone's CA")
-                let identity = try stranger.providerIdentity(bundleID: "com.example." + String(repeating: "x", count: 30_000))
+                let identity = try stranger.providerIdentity(
+                    bundleID: "com.example." + String(repeating: "x", count: 30_000)
+                )
                 // Few, but more than one a line: each handshake parses a 30 KB certificate,
                 // slow in a debug build beside the other tests.
                 let count = 6
                 let started = ContinuousClock.now
                 for _ in 0..<count {
-                    if let client = try? await LegacyConnection.connect(to: bridge.gatewayAddress, identity: identity, trusting: environment.pki.caCertificate) {
+                    if let client = try? await LegacyConnection.connect(
+                        to: bridge.gatewayAddress,
+                        identity: identity,
+                        trusting: environment.pki.caCertificate
+                    ) {
                         _ = try? await client.bytesUntilClose(timeout: .seconds(10))
                     }
                 }
                 let elapsed = ContinuousClock.now - started
                 let admin = try #require(bridge.adminPort)
                 try await eventually("\(count) refusals counted") {
-                    try PrometheusText(try await ServeProcessTests.get(admin, "/metrics").body).value("apns_bridge_refused_client_certificates_total") == Double(count)
+                    try PrometheusText(try await ServeProcessTests.get(admin, "/metrics").body).value(
+                        "apns_bridge_refused_client_certificates_total"
+                    ) == Double(count)
                 }
                 let lines = bridge.log.split(separator: "\n").filter { $0.contains("refusing a client certificate") }
                 // One line per 10-second interval at most, however slow the machine made the loop.
@@ -58,7 +70,11 @@ extension ServeStartupTests {
             print(c.getresponse().status)
             """
         let headersJSON = String(decoding: try JSONSerialization.data(withJSONObject: headers), as: UTF8.self)
-        let run = try await ChildRun.run("python3", ["-c", script, "\(port)", method, path, headersJSON], timeout: .seconds(60))
+        let run = try await ChildRun.run(
+            "python3",
+            ["-c", script, "\(port)", method, path, headersJSON],
+            timeout: .seconds(60)
+        )
         return Int(run.output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
     }
 
@@ -73,19 +89,34 @@ extension ServeStartupTests {
         let admin = try await AdminServer.start(
             host: "127.0.0.1",
             port: 0,
-            probes: .init(isReady: { true }, reload: { reloads.increment(); return (true, "ok") }),
+            probes: .init(
+                isReady: { true },
+                reload: {
+                    reloads.increment()
+                    return (true, "ok")
+                }
+            ),
             registry: nil,
             logger: logger
         )
         let port = try #require(admin.localAddress.port)
         let own = "127.0.0.1:\(port)"
-        #expect(try await Self.request(port, "POST", "/-/reload", headers: ["Host": own, "Origin": "http://evil.example", "Content-Type": "text/plain"]) == 403)
+        #expect(
+            try await Self.request(
+                port,
+                "POST",
+                "/-/reload",
+                headers: ["Host": own, "Origin": "http://evil.example", "Content-Type": "text/plain"]
+            ) == 403
+        )
         #expect(try await Self.request(port, "POST", "/-/reload", headers: ["Host": own, "Origin": "null"]) == 403)
         #expect(try await Self.request(port, "GET", "/healthz", headers: ["Host": "attacker.example:\(port)"]) == 403)
         #expect(try await Self.request(port, "POST", "/-/reload", headers: ["Host": "attacker.example:\(port)"]) == 403)
         #expect(reloads.value == 0, "nothing refused ran")
         #expect(try await Self.request(port, "POST", "/-/reload", headers: ["Host": own]) == 200)
-        #expect(try await Self.request(port, "POST", "/-/reload", headers: ["Host": own, "Origin": "http://\(own)"]) == 200)
+        #expect(
+            try await Self.request(port, "POST", "/-/reload", headers: ["Host": own, "Origin": "http://\(own)"]) == 200
+        )
         #expect(try await Self.request(port, "GET", "/healthz", headers: ["Host": "localhost:\(port)"]) == 200)
         #expect(try await Self.request(port, "GET", "/healthz", headers: ["Host": "[::1]:\(port)"]) == 200)
         #expect(reloads.value == 2)
@@ -103,7 +134,10 @@ extension ServeStartupTests {
 extension ServeStartupTests {
     /// A loopback port nothing listens on (bound, then closed).
     static func closedPort() async throws -> Int {
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(
+            host: "127.0.0.1",
+            port: 0
+        ).get()
         let port = channel.localAddress!.port!
         try await channel.close()
         return port
@@ -120,7 +154,10 @@ extension ServeStartupTests {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
             let serve = try await ServeStartupTests.runToExitWithOutput(environment.arguments + ["--store", url])
             #expect(serve.status == 78, "\(serve.stderr.suffix(2000))")
-            #expect(serve.stderr.contains("store.url") && serve.stderr.lowercased().contains("refused"), "\(serve.stderr.suffix(2000))")
+            #expect(
+                serve.stderr.contains("store.url") && serve.stderr.lowercased().contains("refused"),
+                "\(serve.stderr.suffix(2000))"
+            )
         }
     }
 }

@@ -16,7 +16,12 @@ import Testing
 /// other process tests in a debug build fewer at a time is kinder to everyone's timers.)
 extension ServeProcessTests {
     static func frame(_ identifier: UInt32, payload: ByteBuffer = FrameBuilder.payload()) -> ByteBuffer {
-        FrameBuilder.frame(.itemized, identifier: identifier, token: FrameBuilder.token(Int(identifier)), payload: payload)
+        FrameBuilder.frame(
+            .itemized,
+            identifier: identifier,
+            token: FrameBuilder.token(Int(identifier)),
+            payload: payload
+        )
     }
 
     static func hex(_ identifier: UInt32) -> String {
@@ -26,7 +31,9 @@ extension ServeProcessTests {
     /// `08 status identifier`.
     static func packet(_ status: ErrorResponseStatus, _ identifier: UInt32) -> [UInt8] {
         var bytes = ByteBuffer()
-        bytes.writeErrorResponse(ErrorResponsePacket(status: status, identifier: NotificationIdentifier(rawValue: identifier)))
+        bytes.writeErrorResponse(
+            ErrorResponsePacket(status: status, identifier: NotificationIdentifier(rawValue: identifier))
+        )
         return Array(bytes.readableBytesView)
     }
 
@@ -50,10 +57,18 @@ extension ServeProcessTests {
     func opensslResumes() async throws {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
             let tenants = [("shop", UpstreamHarness.topic), ("other", ReloadTests.otherBundle)]
-            let (bridge, path) = try await ReloadTests.start(environment, config: ReloadTests.config(environment, tenants: tenants))
+            let (bridge, path) = try await ReloadTests.start(
+                environment,
+                config: ReloadTests.config(environment, tenants: tenants)
+            )
             try await withResource(bridge) { bridge in
                 let directory = environment.directory
-                let files = try LegacyHabits.Files(identity: try environment.provider(), pki: environment.pki, in: directory, name: "shop")
+                let files = try LegacyHabits.Files(
+                    identity: try environment.provider(),
+                    pki: environment.pki,
+                    in: directory,
+                    name: "shop"
+                )
                 let gateway = bridge.gatewayAddress.port!
                 let feedback = bridge.feedbackAddress.port!
                 environment.mock.script.rejectAsBadToken(Self.hex(4))
@@ -62,13 +77,21 @@ extension ServeProcessTests {
                 // The gateway: a full handshake, its session saved; then the same session resumed.
                 let gatewaySession = directory + "/gateway-session.pem"
                 let first = try await LegacyHabits.openssl(
-                    port: gateway, files: files, input: try LegacyHabits.file(Self.goodThenEmpty(1, 2), in: directory), sessionOut: gatewaySession
+                    port: gateway,
+                    files: files,
+                    input: try LegacyHabits.file(Self.goodThenEmpty(1, 2), in: directory),
+                    sessionOut: gatewaySession
                 )
                 #expect(first.new, "\(first.run.output.prefix(3000))")
                 #expect(first.received(Self.packet(.missingPayload, 2)))
                 var frames = Self.frame(3)
                 frames.writeImmutableBuffer(Self.frame(4))
-                let resumed = try await LegacyHabits.openssl(port: gateway, files: files, input: try LegacyHabits.file(frames, in: directory), sessionIn: gatewaySession)
+                let resumed = try await LegacyHabits.openssl(
+                    port: gateway,
+                    files: files,
+                    input: try LegacyHabits.file(frames, in: directory),
+                    sessionIn: gatewaySession
+                )
                 #expect(resumed.reused, "\(resumed.run.output.prefix(3000))")
                 #expect(resumed.received(Self.packet(.invalidToken, 4)), "the resumed connection's error-response")
                 #expect(await environment.mock.ledger.waitForAccepted(2))
@@ -82,12 +105,22 @@ extension ServeProcessTests {
                 let feedbackSession = directory + "/feedback-session.pem"
                 let empty = try await LegacyHabits.openssl(port: feedback, files: files, sessionOut: feedbackSession)
                 #expect(empty.new, "\(empty.run.output.prefix(3000))")
-                let provider = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+                let provider = try await LegacyConnection.connect(
+                    to: bridge.gatewayAddress,
+                    identity: try environment.provider(),
+                    trusting: environment.pki.caCertificate
+                )
                 try await provider.send(Self.frame(5))
-                try await eventually("the 410 of token 5") { environment.mock.ledger.records.contains { $0.token == Self.hex(5) } }
+                try await eventually("the 410 of token 5") {
+                    environment.mock.ledger.records.contains { $0.token == Self.hex(5) }
+                }
                 _ = await provider.finish()
                 let gone = Array(FrameBuilder.token(5).readableBytesView)
-                let poll = try await eventually("a resumed poll that gets token 5", timeout: .seconds(30), interval: .milliseconds(100)) {
+                let poll = try await eventually(
+                    "a resumed poll that gets token 5",
+                    timeout: .seconds(30),
+                    interval: .milliseconds(100)
+                ) {
                     let poll = try await LegacyHabits.openssl(port: feedback, files: files, sessionIn: feedbackSession)
                     #expect(poll.reused, "\(poll.run.output.prefix(3000))")
                     return poll.received(gone) ? poll : nil
@@ -96,14 +129,29 @@ extension ServeProcessTests {
 
                 // A reload that removes the tenant replaces the TLS context: the saved session is
                 // not resumed, and the full handshake is refused.
-                try ReloadTests.config(environment, tenants: [("other", ReloadTests.otherBundle)]).write(toFile: path, atomically: true, encoding: .utf8)
-                let reload = try await ServeStartupTests.runToExitWithOutput(["reload", "--admin", "127.0.0.1:\(try #require(bridge.adminPort))"])
+                try ReloadTests.config(environment, tenants: [("other", ReloadTests.otherBundle)]).write(
+                    toFile: path,
+                    atomically: true,
+                    encoding: .utf8
+                )
+                let reload = try await ServeStartupTests.runToExitWithOutput([
+                    "reload", "--admin", "127.0.0.1:\(try #require(bridge.adminPort))",
+                ])
                 #expect(reload.status == 0)
                 #expect(reload.stdout.contains("tenants removed: shop"))
-                let refused = try await LegacyHabits.openssl(port: gateway, files: files, input: try LegacyHabits.file(Self.frame(6), in: directory), sessionIn: gatewaySession)
+                let refused = try await LegacyHabits.openssl(
+                    port: gateway,
+                    files: files,
+                    input: try LegacyHabits.file(Self.frame(6), in: directory),
+                    sessionIn: gatewaySession
+                )
                 #expect(!refused.reused)
                 #expect(refused.refusedByServer, "the handshake must fail: \(refused.run.error.prefix(3000))")
-                let refusedPoll = try await LegacyHabits.openssl(port: feedback, files: files, sessionIn: feedbackSession)
+                let refusedPoll = try await LegacyHabits.openssl(
+                    port: feedback,
+                    files: files,
+                    sessionIn: feedbackSession
+                )
                 #expect(!refusedPoll.reused)
                 #expect(refusedPoll.refusedByServer, "\(refusedPoll.run.error.prefix(3000))")
                 #expect(!environment.mock.ledger.records.contains { $0.token == Self.hex(6) })
@@ -118,9 +166,16 @@ extension ServeProcessTests {
     )
     func pythonResumes() async throws {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
-            try await withResource(try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")) { bridge in
+            try await withResource(
+                try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")
+            ) { bridge in
                 let directory = environment.directory
-                let files = try LegacyHabits.Files(identity: try environment.provider(), pki: environment.pki, in: directory, name: "provider")
+                let files = try LegacyHabits.Files(
+                    identity: try environment.provider(),
+                    pki: environment.pki,
+                    in: directory,
+                    name: "provider"
+                )
                 let gateway = bridge.gatewayAddress.port!
                 let feedback = bridge.feedbackAddress.port!
                 environment.mock.script.rejectAsBadToken(Self.hex(14))
@@ -133,12 +188,18 @@ extension ServeProcessTests {
                     "resume",
                     [
                         "127.0.0.1", "\(gateway)", files.certificate, files.privateKey, files.ca, "\(gateway)",
-                        try LegacyHabits.file(Self.goodThenEmpty(11, 12), in: directory), try LegacyHabits.file(second, in: directory),
+                        try LegacyHabits.file(Self.goodThenEmpty(11, 12), in: directory),
+                        try LegacyHabits.file(second, in: directory),
                     ],
                     as: [ResumedConnection].self
                 )
                 #expect(connections.map(\.reused) == [false, true])
-                #expect(connections.map(\.received) == [Self.packet(.missingPayload, 12), Self.packet(.invalidToken, 14)].map { $0.map { String(format: "%02x", $0) }.joined() })
+                #expect(
+                    connections.map(\.received)
+                        == [Self.packet(.missingPayload, 12), Self.packet(.invalidToken, 14)].map {
+                            $0.map { String(format: "%02x", $0) }.joined()
+                        }
+                )
                 #expect(await environment.mock.ledger.waitForAccepted(2))
                 let tokens = environment.mock.ledger.records.map(\.token)
                 for identifier: UInt32 in [11, 13, 14, 17] {
@@ -148,7 +209,11 @@ extension ServeProcessTests {
                 // A session made on the gateway, resumed by a poller (both ports share one TLS
                 // context), until the 410's entry is committed and served.
                 let gone = FrameBuilder.token(17).hexDump(format: .compact)
-                let poll = try await eventually("a resumed poll that gets token 17", timeout: .seconds(30), interval: .milliseconds(100)) {
+                let poll = try await eventually(
+                    "a resumed poll that gets token 17",
+                    timeout: .seconds(30),
+                    interval: .milliseconds(100)
+                ) {
                     let connections = try await LegacyHabits.python(
                         "resume",
                         [
@@ -166,10 +231,14 @@ extension ServeProcessTests {
         }
     }
 
-    @Test("A client limited to TLS 1.0 (PushSharp 2.x) without tls.allowLegacyTLS: counted per listener, and logged once per interval naming the key")
+    @Test(
+        "A client limited to TLS 1.0 (PushSharp 2.x) without tls.allowLegacyTLS: counted per listener, and logged once per interval naming the key"
+    )
     func tls10Refused() async throws {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
-            try await withResource(try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")) { bridge in
+            try await withResource(
+                try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")
+            ) { bridge in
                 for _ in 0..<3 {
                     let client = try? await LegacyConnection.connect(
                         to: bridge.gatewayAddress,
@@ -185,7 +254,9 @@ extension ServeProcessTests {
                 }
                 let admin = try #require(bridge.adminPort)
                 let refused = try await eventually("three refusals counted") { () -> Double? in
-                    let value = try PrometheusText(try await ServeProcessTests.get(admin, "/metrics").body).value(#"apns_bridge_refused_tls_versions_total{listener="gateway"}"#)
+                    let value = try PrometheusText(try await ServeProcessTests.get(admin, "/metrics").body).value(
+                        #"apns_bridge_refused_tls_versions_total{listener="gateway"}"#
+                    )
                     return value == 3 ? value : nil
                 }
                 #expect(refused == 3)

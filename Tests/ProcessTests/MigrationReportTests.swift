@@ -26,17 +26,47 @@ struct MigrationReportTests {
     /// One provider connection: three accepted notifications (commands 2, 1, 0), one 410, and a
     /// bad token whose error-response closes the connection: it comes once every earlier
     /// notification has its outcome (the 410's feedback entry committed).
-    static func sendMixed(to bridge: BridgeProcess, _ environment: BridgeProcess.Environment, identity: DevelopmentIdentity, seed: Int) async throws {
+    static func sendMixed(
+        to bridge: BridgeProcess,
+        _ environment: BridgeProcess.Environment,
+        identity: DevelopmentIdentity,
+        seed: Int
+    ) async throws {
         let unregistered = FrameBuilder.token(seed + 3)
         let bad = FrameBuilder.token(seed + 4)
-        environment.mock.script.unregister(token: unregistered.hexDump(format: .compact), atMilliseconds: 1_767_225_600_000)
+        environment.mock.script.unregister(
+            token: unregistered.hexDump(format: .compact),
+            atMilliseconds: 1_767_225_600_000
+        )
         environment.mock.script.rejectAsBadToken(bad.hexDump(format: .compact))
-        var frames = FrameBuilder.frame(.itemized, identifier: 1, token: FrameBuilder.token(seed), payload: FrameBuilder.payload())
-        frames.writeImmutableBuffer(FrameBuilder.frame(.enhanced, identifier: 2, token: FrameBuilder.token(seed + 1), payload: FrameBuilder.payload()))
-        frames.writeImmutableBuffer(FrameBuilder.frame(.simple, token: FrameBuilder.token(seed + 2), payload: FrameBuilder.payload()))
-        frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 3, token: unregistered, payload: FrameBuilder.payload()))
-        frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 4, token: bad, payload: FrameBuilder.payload()))
-        let provider = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: identity, trusting: environment.pki.caCertificate)
+        var frames = FrameBuilder.frame(
+            .itemized,
+            identifier: 1,
+            token: FrameBuilder.token(seed),
+            payload: FrameBuilder.payload()
+        )
+        frames.writeImmutableBuffer(
+            FrameBuilder.frame(
+                .enhanced,
+                identifier: 2,
+                token: FrameBuilder.token(seed + 1),
+                payload: FrameBuilder.payload()
+            )
+        )
+        frames.writeImmutableBuffer(
+            FrameBuilder.frame(.simple, token: FrameBuilder.token(seed + 2), payload: FrameBuilder.payload())
+        )
+        frames.writeImmutableBuffer(
+            FrameBuilder.frame(.itemized, identifier: 3, token: unregistered, payload: FrameBuilder.payload())
+        )
+        frames.writeImmutableBuffer(
+            FrameBuilder.frame(.itemized, identifier: 4, token: bad, payload: FrameBuilder.payload())
+        )
+        let provider = try await LegacyConnection.connect(
+            to: bridge.gatewayAddress,
+            identity: identity,
+            trusting: environment.pki.caCertificate
+        )
         try await provider.send(frames)
         var answer = try await provider.bytesUntilClose()
         let response = answer.readErrorResponse()
@@ -66,7 +96,11 @@ struct MigrationReportTests {
                 // The 410's entry is committed (the bridge logs it at debug level), then one poll.
                 let tokenID = StoreProcessTests.tokenID(FrameBuilder.token(seed + 3))
                 try await eventually { StoreProcessTests.storedTokenIDs(in: bridge.log).contains(tokenID) }
-                let poll = try await FeedbackPoller.poll(bridge.feedbackAddress, identity: identity, trusting: environment.pki.caCertificate)
+                let poll = try await FeedbackPoller.poll(
+                    bridge.feedbackAddress,
+                    identity: identity,
+                    trusting: environment.pki.caCertificate
+                )
                 #expect(poll.tupleCount == 1)
             }
             for bridge in first {
@@ -76,19 +110,37 @@ struct MigrationReportTests {
 
             // Phase 2: restarted. Its gauges start from what the store holds.
             let restarted = try await BridgeProcess.start(environment, store: store, name: "restarted")
-            let metrics = try PrometheusText(try await ServeProcessTests.get(try #require(restarted.adminPort), "/metrics").body)
+            let metrics = try PrometheusText(
+                try await ServeProcessTests.get(try #require(restarted.adminPort), "/metrics").body
+            )
             #expect(metrics.value(#"apns_bridge_tenant_last_seen_timestamp_seconds{tenant="\#(tenant)"}"#) > 0)
             #expect(metrics.value(#"apns_bridge_feedback_last_poll_timestamp_seconds{tenant="\#(tenant)"}"#) > 0)
-            #expect(metrics.value(#"apns_bridge_provider_certificate_expiry_timestamp_seconds{tenant="\#(tenant)"}"#) > Date().timeIntervalSince1970)
+            #expect(
+                metrics.value(#"apns_bridge_provider_certificate_expiry_timestamp_seconds{tenant="\#(tenant)"}"#)
+                    > Date().timeIntervalSince1970
+            )
             #expect(metrics.samples[#"apns_bridge_feedback_pending_by_tenant{tenant="\#(tenant)"}"#] == 0)
-            let provider = try await LegacyConnection.connect(to: restarted.gatewayAddress, identity: identity, trusting: environment.pki.caCertificate)
+            let provider = try await LegacyConnection.connect(
+                to: restarted.gatewayAddress,
+                identity: identity,
+                trusting: environment.pki.caCertificate
+            )
             var frames = ByteBuffer()
             for n in 0..<4 {
-                frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: UInt32(10 + n), token: FrameBuilder.token(9_000 + n), payload: FrameBuilder.payload()))
+                frames.writeImmutableBuffer(
+                    FrameBuilder.frame(
+                        .itemized,
+                        identifier: UInt32(10 + n),
+                        token: FrameBuilder.token(9_000 + n),
+                        payload: FrameBuilder.payload()
+                    )
+                )
             }
             let bad = FrameBuilder.token(9_999)
             environment.mock.script.rejectAsBadToken(bad.hexDump(format: .compact))
-            frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 20, token: bad, payload: FrameBuilder.payload()))
+            frames.writeImmutableBuffer(
+                FrameBuilder.frame(.itemized, identifier: 20, token: bad, payload: FrameBuilder.payload())
+            )
             try await provider.send(frames)
             var answer = try await provider.bytesUntilClose()
             #expect(answer.readErrorResponse()?.identifier == NotificationIdentifier(rawValue: 20))
@@ -138,7 +190,10 @@ struct MigrationReportTests {
             #expect(lines.first?.hasPrefix("tenant,notifications,command_0,command_1,command_2,") == true)
             #expect(lines.last?.hasPrefix("\(tenant),\(5 * n + 5),\(n),\(n),\(3 * n + 5),") == true)
             let other = try await Self.report(store, ["--format", "json", "--tenant", "com.example.other"])
-            #expect(try JSONDecoder.iso8601.decode(ReportDocument.self, from: Data(other.output.utf8)).tenants.map(\.tenant) == ["com.example.other"])
+            #expect(
+                try JSONDecoder.iso8601.decode(ReportDocument.self, from: Data(other.output.utf8)).tenants.map(\.tenant)
+                    == ["com.example.other"]
+            )
             let missing = try await Self.report("sqlite:\(environment.directory)/no-such.sqlite")
             #expect(missing.status == 1)
         }

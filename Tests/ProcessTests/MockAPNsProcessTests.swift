@@ -3,14 +3,15 @@ import BridgeTestSupport
 import BridgeUpstream
 import Crypto
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import NIOCore
 import NIOPosix
 import NIOSSL
 import Testing
 import UpstreamAPNs
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `apns-bridge mock-apns` stops promptly on SIGTERM even while a client keeps
 /// its HTTP/2 connections open (before, each connection's TLS shutdown waited up to 5 s for the
@@ -19,7 +20,9 @@ import UpstreamAPNs
 struct MockAPNsProcessTests {
     @Test("SIGTERM with four open HTTP/2 connections: the counters are printed and the process exits at once")
     func sigtermWithOpenConnections() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-mock-\(UUID().uuidString)").path
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "apns-bridge-mock-\(UUID().uuidString)"
+        ).path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let signingKey = P256.Signing.PrivateKey()
@@ -55,8 +58,15 @@ struct MockAPNsProcessTests {
         )
         configuration.endpoints = [.sandbox: endpoint, .production: endpoint]
         configuration.client.connectionsPerPool = 4
-        let tokens = ProviderTokenSource(signer: ProviderTokenSigner(key: signingKey, keyID: UpstreamHarness.keyID, teamID: UpstreamHarness.teamID), logger: .forTests())
-        let client = try APNsNotificationUpstream(configuration: configuration, credentials: .token(tokens), logger: .forTests())
+        let tokens = ProviderTokenSource(
+            signer: ProviderTokenSigner(key: signingKey, keyID: UpstreamHarness.keyID, teamID: UpstreamHarness.teamID),
+            logger: .forTests()
+        )
+        let client = try APNsNotificationUpstream(
+            configuration: configuration,
+            credentials: .token(tokens),
+            logger: .forTests()
+        )
         defer { client.shutdown() }
         let eventLoop = MultiThreadedEventLoopGroup.singleton.any()
         for seed in 1...8 {
@@ -79,9 +89,12 @@ struct MockAPNsProcessTests {
         print("mock-apns exited \(took) after SIGTERM with 4 open connections")
     }
 
-    @Test("A malformed option (--unregistered, --fail, --signing-key) is refused before anything is bound or written", arguments: [
-        ["--unregistered", "abcdef"], ["--fail", "2:500"], ["--signing-key", "KEYONLY"],
-    ])
+    @Test(
+        "A malformed option (--unregistered, --fail, --signing-key) is refused before anything is bound or written",
+        arguments: [
+            ["--unregistered", "abcdef"], ["--fail", "2:500"], ["--signing-key", "KEYONLY"],
+        ]
+    )
     func malformedOptionRefusedFirst(_ option: [String]) async throws {
         let run = try await ServeStartupTests.runToExitWithOutput(["mock-apns", "--port", "0"] + option)
         #expect(run.status == 64, "a usage error: \(run.stderr)")

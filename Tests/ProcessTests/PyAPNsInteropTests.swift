@@ -15,8 +15,10 @@ import Testing
 /// the test is skipped, which `.ci/run` (APNS_BRIDGE_REQUIRE_INTEROP=1) turns into a failure.
 @Suite("Interop: PyAPNs 2.0.1 (child processes)", .serialized)
 struct PyAPNsInteropTests {
-    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    static let sdist = ProcessInfo.processInfo.environment["APNS_BRIDGE_PYAPNS_SDIST"]
+    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+    static let sdist =
+        ProcessInfo.processInfo.environment["APNS_BRIDGE_PYAPNS_SDIST"]
         ?? Self.packageRoot.appendingPathComponent(".build/interop/apns-2.0.1.tar.gz").path
     static let required = ProcessInfo.processInfo.environment["APNS_BRIDGE_REQUIRE_INTEROP"] == "1"
     static var available: Bool { FileManager.default.fileExists(atPath: Self.sdist) }
@@ -28,17 +30,28 @@ struct PyAPNsInteropTests {
 
     @Test("PyAPNs is available when interop is required")
     func pyAPNsAvailable() {
-        #expect(!Self.required || Self.available, "PyAPNs sdist missing at \(Self.sdist): run scripts/test, which downloads it")
+        #expect(
+            !Self.required || Self.available,
+            "PyAPNs sdist missing at \(Self.sdist): run scripts/test, which downloads it"
+        )
     }
 
-    @Test("1,000 notifications with a bad token in the middle: status 8 for it, every other one upstream exactly once", .enabled(if: PyAPNsInteropTests.available))
+    @Test(
+        "1,000 notifications with a bad token in the middle: status 8 for it, every other one upstream exactly once",
+        .enabled(if: PyAPNsInteropTests.available)
+    )
     func thousandWithABadToken() async throws {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
             let count = 1000
             let bad = 500
             environment.mock.script.rejectAsBadToken(Self.token(bad))
-            try await withResource(try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")) { bridge in
-                let provider = try environment.provider().writePEMFiles(to: environment.directory, name: "pyapns-provider")
+            try await withResource(
+                try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")
+            ) { bridge in
+                let provider = try environment.provider().writePEMFiles(
+                    to: environment.directory,
+                    name: "pyapns-provider"
+                )
 
                 let ported = environment.directory + "/pyapns"
                 try FileManager.default.createDirectory(atPath: ported, withIntermediateDirectories: true)

@@ -1,14 +1,15 @@
 import BridgeTestSupport
 import DevelopmentPKI
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import LegacyClient
 import LegacyProtocol
 import MockAPNs
 import NIOCore
 import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// On `apns-bridge serve` as a child process: SIGHUP, `apns-bridge reload`
 /// and a watched file change apply tenants without a restart; an invalid configuration is
@@ -20,7 +21,11 @@ struct ReloadTests {
 
     /// A configuration file with the given tenants (names → uid), every certificate and key from
     /// the environment, and `extra` YAML lines at the end.
-    static func config(_ environment: BridgeProcess.Environment, tenants: [(String, String)], extra: String = "") -> String {
+    static func config(
+        _ environment: BridgeProcess.Environment,
+        tenants: [(String, String)],
+        extra: String = ""
+    ) -> String {
         let directory = environment.directory
         var text = """
             environment: sandbox
@@ -54,7 +59,11 @@ struct ReloadTests {
         return text + extra
     }
 
-    static func start(_ environment: BridgeProcess.Environment, config: String, extraArguments: [String] = []) async throws -> (BridgeProcess, String) {
+    static func start(
+        _ environment: BridgeProcess.Environment,
+        config: String,
+        extraArguments: [String] = []
+    ) async throws -> (BridgeProcess, String) {
         let path = environment.directory + "/apns-bridge.yaml"
         try config.write(toFile: path, atomically: true, encoding: .utf8)
         let bridge = try await BridgeProcess.start(
@@ -67,42 +76,68 @@ struct ReloadTests {
 
     /// Waits (30 s at most) until the bridge's log has `count` lines containing `text`.
     static func waitForLog(_ bridge: BridgeProcess, _ text: String, count: Int = 1) async throws -> [Substring] {
-        try await eventually("\(count) log line(s) with \"\(text)\"; the log ends: \(bridge.log.suffix(3000))", timeout: .seconds(30)) {
+        try await eventually(
+            "\(count) log line(s) with \"\(text)\"; the log ends: \(bridge.log.suffix(3000))",
+            timeout: .seconds(30)
+        ) {
             let lines = bridge.log.split(separator: "\n").filter { $0.contains(text) }
             return lines.count >= count ? lines : nil
         }
     }
 
     static func frame(_ identifier: UInt32) -> ByteBuffer {
-        FrameBuilder.frame(.itemized, identifier: identifier, token: FrameBuilder.token(Int(identifier)), payload: FrameBuilder.payload())
+        FrameBuilder.frame(
+            .itemized,
+            identifier: identifier,
+            token: FrameBuilder.token(Int(identifier)),
+            payload: FrameBuilder.payload()
+        )
     }
 
     @Test("SIGHUP adding a tenant: its certificate connects, and another tenant's open connection keeps working")
     func sighupAddsATenant() async throws {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
-            let (bridge, path) = try await Self.start(environment, config: Self.config(environment, tenants: [("shop", UpstreamHarness.topic)]))
+            let (bridge, path) = try await Self.start(
+                environment,
+                config: Self.config(environment, tenants: [("shop", UpstreamHarness.topic)])
+            )
             try await withResource(bridge) { bridge in
                 let pki = environment.pki
 
-                let shop = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: pki.caCertificate)
+                let shop = try await LegacyConnection.connect(
+                    to: bridge.gatewayAddress,
+                    identity: try environment.provider(),
+                    trusting: pki.caCertificate
+                )
                 try await shop.send(Self.frame(1))
                 #expect(await environment.mock.ledger.waitForAccepted(1))
 
                 // Not a tenant yet: refused during the handshake.
-                let early = try? await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try pki.providerIdentity(bundleID: Self.otherBundle), trusting: pki.caCertificate)
+                let early = try? await LegacyConnection.connect(
+                    to: bridge.gatewayAddress,
+                    identity: try pki.providerIdentity(bundleID: Self.otherBundle),
+                    trusting: pki.caCertificate
+                )
                 if let early {
                     try? await early.send(Self.frame(2))
                     #expect(try await early.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
                 }
                 #expect(environment.mock.ledger.accepted.count == 1)
 
-                try Self.config(environment, tenants: [("shop", UpstreamHarness.topic), ("reloaded", Self.otherBundle)])
-                    .write(toFile: path, atomically: true, encoding: .utf8)
+                try Self.config(
+                    environment,
+                    tenants: [("shop", UpstreamHarness.topic), ("reloaded", Self.otherBundle)]
+                )
+                .write(toFile: path, atomically: true, encoding: .utf8)
                 kill(bridge.process.processIdentifier, SIGHUP)
                 let reloaded = try await Self.waitForLog(bridge, "configuration reloaded")
                 #expect(reloaded.contains { $0.contains("tenants added: reloaded") })
 
-                let other = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try pki.providerIdentity(bundleID: Self.otherBundle), trusting: pki.caCertificate)
+                let other = try await LegacyConnection.connect(
+                    to: bridge.gatewayAddress,
+                    identity: try pki.providerIdentity(bundleID: Self.otherBundle),
+                    trusting: pki.caCertificate
+                )
                 try await other.send(Self.frame(3))
                 #expect(await environment.mock.ledger.waitForAccepted(2))
                 try await shop.send(Self.frame(4))
@@ -117,17 +152,30 @@ struct ReloadTests {
     @Test("An invalid configuration is refused, naming the key; the running one stays (SIGHUP and apns-bridge reload)")
     func invalidReloadRefused() async throws {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
-            let (bridge, path) = try await Self.start(environment, config: Self.config(environment, tenants: [("shop", UpstreamHarness.topic)]))
+            let (bridge, path) = try await Self.start(
+                environment,
+                config: Self.config(environment, tenants: [("shop", UpstreamHarness.topic)])
+            )
             try await withResource(bridge) { bridge in
                 let pki = environment.pki
-                let shop = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: pki.caCertificate)
+                let shop = try await LegacyConnection.connect(
+                    to: bridge.gatewayAddress,
+                    identity: try environment.provider(),
+                    trusting: pki.caCertificate
+                )
 
                 // A misspelt key, and a tenant added in the same file: nothing of it applies.
-                try Self.config(environment, tenants: [("shop", UpstreamHarness.topic), ("reloaded", Self.otherBundle)], extra: "gateway.maximumInFlght: 10\n")
-                    .write(toFile: path, atomically: true, encoding: .utf8)
+                try Self.config(
+                    environment,
+                    tenants: [("shop", UpstreamHarness.topic), ("reloaded", Self.otherBundle)],
+                    extra: "gateway.maximumInFlght: 10\n"
+                )
+                .write(toFile: path, atomically: true, encoding: .utf8)
                 kill(bridge.process.processIdentifier, SIGHUP)
                 let refused = try await Self.waitForLog(bridge, "configuration reload refused")
-                #expect(refused.contains { $0.contains("gateway.maximumInFlght") && $0.contains("gateway.maximumInFlight") })
+                #expect(
+                    refused.contains { $0.contains("gateway.maximumInFlght") && $0.contains("gateway.maximumInFlight") }
+                )
 
                 let admin = "127.0.0.1:\(try #require(bridge.adminPort))"
                 let command = try await ServeStartupTests.runToExitWithOutput(["reload", "--admin", admin])
@@ -137,7 +185,11 @@ struct ReloadTests {
                 #expect(metrics.contains("apns_bridge_config_last_reload_successful 0"))
 
                 // The running configuration stays: the new tenant is still refused, the old one served.
-                let early = try? await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try pki.providerIdentity(bundleID: Self.otherBundle), trusting: pki.caCertificate)
+                let early = try? await LegacyConnection.connect(
+                    to: bridge.gatewayAddress,
+                    identity: try pki.providerIdentity(bundleID: Self.otherBundle),
+                    trusting: pki.caCertificate
+                )
                 if let early {
                     try? await early.send(Self.frame(2))
                     #expect(try await early.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
@@ -157,14 +209,28 @@ struct ReloadTests {
             let (bridge, path) = try await Self.start(environment, config: Self.config(environment, tenants: both))
             try await withResource(bridge) { bridge in
                 let pki = environment.pki
-                let shop = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: pki.caCertificate)
-                let other = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try pki.providerIdentity(bundleID: Self.otherBundle), trusting: pki.caCertificate)
+                let shop = try await LegacyConnection.connect(
+                    to: bridge.gatewayAddress,
+                    identity: try environment.provider(),
+                    trusting: pki.caCertificate
+                )
+                let other = try await LegacyConnection.connect(
+                    to: bridge.gatewayAddress,
+                    identity: try pki.providerIdentity(bundleID: Self.otherBundle),
+                    trusting: pki.caCertificate
+                )
                 try await other.send(Self.frame(7))
                 #expect(await environment.mock.ledger.waitForAccepted(1))
 
-                try Self.config(environment, tenants: [("shop", UpstreamHarness.topic)], extra: "upstream.connectionsPerPool: 3\n")
-                    .write(toFile: path, atomically: true, encoding: .utf8)
-                let command = try await ServeStartupTests.runToExitWithOutput(["reload", "--admin", "127.0.0.1:\(try #require(bridge.adminPort))"])
+                try Self.config(
+                    environment,
+                    tenants: [("shop", UpstreamHarness.topic)],
+                    extra: "upstream.connectionsPerPool: 3\n"
+                )
+                .write(toFile: path, atomically: true, encoding: .utf8)
+                let command = try await ServeStartupTests.runToExitWithOutput([
+                    "reload", "--admin", "127.0.0.1:\(try #require(bridge.adminPort))",
+                ])
                 #expect(command.status == 0)
                 #expect(command.stdout.contains("tenants removed: reloaded"))
                 #expect(command.stdout.contains("applied only at restart: upstream.connectionsPerPool"))
@@ -186,11 +252,19 @@ struct ReloadTests {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
             let (bridge, path) = try await Self.start(
                 environment,
-                config: Self.config(environment, tenants: [("shop", UpstreamHarness.topic)], extra: "reload: {watchIntervalSeconds: 0.2}\n")
+                config: Self.config(
+                    environment,
+                    tenants: [("shop", UpstreamHarness.topic)],
+                    extra: "reload: {watchIntervalSeconds: 0.2}\n"
+                )
             )
             try await withResource(bridge) { bridge in
-                try Self.config(environment, tenants: [("shop", UpstreamHarness.topic), ("reloaded", Self.otherBundle)], extra: "reload: {watchIntervalSeconds: 0.2}\n")
-                    .write(toFile: path, atomically: true, encoding: .utf8)
+                try Self.config(
+                    environment,
+                    tenants: [("shop", UpstreamHarness.topic), ("reloaded", Self.otherBundle)],
+                    extra: "reload: {watchIntervalSeconds: 0.2}\n"
+                )
+                .write(toFile: path, atomically: true, encoding: .utf8)
                 let reloaded = try await Self.waitForLog(bridge, "tenants added: reloaded")
                 #expect(!reloaded.isEmpty)
                 let other = try await LegacyConnection.connect(

@@ -54,7 +54,12 @@ struct ResendBehaviourTests {
         token.hexDump(format: .compact)
     }
 
-    static func frame(position: Int, identifier: UInt32, expiry: UInt32 = Self.firstExpiry, token: ByteBuffer? = nil) -> ByteBuffer {
+    static func frame(
+        position: Int,
+        identifier: UInt32,
+        expiry: UInt32 = Self.firstExpiry,
+        token: ByteBuffer? = nil
+    ) -> ByteBuffer {
         FrameBuilder.frame(
             .itemized,
             identifier: identifier,
@@ -80,7 +85,9 @@ struct ResendBehaviourTests {
                 identifier = UInt32(1_000 + position)
                 expiry += 7
             }
-            bytes.writeImmutableBuffer(Self.frame(position: position, identifier: identifier, expiry: expiry, token: token(position)))
+            bytes.writeImmutableBuffer(
+                Self.frame(position: position, identifier: identifier, expiry: expiry, token: token(position))
+            )
         }
         return bytes
     }
@@ -96,8 +103,16 @@ struct ResendBehaviourTests {
 
     /// Sends `bytes`, half-closes, and returns what the bridge answered once it closed: it closes
     /// only when every notification of the connection has an outcome.
-    static func sendAndFinish(_ bytes: ByteBuffer, to bridge: BridgeProcess, environment: BridgeProcess.Environment) async throws -> ByteBuffer {
-        let client = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+    static func sendAndFinish(
+        _ bytes: ByteBuffer,
+        to bridge: BridgeProcess,
+        environment: BridgeProcess.Environment
+    ) async throws -> ByteBuffer {
+        let client = try await LegacyConnection.connect(
+            to: bridge.gatewayAddress,
+            identity: try environment.provider(),
+            trusting: environment.pki.caCertificate
+        )
         try await client.send(bytes)
         try await client.closeOutput()
         return try await client.bytesUntilClose(timeout: .seconds(120))
@@ -113,7 +128,11 @@ struct ResendBehaviourTests {
     static func start(_ deployment: Deployment, environment: BridgeProcess.Environment) async throws -> Bridges {
         switch deployment {
         case .oneInstance:
-            let bridge = try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite", name: "one")
+            let bridge = try await BridgeProcess.start(
+                environment,
+                store: "sqlite:\(environment.directory)/store.sqlite",
+                name: "one"
+            )
             return Bridges(first: bridge, resendTarget: { bridge }, all: { [bridge] })
         case .restarted:
             let store = "sqlite:\(environment.directory)/store.sqlite"
@@ -139,7 +158,8 @@ struct ResendBehaviourTests {
 
     @Test(
         "A batch fails at one token; the client resends the rest its own way; each notification reaches APNs once",
-        arguments: ResendStyle.allCases, Deployment.available
+        arguments: ResendStyle.allCases,
+        Deployment.available
     )
     func resendAfterError(style: ResendStyle, deployment: Deployment) async throws {
         let environment = try await BridgeProcess.Environment.make()
@@ -155,19 +175,36 @@ struct ResendBehaviourTests {
         }
         var answer = try await Self.sendAndFinish(batch, to: bridges.first, environment: environment)
         let packet = answer.readErrorResponse()
-        #expect(packet == ErrorResponsePacket(status: .invalidToken, identifier: .init(rawValue: UInt32(1_000 + Self.badPosition))))
+        #expect(
+            packet
+                == ErrorResponsePacket(
+                    status: .invalidToken,
+                    identifier: .init(rawValue: UInt32(1_000 + Self.badPosition))
+                )
+        )
         let forwardedBeyond = Self.deliveries(environment.mock).count - Self.badPosition
-        #expect(forwardedBeyond > 0, "the scenario should forward notifications after the bad one before the failure is known")
+        #expect(
+            forwardedBeyond > 0,
+            "the scenario should forward notifications after the bad one before the failure is known"
+        )
 
         environment.mock.script.delayResponses(by: .zero)
         let target = try await bridges.resendTarget()
         let rest = Array((Self.badPosition + 1)..<Self.size)
-        var resendAnswer = try await Self.sendAndFinish(Self.resend(rest, style: style), to: target, environment: environment)
+        var resendAnswer = try await Self.sendAndFinish(
+            Self.resend(rest, style: style),
+            to: target,
+            environment: environment
+        )
         let resendPacket = resendAnswer.readErrorResponse()
         #expect(resendPacket == nil, "the resend is accepted")
         if resendPacket != nil {
             for bridge in bridges.all() {
-                print(bridge.log.split(separator: "\n").filter { $0.contains("error") || $0.contains("warning") || $0.contains("failed") }.suffix(10).joined(separator: "\n"))
+                print(
+                    bridge.log.split(separator: "\n").filter {
+                        $0.contains("error") || $0.contains("warning") || $0.contains("failed")
+                    }.suffix(10).joined(separator: "\n")
+                )
             }
         }
 
@@ -175,7 +212,10 @@ struct ResendBehaviourTests {
         let intended = (0..<Self.size).filter { $0 != Self.badPosition }.map { Self.hex(Self.token($0)) }
         let duplicated = intended.filter { (seen[$0] ?? 0) > 1 }
         let lost = intended.filter { seen[$0] == nil }
-        #expect(duplicated.count == 0, "\(duplicated.count) delivered twice (\(forwardedBeyond) were forwarded after the bad token)")
+        #expect(
+            duplicated.count == 0,
+            "\(duplicated.count) delivered twice (\(forwardedBeyond) were forwarded after the bad token)"
+        )
         #expect(lost.count == 0, "\(lost.count) lost")
         #expect(seen.count == intended.count)
 
@@ -183,7 +223,10 @@ struct ResendBehaviourTests {
         await environment.close()
     }
 
-    @Test("A batch that holds the same notification twice after the failed one: each copy delivered once", arguments: Deployment.available)
+    @Test(
+        "A batch that holds the same notification twice after the failed one: each copy delivered once",
+        arguments: Deployment.available
+    )
     func identicalNotificationsInOneBatch(deployment: Deployment) async throws {
         let environment = try await BridgeProcess.Environment.make()
         environment.mock.script.rejectAsBadToken(Self.hex(Self.token(Self.badPosition)))
@@ -193,28 +236,47 @@ struct ResendBehaviourTests {
         let twin = Self.token(150)
         func token(_ position: Int) -> ByteBuffer { position == 151 ? twin : Self.token(position) }
         func frame(_ position: Int, identifier: UInt32) -> ByteBuffer {
-            FrameBuilder.frame(.itemized, identifier: identifier, expiration: Self.firstExpiry, token: token(position), payload: FrameBuilder.payload(#"{"aps":{"alert":"twin"}}"#))
+            FrameBuilder.frame(
+                .itemized,
+                identifier: identifier,
+                expiration: Self.firstExpiry,
+                token: token(position),
+                payload: FrameBuilder.payload(#"{"aps":{"alert":"twin"}}"#)
+            )
         }
         var batch = ByteBuffer()
         for position in 0..<Self.size {
-            batch.writeImmutableBuffer(position == 150 || position == 151 ? frame(position, identifier: UInt32(position)) : Self.frame(position: position, identifier: UInt32(position)))
+            batch.writeImmutableBuffer(
+                position == 150 || position == 151
+                    ? frame(position, identifier: UInt32(position))
+                    : Self.frame(position: position, identifier: UInt32(position))
+            )
         }
         var answer = try await Self.sendAndFinish(batch, to: bridges.first, environment: environment)
         let packet = answer.readErrorResponse()
         #expect(packet?.status == .invalidToken)
-        #expect(Self.deliveries(environment.mock)[Self.hex(twin)] == 2, "both copies were forwarded before the failure was known")
+        #expect(
+            Self.deliveries(environment.mock)[Self.hex(twin)] == 2,
+            "both copies were forwarded before the failure was known"
+        )
 
         environment.mock.script.delayResponses(by: .zero)
         let target = try await bridges.resendTarget()
         var resend = ByteBuffer()
         for position in (Self.badPosition + 1)..<Self.size {
-            resend.writeImmutableBuffer(position == 150 || position == 151 ? frame(position, identifier: UInt32(position)) : Self.frame(position: position, identifier: UInt32(position)))
+            resend.writeImmutableBuffer(
+                position == 150 || position == 151
+                    ? frame(position, identifier: UInt32(position))
+                    : Self.frame(position: position, identifier: UInt32(position))
+            )
         }
         #expect(try await Self.sendAndFinish(resend, to: target, environment: environment).readableBytes == 0)
 
         let seen = Self.deliveries(environment.mock)
         #expect(seen[Self.hex(twin)] == 2, "meant twice, delivered twice")
-        let others = (0..<Self.size).filter { ![Self.badPosition, 150, 151].contains($0) }.map { Self.hex(Self.token($0)) }
+        let others = (0..<Self.size).filter { ![Self.badPosition, 150, 151].contains($0) }.map {
+            Self.hex(Self.token($0))
+        }
         #expect(others.allSatisfy { seen[$0] == 1 })
 
         for bridge in bridges.all() { await bridge.terminate() }
@@ -230,7 +292,11 @@ struct ResendBehaviourTests {
         environment.mock.script.delayResponses(by: .milliseconds(200))
         let store = "sqlite:\(environment.directory)/store.sqlite"
         let bridge = try await BridgeProcess.start(environment, store: store, name: "before")
-        let client = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+        let client = try await LegacyConnection.connect(
+            to: bridge.gatewayAddress,
+            identity: try environment.provider(),
+            trusting: environment.pki.caCertificate
+        )
         var batch = ByteBuffer()
         for position in 0..<Self.size {
             batch.writeImmutableBuffer(Self.frame(position: position, identifier: UInt32(position)))
@@ -249,7 +315,13 @@ struct ResendBehaviourTests {
         environment.mock.script.delayResponses(by: .zero)
         let restarted = try await BridgeProcess.start(environment, store: store, name: "after")
         let rest = Array((includingNamed ? named : named + 1)..<Self.size)
-        #expect(try await Self.sendAndFinish(Self.resend(rest, style: .renumberedFrom0), to: restarted, environment: environment).readableBytes == 0)
+        #expect(
+            try await Self.sendAndFinish(
+                Self.resend(rest, style: .renumberedFrom0),
+                to: restarted,
+                environment: environment
+            ).readableBytes == 0
+        )
 
         let seen = Self.deliveries(environment.mock)
         let intended = (0..<Self.size).map { Self.hex(Self.token($0)) }
@@ -262,7 +334,8 @@ struct ResendBehaviourTests {
 
     @Test(
         "A shutdown whose grace runs out with notifications in flight: the resends after it are forwarded at once, and none fails",
-        arguments: [ResendStyle.sameIdentifiers, .renumberedFrom0], Deployment.available.filter { $0 != .oneInstance }
+        arguments: [ResendStyle.sameIdentifiers, .renumberedFrom0],
+        Deployment.available.filter { $0 != .oneInstance }
     )
     func resendAfterShutdownWithWorkInFlight(style: ResendStyle, deployment: Deployment) async throws {
         let environment = try await BridgeProcess.Environment.make()
@@ -271,29 +344,56 @@ struct ResendBehaviourTests {
         // A short grace, and a resend window far longer than the test may take: a resend that
         // waited for an outcome nobody can write any more would outlast `sendAndFinish`'s
         // timeout, where before this fix it waited out the window and then failed with status 1.
-        let variables = ["APNS_BRIDGE_GATEWAY_SHUTDOWN_GRACE_SECONDS": "1", "APNS_BRIDGE_STORE_RESEND_WINDOW_SECONDS": "3600"]
-        let store = deployment == .twoInstances ? try await TestDatabases.postgresLocation() : "sqlite:\(environment.directory)/store.sqlite"
+        let variables = [
+            "APNS_BRIDGE_GATEWAY_SHUTDOWN_GRACE_SECONDS": "1", "APNS_BRIDGE_STORE_RESEND_WINDOW_SECONDS": "3600",
+        ]
+        let store =
+            deployment == .twoInstances
+            ? try await TestDatabases.postgresLocation() : "sqlite:\(environment.directory)/store.sqlite"
         let first = try await BridgeProcess.start(environment, store: store, variables: variables, name: "first")
-        let second = deployment == .twoInstances ? try await BridgeProcess.start(environment, store: store, variables: variables, name: "second") : nil
+        let second =
+            deployment == .twoInstances
+            ? try await BridgeProcess.start(environment, store: store, variables: variables, name: "second") : nil
 
         // One answered notification first: a token connection opens more than one stream only
         // after its first success.
         let warmUp = FrameBuilder.token(0x5F_0000)
-        #expect(try await Self.sendAndFinish(Self.frame(position: 0, identifier: 1, token: warmUp), to: first, environment: environment).readableBytes == 0)
+        #expect(
+            try await Self.sendAndFinish(
+                Self.frame(position: 0, identifier: 1, token: warmUp),
+                to: first,
+                environment: environment
+            ).readableBytes == 0
+        )
         // Then APNs stops answering: everything the providers send stays in flight.
         environment.mock.script.delayResponses(by: .hours(1))
-        func token(provider: Int, position: Int) -> ByteBuffer { FrameBuilder.token(0x60_0000 + provider * 1_000 + position) }
+        func token(provider: Int, position: Int) -> ByteBuffer {
+            FrameBuilder.token(0x60_0000 + provider * 1_000 + position)
+        }
         var clients: [LegacyConnection] = []
         for provider in 0..<providers {
-            let client = try await LegacyConnection.connect(to: first.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+            let client = try await LegacyConnection.connect(
+                to: first.gatewayAddress,
+                identity: try environment.provider(),
+                trusting: environment.pki.caCertificate
+            )
             var batch = ByteBuffer()
             for position in 0..<perProvider {
-                batch.writeImmutableBuffer(Self.frame(position: position, identifier: UInt32(1 + position), token: token(provider: provider, position: position)))
+                batch.writeImmutableBuffer(
+                    Self.frame(
+                        position: position,
+                        identifier: UInt32(1 + position),
+                        token: token(provider: provider, position: position)
+                    )
+                )
             }
             try await client.send(batch)
             clients.append(client)
         }
-        #expect(await environment.mock.ledger.waitForReceived(1 + providers * perProvider), "every notification reached the upstream")
+        #expect(
+            await environment.mock.ledger.waitForReceived(1 + providers * perProvider),
+            "every notification reached the upstream"
+        )
         await first.terminate()
         var named: [Int] = []
         for client in clients {
@@ -316,7 +416,10 @@ struct ResendBehaviourTests {
             let rest = Array(named[provider]..<perProvider)
             let resent = Self.resend(rest, style: style) { token(provider: provider, position: $0) }
             let answer = try await Self.sendAndFinish(resent, to: target, environment: environment)
-            #expect(answer.readableBytes == 0, "provider \(provider): no error-response, so no 08 01 that APNs did not cause")
+            #expect(
+                answer.readableBytes == 0,
+                "provider \(provider): no error-response, so no 08 01 that APNs did not cause"
+            )
         }
         let seen = Self.deliveries(environment.mock)
         for provider in 0..<providers {
@@ -324,8 +427,13 @@ struct ResendBehaviourTests {
             #expect(missing.isEmpty, "provider \(provider): \(missing.count) never delivered")
         }
         let metrics = try await ServeProcessTests.get(try #require(target.adminPort), "/metrics").body
-        let forwardedAgain = metrics.split(separator: "\n").first { $0.hasPrefix("apns_bridge_resends_forwarded_again_total ") }
-        #expect(forwardedAgain == "apns_bridge_resends_forwarded_again_total \(providers * perProvider)", "each resend matched a record whose outcome was unknown")
+        let forwardedAgain = metrics.split(separator: "\n").first {
+            $0.hasPrefix("apns_bridge_resends_forwarded_again_total ")
+        }
+        #expect(
+            forwardedAgain == "apns_bridge_resends_forwarded_again_total \(providers * perProvider)",
+            "each resend matched a record whose outcome was unknown"
+        )
 
         await target.terminate()
         await environment.close()

@@ -3,15 +3,16 @@ import BridgeTestSupport
 import Crypto
 import DevelopmentPKI
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import LegacyClient
 import LegacyProtocol
 import MockAPNs
 import NIOCore
 import NIOPosix
 import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 /// The checks on `apns-bridge serve` as operators run it (child processes): the
 /// configuration file, SIGTERM under load, the admin port, and what the logs leave out.
@@ -25,7 +26,10 @@ struct ServeProcessTests {
         let ephemeralStart = range?.first ?? 32768
         for _ in 0..<100 {
             let candidate = Int.random(in: 10_000..<max(10_001, ephemeralStart))
-            if let channel = try? await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: candidate).get() {
+            if let channel = try? await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(
+                host: "127.0.0.1",
+                port: candidate
+            ).get() {
                 try await channel.close()
                 return candidate
             }
@@ -47,7 +51,9 @@ struct ServeProcessTests {
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
     }
 
-    @Test("The configuration file's tenants: topic from the configuration or the certificate, environment from the certificate's marker")
+    @Test(
+        "The configuration file's tenants: topic from the configuration or the certificate, environment from the certificate's marker"
+    )
     func configuredTenants() async throws {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
             let directory = environment.directory
@@ -82,19 +88,32 @@ struct ServeProcessTests {
                 admin: {listen: "127.0.0.1:0"}
                 """
             try config.write(toFile: directory + "/apns-bridge.yaml", atomically: true, encoding: .utf8)
-            try await withResource(try await BridgeProcess.start(
-                environment,
-                store: "sqlite:\(directory)/store.sqlite",
-                arguments: ["serve", "--config", directory + "/apns-bridge.yaml"]
-            )) { bridge in
+            try await withResource(
+                try await BridgeProcess.start(
+                    environment,
+                    store: "sqlite:\(directory)/store.sqlite",
+                    arguments: ["serve", "--config", directory + "/apns-bridge.yaml"]
+                )
+            ) { bridge in
                 let pki = environment.pki
 
                 for (index, identity) in [
                     try pki.providerIdentity(bundleID: "com.example.other-bundle", sandboxMarker: true),
                     try pki.providerIdentity(bundleID: UpstreamHarness.topic, sandboxMarker: true),
                 ].enumerated() {
-                    let client = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: identity, trusting: pki.caCertificate)
-                    try await client.send(FrameBuilder.frame(.itemized, identifier: UInt32(index + 1), token: Self.token(connection: index, identifier: 1), payload: FrameBuilder.payload()))
+                    let client = try await LegacyConnection.connect(
+                        to: bridge.gatewayAddress,
+                        identity: identity,
+                        trusting: pki.caCertificate
+                    )
+                    try await client.send(
+                        FrameBuilder.frame(
+                            .itemized,
+                            identifier: UInt32(index + 1),
+                            token: Self.token(connection: index, identifier: 1),
+                            payload: FrameBuilder.payload()
+                        )
+                    )
                     #expect(await environment.mock.ledger.waitForAccepted(index + 1, timeout: .seconds(20)))
                     await client.close()
                 }
@@ -106,7 +125,14 @@ struct ServeProcessTests {
                     identity: try pki.providerIdentity(bundleID: "com.example.stranger", sandboxMarker: true),
                     trusting: pki.caCertificate
                 )
-                try? await stranger.send(FrameBuilder.frame(.itemized, identifier: 9, token: Self.token(connection: 9, identifier: 9), payload: FrameBuilder.payload()))
+                try? await stranger.send(
+                    FrameBuilder.frame(
+                        .itemized,
+                        identifier: 9,
+                        token: Self.token(connection: 9, identifier: 9),
+                        payload: FrameBuilder.payload()
+                    )
+                )
                 #expect(try await stranger.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
                 #expect(environment.mock.ledger.records.count == 2)
                 #expect(bridge.log.contains("refusing a client certificate during the TLS handshake"))
@@ -114,7 +140,9 @@ struct ServeProcessTests {
         }
     }
 
-    @Test("SIGTERM under load: every provider gets 08 0A id, everything up to id reached the upstream once, the process exits in time")
+    @Test(
+        "SIGTERM under load: every provider gets 08 0A id, everything up to id reached the upstream once, the process exits in time"
+    )
     func sigtermUnderLoad() async throws {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
             environment.mock.script.delayResponses(by: .milliseconds(20))
@@ -125,13 +153,22 @@ struct ServeProcessTests {
             let bridge = try await BridgeProcess.start(
                 environment,
                 store: "sqlite:\(environment.directory)/store.sqlite",
-                variables: ["APNS_BRIDGE_UPSTREAM_REQUEST_TIMEOUT_SECONDS": "60", "APNS_BRIDGE_UPSTREAM_RETRY_BUDGET_SECONDS": "120"]
+                variables: [
+                    "APNS_BRIDGE_UPSTREAM_REQUEST_TIMEOUT_SECONDS": "60",
+                    "APNS_BRIDGE_UPSTREAM_RETRY_BUDGET_SECONDS": "120",
+                ]
             )
             let identity = try environment.provider()
             let connections = 16
             var clients: [LegacyConnection] = []
             for _ in 0..<connections {
-                clients.append(try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: identity, trusting: environment.pki.caCertificate))
+                clients.append(
+                    try await LegacyConnection.connect(
+                        to: bridge.gatewayAddress,
+                        identity: identity,
+                        trusting: environment.pki.caCertificate
+                    )
+                )
             }
             // Each connection sends batches until its connection stops taking them.
             let senders = clients.enumerated().map { index, client in
@@ -141,7 +178,12 @@ struct ServeProcessTests {
                         var frames = ByteBuffer()
                         for _ in 0..<25 {
                             frames.writeImmutableBuffer(
-                                FrameBuilder.frame(.itemized, identifier: UInt32(identifier), token: Self.token(connection: index, identifier: identifier), payload: FrameBuilder.payload())
+                                FrameBuilder.frame(
+                                    .itemized,
+                                    identifier: UInt32(identifier),
+                                    token: Self.token(connection: index, identifier: identifier),
+                                    payload: FrameBuilder.payload()
+                                )
                             )
                             identifier += 1
                         }
@@ -153,8 +195,11 @@ struct ServeProcessTests {
             #expect(await environment.mock.ledger.waitForAccepted(connections * 50, timeout: .seconds(30)))
             // Every connection has had a notification delivered before the signal, so that each
             // farewell names one (a connection whose sender had not run yet would rightly get id 0).
-            let prefixes = (0..<connections).map { Self.token(connection: $0, identifier: 0).getSlice(at: 0, length: 4)!.hexDump(format: .compact) }
-            let everyConnectionDelivered = await environment.mock.ledger.waitForRecords(timeout: .seconds(30)) { records in
+            let prefixes = (0..<connections).map {
+                Self.token(connection: $0, identifier: 0).getSlice(at: 0, length: 4)!.hexDump(format: .compact)
+            }
+            let everyConnectionDelivered = await environment.mock.ledger.waitForRecords(timeout: .seconds(30)) {
+                records in
                 let delivered = Set(records.filter(\.wasAccepted).map { String($0.token.prefix(8)) })
                 return prefixes.allSatisfy(delivered.contains)
             }
@@ -170,7 +215,7 @@ struct ServeProcessTests {
                     farewells[index] = packet.identifier.rawValue
                 }
             }
-            senders.forEach { $0.cancel() }
+            for sender in senders { sender.cancel() }
             await bridge.terminate()  // waits for the exit
             let took = ContinuousClock.now - signalled
             #expect(!bridge.process.isRunning)
@@ -197,7 +242,9 @@ struct ServeProcessTests {
         }
     }
 
-    @Test("/readyz is 503 while the upstream is unreachable and 200 after; /metrics is Prometheus text whose counters move")
+    @Test(
+        "/readyz is 503 while the upstream is unreachable and 200 after; /metrics is Prometheus text whose counters move"
+    )
     func adminPort() async throws {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
             // A port with nothing behind it yet, from below the ephemeral range, so that no
@@ -205,7 +252,13 @@ struct ServeProcessTests {
             let upstreamPort = try await Self.freePortBelowEphemeralRange()
             var arguments = environment.arguments
             arguments[arguments.firstIndex(of: "127.0.0.1:\(environment.mock.port)")!] = "127.0.0.1:\(upstreamPort)"
-            try await withResource(try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite", arguments: arguments)) { bridge in
+            try await withResource(
+                try await BridgeProcess.start(
+                    environment,
+                    store: "sqlite:\(environment.directory)/store.sqlite",
+                    arguments: arguments
+                )
+            ) { bridge in
                 let admin = try #require(bridge.adminPort)
 
                 #expect(try await Self.get(admin, "/healthz").status == 200)
@@ -214,33 +267,75 @@ struct ServeProcessTests {
                 #expect(try await Self.get(admin, "/readyz").status == 503)
 
                 // Now the upstream appears on that port.
-                let key = try P256.Signing.PrivateKey(pemRepresentation: try String(contentsOfFile: environment.directory + "/AuthKey.p8", encoding: .utf8))
-                var configuration = MockAPNsConfiguration(certificateChain: [environment.pki.server.certificate], privateKey: environment.pki.server.privateKey)
+                let key = try P256.Signing.PrivateKey(
+                    pemRepresentation: try String(
+                        contentsOfFile: environment.directory + "/AuthKey.p8",
+                        encoding: .utf8
+                    )
+                )
+                var configuration = MockAPNsConfiguration(
+                    certificateChain: [environment.pki.server.certificate],
+                    privateKey: environment.pki.server.privateKey
+                )
                 configuration.port = upstreamPort
-                configuration.signingKeys = [.init(keyID: UpstreamHarness.keyID, teamID: UpstreamHarness.teamID, publicKey: key.publicKey)]
+                configuration.signingKeys = [
+                    .init(keyID: UpstreamHarness.keyID, teamID: UpstreamHarness.teamID, publicKey: key.publicKey)
+                ]
                 configuration.topics = [UpstreamHarness.topic]
-                try await withResource(try await MockAPNsServer.start(configuration: configuration, logger: .forTests())) { mock in
-                    let ready = (try? await eventually("/readyz to answer 200", timeout: .seconds(45), interval: .milliseconds(250)) {
-                        try await Self.get(admin, "/readyz").status == 200
-                    }) != nil
+                try await withResource(
+                    try await MockAPNsServer.start(configuration: configuration, logger: .forTests())
+                ) { mock in
+                    let ready =
+                        (try? await eventually(
+                            "/readyz to answer 200",
+                            timeout: .seconds(45),
+                            interval: .milliseconds(250)
+                        ) {
+                            try await Self.get(admin, "/readyz").status == 200
+                        }) != nil
                     #expect(ready)
 
                     let before = try PrometheusText(try await Self.get(admin, "/metrics").body)
                     let badToken = Self.token(connection: 0, identifier: 11)
                     mock.script.rejectAsBadToken(badToken.hexDump(format: .compact))
-                    let client = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+                    let client = try await LegacyConnection.connect(
+                        to: bridge.gatewayAddress,
+                        identity: try environment.provider(),
+                        trusting: environment.pki.caCertificate
+                    )
                     var frames = ByteBuffer()
                     for identifier in 1...11 {
-                        frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: UInt32(identifier), token: Self.token(connection: 0, identifier: identifier), payload: FrameBuilder.payload()))
+                        frames.writeImmutableBuffer(
+                            FrameBuilder.frame(
+                                .itemized,
+                                identifier: UInt32(identifier),
+                                token: Self.token(connection: 0, identifier: identifier),
+                                payload: FrameBuilder.payload()
+                            )
+                        )
                     }
                     try await client.send(frames)
                     var answer = try await client.bytesUntilClose(timeout: .seconds(20))
-                    #expect(answer.readErrorResponse() == ErrorResponsePacket(status: .invalidToken, identifier: NotificationIdentifier(rawValue: 11)))
+                    #expect(
+                        answer.readErrorResponse()
+                            == ErrorResponsePacket(
+                                status: .invalidToken,
+                                identifier: NotificationIdentifier(rawValue: 11)
+                            )
+                    )
 
                     let after = try PrometheusText(try await Self.get(admin, "/metrics").body)
-                    #expect(after.value("apns_bridge_notifications_received_total") - before.value("apns_bridge_notifications_received_total") == 11)
-                    #expect(after.value("apns_bridge_notifications_forwarded_total") - before.value("apns_bridge_notifications_forwarded_total") == 10)
-                    #expect(after.value(#"apns_bridge_notifications_failed_total{status="8",reason="BadDeviceToken"}"#) == 1)
+                    #expect(
+                        after.value("apns_bridge_notifications_received_total")
+                            - before.value("apns_bridge_notifications_received_total") == 11
+                    )
+                    #expect(
+                        after.value("apns_bridge_notifications_forwarded_total")
+                            - before.value("apns_bridge_notifications_forwarded_total") == 10
+                    )
+                    #expect(
+                        after.value(#"apns_bridge_notifications_failed_total{status="8",reason="BadDeviceToken"}"#) == 1
+                    )
                     #expect(after.value(#"apns_bridge_error_responses_total{status="8"}"#) == 1)
                     #expect(after.value(#"apns_bridge_upstream_responses_total{status="400"}"#) == 1)
                     #expect(after.value("apns_bridge_upstream_request_duration_seconds_count") >= 11)
@@ -257,22 +352,49 @@ struct ServeProcessTests {
     @Test("No log line at info or above holds a whole device token, a payload, a key or a JWT")
     func logsKeepSecrets() async throws {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
-            environment.mock.script.unregister(token: Self.token(connection: 0, identifier: 2).hexDump(format: .compact), atMilliseconds: 1_767_225_600_000)
+            environment.mock.script.unregister(
+                token: Self.token(connection: 0, identifier: 2).hexDump(format: .compact),
+                atMilliseconds: 1_767_225_600_000
+            )
             environment.mock.script.rejectAsBadToken(Self.token(connection: 0, identifier: 3).hexDump(format: .compact))
             var arguments = environment.arguments
             arguments[arguments.firstIndex(of: "debug")!] = "info"
-            let bridge = try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite", arguments: arguments)
-            let client = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+            let bridge = try await BridgeProcess.start(
+                environment,
+                store: "sqlite:\(environment.directory)/store.sqlite",
+                arguments: arguments
+            )
+            let client = try await LegacyConnection.connect(
+                to: bridge.gatewayAddress,
+                identity: try environment.provider(),
+                trusting: environment.pki.caCertificate
+            )
             var frames = ByteBuffer()
             for identifier in 1...4 {
                 frames.writeImmutableBuffer(
-                    FrameBuilder.frame(.itemized, identifier: UInt32(identifier), token: Self.token(connection: 0, identifier: identifier), payload: FrameBuilder.payload(#"{"aps":{"alert":"secret text 7f3a"}}"#))
+                    FrameBuilder.frame(
+                        .itemized,
+                        identifier: UInt32(identifier),
+                        token: Self.token(connection: 0, identifier: identifier),
+                        payload: FrameBuilder.payload(#"{"aps":{"alert":"secret text 7f3a"}}"#)
+                    )
                 )
             }
-            frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 5, token: FrameBuilder.token(5, length: 31), payload: FrameBuilder.payload()))
+            frames.writeImmutableBuffer(
+                FrameBuilder.frame(
+                    .itemized,
+                    identifier: 5,
+                    token: FrameBuilder.token(5, length: 31),
+                    payload: FrameBuilder.payload()
+                )
+            )
             try await client.send(frames)
             _ = try await client.bytesUntilClose(timeout: .seconds(20))
-            _ = try await FeedbackPoller.poll(bridge.feedbackAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+            _ = try await FeedbackPoller.poll(
+                bridge.feedbackAddress,
+                identity: try environment.provider(),
+                trusting: environment.pki.caCertificate
+            )
             await bridge.terminate()
 
             let log = bridge.log
@@ -295,21 +417,37 @@ struct ServeProcessTests {
 extension ServeProcessTests {
     @Test(
         "A clean SIGTERM or SIGINT, after traffic and with a provider connected, logs nothing at error level (SQLite and PostgreSQL)",
-        arguments: [SIGTERM, SIGINT], StoreKind.available
+        arguments: [SIGTERM, SIGINT],
+        StoreKind.available
     )
     func cleanStopLogsNoError(signal: Int32, kind: StoreKind) async throws {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
             let store = kind == .sqlite ? "sqlite:\(environment.directory)/store.sqlite" : try await kind.makeLocation()
             let bridge = try await BridgeProcess.start(environment, store: store)
             let identity = try environment.provider()
-            let provider = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: identity, trusting: environment.pki.caCertificate)
+            let provider = try await LegacyConnection.connect(
+                to: bridge.gatewayAddress,
+                identity: identity,
+                trusting: environment.pki.caCertificate
+            )
             var frames = ByteBuffer()
             for n in 0..<20 {
-                frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: UInt32(n + 1), token: FrameBuilder.token(n), payload: FrameBuilder.payload()))
+                frames.writeImmutableBuffer(
+                    FrameBuilder.frame(
+                        .itemized,
+                        identifier: UInt32(n + 1),
+                        token: FrameBuilder.token(n),
+                        payload: FrameBuilder.payload()
+                    )
+                )
             }
             try await provider.send(frames)
             #expect(await environment.mock.ledger.waitForAccepted(20))
-            _ = try await FeedbackPoller.poll(bridge.feedbackAddress, identity: identity, trusting: environment.pki.caCertificate)
+            _ = try await FeedbackPoller.poll(
+                bridge.feedbackAddress,
+                identity: identity,
+                trusting: environment.pki.caCertificate
+            )
             await bridge.stop(with: signal)
             #expect(bridge.process.terminationStatus == 0)
             #expect(bridge.log.contains(" stopped"))
@@ -318,30 +456,44 @@ extension ServeProcessTests {
         }
     }
 
-    @Test("apns-bridge send: an error-response is reported; without one it returns once the bridge closed after its close_notify")
+    @Test(
+        "apns-bridge send: an error-response is reported; without one it returns once the bridge closed after its close_notify"
+    )
     func sendCommand() async throws {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
-            try await withResource(try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")) { bridge in
+            try await withResource(
+                try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")
+            ) { bridge in
                 let files = try environment.provider().writePEMFiles(to: environment.directory, name: "provider")
                 let gateway = "127.0.0.1:\(try #require(bridge.gatewayAddress.port))"
                 func send(_ token: ByteBuffer) async throws -> (status: Int32, output: String) {
-                    try await DeployFilesTests.run(BridgeProcess.executable, [
-                        "send", "--gateway", gateway, "--certificate", files.certificate, "--private-key", files.privateKey,
-                        "--ca", environment.directory + "/ca.pem", "--server-name", "localhost",
-                        "--token", token.hexDump(format: .compact), "--wait-ms", "200",
-                    ])
+                    try await DeployFilesTests.run(
+                        BridgeProcess.executable,
+                        [
+                            "send", "--gateway", gateway, "--certificate", files.certificate, "--private-key",
+                            files.privateKey,
+                            "--ca", environment.directory + "/ca.pem", "--server-name", "localhost",
+                            "--token", token.hexDump(format: .compact), "--wait-ms", "200",
+                        ]
+                    )
                 }
                 let accepted = try await send(FrameBuilder.token(0x5E4D))
                 #expect(accepted.status == 0)
                 // The bridge's close came after the client's close_notify, not NIOSSL's 5-second
                 // shutdown timer (what `--wait-ms 1000` used to take 6 s for).
-                #expect(accepted.output.contains("the bridge took them and closed the connection after close_notify"), "\(accepted.output)")
+                #expect(
+                    accepted.output.contains("the bridge took them and closed the connection after close_notify"),
+                    "\(accepted.output)"
+                )
                 let bad = FrameBuilder.token(0xBAD)
                 environment.mock.script.rejectAsBadToken(bad.hexDump(format: .compact))
                 let rejected = try await send(bad)
                 #expect(rejected.status == 1)
                 // Within the wait, or (a slow build) after the close_notify: the same packet either way.
-                #expect(rejected.output.contains("error-response: status 8 (invalid token), identifier 1;"), "\(rejected.output)")
+                #expect(
+                    rejected.output.contains("error-response: status 8 (invalid token), identifier 1;"),
+                    "\(rejected.output)"
+                )
                 #expect(await environment.mock.ledger.waitForAccepted(1))
             }
         }
@@ -350,15 +502,30 @@ extension ServeProcessTests {
     @Test("A certificate subject with a newline cannot write a forged line into the text log")
     func logLinesCannotBeForged() async throws {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
-            let bridge = try await BridgeProcess.start(environment, store: "sqlite:\(environment.directory)/store.sqlite")
+            let bridge = try await BridgeProcess.start(
+                environment,
+                store: "sqlite:\(environment.directory)/store.sqlite"
+            )
             let forged = "critical apns-bridge: [BridgeApp] forged entry"
-            let identity = try environment.pki.providerIdentity(bundleID: "com.example.app\n2026-11-25T00:00:00+0000 \(forged)")
-            let client = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: identity, trusting: environment.pki.caCertificate)
+            let identity = try environment.pki.providerIdentity(
+                bundleID: "com.example.app\n2026-11-25T00:00:00+0000 \(forged)"
+            )
+            let client = try await LegacyConnection.connect(
+                to: bridge.gatewayAddress,
+                identity: identity,
+                trusting: environment.pki.caCertificate
+            )
             _ = try? await client.bytesUntilClose(timeout: .seconds(10))
             await bridge.terminate()
             let lines = bridge.log.split(separator: "\n")
-            #expect(lines.contains { $0.contains("refusing a client certificate") && $0.contains(forged) }, "the subject was logged, on the refusal's own line")
-            #expect(!lines.contains { $0.hasPrefix("2026-11-25T00:00:00+0000") }, "no line starts where the subject's newline was")
+            #expect(
+                lines.contains { $0.contains("refusing a client certificate") && $0.contains(forged) },
+                "the subject was logged, on the refusal's own line"
+            )
+            #expect(
+                !lines.contains { $0.hasPrefix("2026-11-25T00:00:00+0000") },
+                "no line starts where the subject's newline was"
+            )
         }
     }
 }
@@ -372,14 +539,19 @@ struct PrometheusText {
         for line in text.split(separator: "\n") {
             if line.hasPrefix("# TYPE ") {
                 let parts = line.split(separator: " ")
-                guard parts.count == 4, ["counter", "gauge", "histogram", "summary", "untyped"].contains(parts[3]) else { throw Malformed(line: String(line)) }
+                guard parts.count == 4, ["counter", "gauge", "histogram", "summary", "untyped"].contains(parts[3])
+                else { throw Malformed(line: String(line)) }
                 self.types[String(parts[2])] = String(parts[3])
                 continue
             }
             if line.hasPrefix("#") { continue }
-            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { throw Malformed(line: String(line)) }
+            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else {
+                throw Malformed(line: String(line))
+            }
             let name = String(line[..<space])
-            guard name.first?.isLetter == true, name.allSatisfy({ $0.isLetter || $0.isNumber || "_{}=\",.+-:".contains($0) }) else {
+            guard name.first?.isLetter == true,
+                name.allSatisfy({ $0.isLetter || $0.isNumber || "_{}=\",.+-:".contains($0) })
+            else {
                 throw Malformed(line: String(line))
             }
             self.samples[name] = value

@@ -23,11 +23,15 @@ struct ServeStartupTests {
 
     /// Runs `apns-bridge` to its exit (30 s at most); returns its exit status, standard output
     /// and standard error.
-    static func runToExitWithOutput(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
+    static func runToExitWithOutput(
+        _ arguments: [String]
+    ) async throws -> (status: Int32, stdout: String, stderr: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: BridgeProcess.executable)
         process.arguments = arguments
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-exit-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "apns-bridge-exit-\(UUID().uuidString)"
+        )
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let errorPath = directory.appendingPathComponent("stderr").path
@@ -59,23 +63,35 @@ struct ServeStartupTests {
             var arguments = environment.arguments
             let index = try #require(arguments.firstIndex(of: "--feedback"))
             arguments[index + 1] = "127.0.0.1:\(port)"
-            let (status, stderr) = try await Self.runToExit(arguments + ["--store", "sqlite:\(environment.directory)/store.sqlite"])
+            let (status, stderr) = try await Self.runToExit(
+                arguments + ["--store", "sqlite:\(environment.directory)/store.sqlite"]
+            )
             #expect(status == 78)
             #expect(stderr.contains("feedback.listen"))
             #expect(stderr.contains("127.0.0.1:\(port)"))
-            #expect(!FileManager.default.fileExists(atPath: "\(environment.directory)/store.sqlite"), "the store was never opened")
-            #expect(!stderr.contains("store opened") && !stderr.contains("gateway listening"), "nothing was started: \(stderr)")
+            #expect(
+                !FileManager.default.fileExists(atPath: "\(environment.directory)/store.sqlite"),
+                "the store was never opened"
+            )
+            #expect(
+                !stderr.contains("store opened") && !stderr.contains("gateway listening"),
+                "nothing was started: \(stderr)"
+            )
         }
     }
 
-    @Test("A key that is not the certificate's, a store that is not a database: exit 78, the key named, no database created")
+    @Test(
+        "A key that is not the certificate's, a store that is not a database: exit 78, the key named, no database created"
+    )
     func refusedBeforeAnythingStarts() async throws {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
             let other = try DevelopmentCA()
             let otherFiles = try other.server.writePEMFiles(to: environment.directory, name: "other")
             let store = "\(environment.directory)/never.sqlite"
 
-            let mismatched = try await Self.runToExit(environment.arguments + ["--private-key", otherFiles.privateKey, "--store", "sqlite:\(store)"])
+            let mismatched = try await Self.runToExit(
+                environment.arguments + ["--private-key", otherFiles.privateKey, "--store", "sqlite:\(store)"]
+            )
             #expect(mismatched.status == 78)
             #expect(mismatched.stderr.contains("tls.privateKey"))
             #expect(mismatched.stderr.contains("other.key"))
@@ -87,10 +103,16 @@ struct ServeStartupTests {
             let badStore = try await Self.runToExit(environment.arguments + ["--store", "sqlite:\(notADatabase)"])
             #expect(badStore.status == 78)
             #expect(badStore.stderr.contains("store.url"))
-            #expect(try String(contentsOfFile: notADatabase, encoding: .utf8) == "hello\n", "the file is left as it was")
+            #expect(
+                try String(contentsOfFile: notADatabase, encoding: .utf8) == "hello\n",
+                "the file is left as it was"
+            )
 
             let badKeyID = try await Self.runToExit(
-                environment.arguments.map { $0.hasPrefix(UpstreamHarness.keyID + ":") ? "SHORT:" + $0.dropFirst(UpstreamHarness.keyID.count + 1) : $0 }
+                environment.arguments.map {
+                    $0.hasPrefix(UpstreamHarness.keyID + ":")
+                        ? "SHORT:" + $0.dropFirst(UpstreamHarness.keyID.count + 1) : $0
+                }
                     + ["--store", "sqlite:\(store)"]
             )
             #expect(badKeyID.status == 78)
@@ -103,7 +125,9 @@ struct ServeStartupTests {
     func misspeltKey() async throws {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
             let (status, stderr) = try await Self.runToExit(
-                environment.arguments + ["--set", "gateway.maximumInFlght=10", "--store", "sqlite:\(environment.directory)/never.sqlite"]
+                environment.arguments + [
+                    "--set", "gateway.maximumInFlght=10", "--store", "sqlite:\(environment.directory)/never.sqlite",
+                ]
             )
             #expect(status == 78)
             #expect(stderr.contains("gateway.maximumInFlght"))
@@ -112,7 +136,9 @@ struct ServeStartupTests {
         }
     }
 
-    @Test("check-config --keys lists every key of the schema with its variable, range and reload, and needs no configuration")
+    @Test(
+        "check-config --keys lists every key of the schema with its variable, range and reload, and needs no configuration"
+    )
     func checkConfigListsKeys() async throws {
         let listed = try await Self.runToExitWithOutput(["check-config", "--keys"])
         #expect(listed.status == 0)
@@ -135,13 +161,26 @@ struct ServeStartupTests {
             )
             // The one connection the cap allows, admitted and through its handshake before the rest
             // arrive: a notification through it reaching the mock proves both.
-            let holder = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
-            try await holder.send(FrameBuilder.frame(.itemized, identifier: 1, token: FrameBuilder.token(1), payload: FrameBuilder.payload()))
+            let holder = try await LegacyConnection.connect(
+                to: bridge.gatewayAddress,
+                identity: try environment.provider(),
+                trusting: environment.pki.caCertificate
+            )
+            try await holder.send(
+                FrameBuilder.frame(
+                    .itemized,
+                    identifier: 1,
+                    token: FrameBuilder.token(1),
+                    payload: FrameBuilder.payload()
+                )
+            )
             #expect(await environment.mock.ledger.waitForAccepted(1))
             var refused = 0
             let started = ContinuousClock.now
             for _ in 0..<40 {
-                let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(to: bridge.gatewayAddress).get()
+                let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(
+                    to: bridge.gatewayAddress
+                ).get()
                 try await channel.closeFuture.get()  // closed by the bridge as soon as it is accepted
                 refused += 1
             }
@@ -153,10 +192,14 @@ struct ServeStartupTests {
             #expect(refused == 40)
             #expect(lines.count >= 1)
             // One line per 10-second interval, however slow a loaded machine made the 40 connects.
-            #expect(lines.count <= 2 + Int(elapsed / .seconds(10)), "one line per interval (10 s), not one per connection: \(lines.count) in \(elapsed)")
+            #expect(
+                lines.count <= 2 + Int(elapsed / .seconds(10)),
+                "one line per interval (10 s), not one per connection: \(lines.count) in \(elapsed)"
+            )
             // Every listener's series exists from the start: the gateway's is the one that counts.
             let counted = metrics.split(separator: "\n").first {
-                $0.hasPrefix("apns_bridge_refused_connections_total") && $0.contains("listener=\"gateway\"") && $0.contains("reason=\"connections\"")
+                $0.hasPrefix("apns_bridge_refused_connections_total") && $0.contains("listener=\"gateway\"")
+                    && $0.contains("reason=\"connections\"")
             }
             #expect(counted.flatMap { Double($0.split(separator: " ").last ?? "") } == 40)
         }
@@ -167,19 +210,29 @@ struct ServeStartupTests {
         var logger = Logger(label: "apns-bridge.test")
         logger.logLevel = .warning
         for ready in [true, false] {
-            let admin = try await AdminServer.start(host: "127.0.0.1", port: 0, probes: .init(isReady: { ready }), registry: nil, logger: logger)
+            let admin = try await AdminServer.start(
+                host: "127.0.0.1",
+                port: 0,
+                probes: .init(isReady: { ready }),
+                registry: nil,
+                logger: logger
+            )
             let port = try #require(admin.localAddress.port)
             let (status, _) = try await Self.runToExit(["healthcheck", "--admin", "127.0.0.1:\(port)"])
             #expect(status == (ready ? 0 : 1))
             await admin.close()
             if !ready {
-                let (closedStatus, _) = try await Self.runToExit(["healthcheck", "--admin", "127.0.0.1:\(port)", "--timeout", "2"])
+                let (closedStatus, _) = try await Self.runToExit([
+                    "healthcheck", "--admin", "127.0.0.1:\(port)", "--timeout", "2",
+                ])
                 #expect(closedStatus == 1, "nothing listens there any more")
             }
         }
     }
 
-    @Test("--log-format json: every line of the log is one JSON object with timestamp, level, label and message; no whole token")
+    @Test(
+        "--log-format json: every line of the log is one JSON object with timestamp, level, label and message; no whole token"
+    )
     func jsonLogs() async throws {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
             let bridge = try await BridgeProcess.start(
@@ -190,9 +243,15 @@ struct ServeStartupTests {
             let token = FrameBuilder.token(0x150A)
             let bad = FrameBuilder.token(0xBAD)
             environment.mock.script.rejectAsBadToken(bad.hexDump(format: .compact))
-            let provider = try await LegacyConnection.connect(to: bridge.gatewayAddress, identity: try environment.provider(), trusting: environment.pki.caCertificate)
+            let provider = try await LegacyConnection.connect(
+                to: bridge.gatewayAddress,
+                identity: try environment.provider(),
+                trusting: environment.pki.caCertificate
+            )
             var frames = FrameBuilder.frame(.itemized, identifier: 1, token: token, payload: FrameBuilder.payload())
-            frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 2, token: bad, payload: FrameBuilder.payload()))
+            frames.writeImmutableBuffer(
+                FrameBuilder.frame(.itemized, identifier: 2, token: bad, payload: FrameBuilder.payload())
+            )
             try await provider.send(frames)
             var answer = try await provider.bytesUntilClose()
             #expect(answer.readErrorResponse()?.status == .invalidToken)
@@ -229,7 +288,10 @@ struct ServeStartupTests {
         )
         let port = try #require(admin.localAddress.port)
         #expect(try await ServeProcessTests.get(port, "/healthz").status == 200)
-        let idle = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port).get()
+        let idle = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(
+            host: "127.0.0.1",
+            port: port
+        ).get()
         try await idle.closeFuture.get()  // the admin server closed it; without the bound this never returns
         await admin.close()
     }

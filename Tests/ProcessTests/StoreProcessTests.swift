@@ -36,7 +36,9 @@ struct StoreProcessTests {
         ProcessInfo.processInfo.environment["APNS_BRIDGE_DURABILITY_ITERATIONS"].flatMap(Int.init) ?? 100
     }
 
-    @Test("SIGKILL at random points while 410s arrive and a poller drains: every stored entry is pending or was delivered (a batch is deleted only once its bytes were flushed, which reach the poller even when a kill cuts the close)")
+    @Test(
+        "SIGKILL at random points while 410s arrive and a poller drains: every stored entry is pending or was delivered (a batch is deleted only once its bytes were flushed, which reach the poller even when a kill cuts the close)"
+    )
     func killedAtRandomPoints() async throws {
         let environment = try await BridgeProcess.Environment.make()
         environment.mock.script.unregisterEveryToken(atMilliseconds: Self.unregisteredAt)
@@ -54,13 +56,26 @@ struct StoreProcessTests {
             let sender = Task { () -> Int in
                 var seed = firstSeed
                 while !Task.isCancelled, seed < firstSeed + 10_000 {
-                    guard let provider = try? await LegacyConnection.connect(to: bridge.gatewayAddress, identity: identity, trusting: environment.pki.caCertificate) else {
+                    guard
+                        let provider = try? await LegacyConnection.connect(
+                            to: bridge.gatewayAddress,
+                            identity: identity,
+                            trusting: environment.pki.caCertificate
+                        )
+                    else {
                         break
                     }
                     while !Task.isCancelled, seed < firstSeed + 10_000 {
                         var frames = ByteBuffer()
                         for _ in 0..<20 {
-                            frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: UInt32(seed), token: FrameBuilder.token(seed), payload: FrameBuilder.payload()))
+                            frames.writeImmutableBuffer(
+                                FrameBuilder.frame(
+                                    .itemized,
+                                    identifier: UInt32(seed),
+                                    token: FrameBuilder.token(seed),
+                                    payload: FrameBuilder.payload()
+                                )
+                            )
                             seed += 1
                         }
                         do { try await provider.send(frames) } catch { break }
@@ -73,7 +88,14 @@ struct StoreProcessTests {
             let poller = Task { () -> [FeedbackPoller.Poll] in
                 var polls: [FeedbackPoller.Poll] = []
                 while !Task.isCancelled {
-                    guard let poll = try? await FeedbackPoller.poll(bridge.feedbackAddress, identity: identity, trusting: environment.pki.caCertificate, timeout: .seconds(10)) else {
+                    guard
+                        let poll = try? await FeedbackPoller.poll(
+                            bridge.feedbackAddress,
+                            identity: identity,
+                            trusting: environment.pki.caCertificate,
+                            timeout: .seconds(10)
+                        )
+                    else {
                         break
                     }
                     polls.append(poll)
@@ -85,7 +107,11 @@ struct StoreProcessTests {
             // loaded machine, whose bridge takes longer to start, still kills around commits
             // (a fixed delay from the start stored 46 entries in 100 runs once).
             let storedOne =
-                (try? await eventually("run \(iteration) stored an entry", timeout: .seconds(60), interval: .milliseconds(20)) {
+                (try? await eventually(
+                    "run \(iteration) stored an entry",
+                    timeout: .seconds(60),
+                    interval: .milliseconds(20)
+                ) {
                     !Self.storedTokenIDs(in: bridge.log).isEmpty
                 }) != nil
             #expect(storedOne, "run \(iteration) stored no entry within 60 s")
@@ -112,7 +138,11 @@ struct StoreProcessTests {
         let bridge = try await BridgeProcess.start(environment, store: store, name: "final")
         var finalPolls = 0
         while true {
-            let poll = try await FeedbackPoller.poll(bridge.feedbackAddress, identity: identity, trusting: environment.pki.caCertificate)
+            let poll = try await FeedbackPoller.poll(
+                bridge.feedbackAddress,
+                identity: identity,
+                trusting: environment.pki.caCertificate
+            )
             #expect(poll.cleanClose)
             finalPolls += 1
             for tuple in poll.tuples {
@@ -154,7 +184,9 @@ struct StoreProcessTests {
         let gone = FrameBuilder.token(0x410)
         environment.mock.script.unregister(token: gone.hexDump(format: .compact), atMilliseconds: Self.unregisteredAt)
         let provider = try await LegacyConnection.connect(to: first.gatewayAddress, identity: identity, trusting: ca)
-        try await provider.send(FrameBuilder.frame(.itemized, identifier: 1, token: gone, payload: FrameBuilder.payload()))
+        try await provider.send(
+            FrameBuilder.frame(.itemized, identifier: 1, token: gone, payload: FrameBuilder.payload())
+        )
         try await eventually { Self.storedTokenIDs(in: first.log).contains(Self.tokenID(gone)) }
         await provider.close()
         // ...is served by the second, once.
@@ -172,8 +204,12 @@ struct StoreProcessTests {
         environment.mock.script.delayResponses(by: .milliseconds(100))
         let failing = try await LegacyConnection.connect(to: first.gatewayAddress, identity: identity, trusting: ca)
         var frames = ByteBuffer()
-        frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 10, token: bad, payload: FrameBuilder.payload()))
-        frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 11, token: good, payload: FrameBuilder.payload()))
+        frames.writeImmutableBuffer(
+            FrameBuilder.frame(.itemized, identifier: 10, token: bad, payload: FrameBuilder.payload())
+        )
+        frames.writeImmutableBuffer(
+            FrameBuilder.frame(.itemized, identifier: 11, token: good, payload: FrameBuilder.payload())
+        )
         try await failing.send(frames)
         let answer = try await failing.bytesUntilClose()
         #expect(answer == ByteBuffer(bytes: [8, 8, 0, 0, 0, 10]))
@@ -183,14 +219,21 @@ struct StoreProcessTests {
         let after = FrameBuilder.token(0xAF7E)
         let resending = try await LegacyConnection.connect(to: second.gatewayAddress, identity: identity, trusting: ca)
         var resent = ByteBuffer()
-        resent.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 11, token: good, payload: FrameBuilder.payload()))
-        resent.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: 12, token: after, payload: FrameBuilder.payload()))
+        resent.writeImmutableBuffer(
+            FrameBuilder.frame(.itemized, identifier: 11, token: good, payload: FrameBuilder.payload())
+        )
+        resent.writeImmutableBuffer(
+            FrameBuilder.frame(.itemized, identifier: 12, token: after, payload: FrameBuilder.payload())
+        )
         try await resending.send(resent)
         let afterHex = after.hexDump(format: .compact)
         try await eventually { environment.mock.ledger.accepted.contains { $0.token == afterHex } }
         await resending.close()
         let goodHex = good.hexDump(format: .compact)
-        #expect(environment.mock.ledger.accepted.filter { $0.token == goodHex }.count == 1, "frame 11 reached the upstream once")
+        #expect(
+            environment.mock.ledger.accepted.filter { $0.token == goodHex }.count == 1,
+            "frame 11 reached the upstream once"
+        )
 
         await first.terminate()
         await second.terminate()
@@ -220,14 +263,22 @@ struct StoreProcessTests {
             INSERT INTO feedback_entries (tenant, environment, token, timestamp, recorded_at)
             SELECT ?, ?, randomblob(32), 1700000000, ? FROM n
             """,
-            [.integer(total), .text(UpstreamHarness.topic), .text(APNsEnvironment.sandbox.rawValue), .integer(Int(Date().timeIntervalSince1970))]
+            [
+                .integer(total), .text(UpstreamHarness.topic), .text(APNsEnvironment.sandbox.rawValue),
+                .integer(Int(Date().timeIntervalSince1970)),
+            ]
         )
         try await connection.close()
         let counter = try await SQLiteBridgeStore.open(path: path)
         #expect(try await counter.pendingCount() == total)
         await counter.close()
 
-        let bridge = try await BridgeProcess.start(environment, store: "sqlite:\(path)", extraArguments: ["--log-level", "info"], name: "million")
+        let bridge = try await BridgeProcess.start(
+            environment,
+            store: "sqlite:\(path)",
+            extraArguments: ["--log-level", "info"],
+            name: "million"
+        )
         let baseline = try #require(bridge.memory("VmRSS"))
         let started = ContinuousClock.now
         let poll = try await FeedbackPoller.poll(
@@ -245,7 +296,9 @@ struct StoreProcessTests {
         await verify.close()
         await environment.close()
 
-        print("a million entries: \(poll.tupleCount) tuples in \(elapsed); bridge RSS \(baseline / 1024) MiB before the poll, peak \(peak / 1024) MiB")
+        print(
+            "a million entries: \(poll.tupleCount) tuples in \(elapsed); bridge RSS \(baseline / 1024) MiB before the poll, peak \(peak / 1024) MiB"
+        )
         #expect(poll.cleanClose)
         #expect(poll.tupleCount == total)
         #expect(left == 0)

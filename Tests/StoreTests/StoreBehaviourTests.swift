@@ -23,8 +23,21 @@ struct StoreBehaviourTests {
         return bytes
     }
 
-    static func unregistered(_ n: Int, tenant: String = "com.example.a", environment: APNsEnvironment = .production, at timestamp: UInt32 = 1000, length: Int = 32) -> FeedbackChange {
-        .unregistered(FeedbackEntry(tenant: tenant, environment: environment, deviceToken: token(n, length: length), timestamp: timestamp))
+    static func unregistered(
+        _ n: Int,
+        tenant: String = "com.example.a",
+        environment: APNsEnvironment = .production,
+        at timestamp: UInt32 = 1000,
+        length: Int = 32
+    ) -> FeedbackChange {
+        .unregistered(
+            FeedbackEntry(
+                tenant: tenant,
+                environment: environment,
+                deviceToken: token(n, length: length),
+                timestamp: timestamp
+            )
+        )
     }
 
     static func apply(_ changes: [FeedbackChange], to store: any BridgeStore) async throws {
@@ -32,7 +45,12 @@ struct StoreBehaviourTests {
     }
 
     /// Drains everything (like a poller that reads to the end) and returns the tuples.
-    static func drainAll(_ store: any BridgeStore, tenant: String = "com.example.a", environment: APNsEnvironment = .production, options: FeedbackDrainOptions = .init()) async throws -> [FeedbackTuple] {
+    static func drainAll(
+        _ store: any BridgeStore,
+        tenant: String = "com.example.a",
+        environment: APNsEnvironment = .production,
+        options: FeedbackDrainOptions = .init()
+    ) async throws -> [FeedbackTuple] {
         let received = Mutex<[FeedbackTuple]>([])
         let finished = Mutex(0)
         let result = try await store.drain(tenant: tenant, environment: environment, options: options) { tuples in
@@ -51,14 +69,20 @@ struct StoreBehaviourTests {
         tuples.map { Int($0.deviceToken.getInteger(at: $0.deviceToken.readerIndex, as: UInt32.self)!) }
     }
 
-    @Test("PostgreSQL is configured for these tests", .enabled(if: TestDatabases.postgresURL != nil, "APNS_BRIDGE_TEST_POSTGRES_URL is not set; run scripts/test"))
+    @Test(
+        "PostgreSQL is configured for these tests",
+        .enabled(if: TestDatabases.postgresURL != nil, "APNS_BRIDGE_TEST_POSTGRES_URL is not set; run scripts/test")
+    )
     func postgresIsConfigured() async throws {
         let store = try await StoreKind.postgres.open(try await StoreKind.postgres.makeLocation())
         #expect(try await store.pendingCount() == 0)
         await store.close()
     }
 
-    @Test("One entry per token, keeping the latest timestamp; a 200 removes it; a later 410 records it again", arguments: StoreKind.available)
+    @Test(
+        "One entry per token, keeping the latest timestamp; a 200 removes it; a later 410 records it again",
+        arguments: StoreKind.available
+    )
     func recording(kind: StoreKind) async throws {
         let store = try await kind.open(try await kind.makeLocation())
         try await Self.apply([Self.unregistered(1, at: 100), Self.unregistered(2, at: 100)], to: store)
@@ -68,7 +92,10 @@ struct StoreBehaviourTests {
         #expect(pending.map(\.timestamp).sorted() == [100, 300])
         #expect(try await store.pendingCount() == 2)
 
-        try await Self.apply([.registered(FeedbackKey(tenant: "com.example.a", environment: .production, deviceToken: Self.token(2)))], to: store)
+        try await Self.apply(
+            [.registered(FeedbackKey(tenant: "com.example.a", environment: .production, deviceToken: Self.token(2)))],
+            to: store
+        )
         pending = try await store.pendingEntries(tenant: "com.example.a", environment: .production, limit: 10)
         #expect(pending.map(\.deviceToken) == [Self.token(1)])
 
@@ -77,11 +104,17 @@ struct StoreBehaviourTests {
         await store.close()
     }
 
-    @Test("A 200 reaches the database only for a token that may be on a list; the filter is loaded at open and rebuilt by the sweep", arguments: StoreKind.available)
+    @Test(
+        "A 200 reaches the database only for a token that may be on a list; the filter is loaded at open and rebuilt by the sweep",
+        arguments: StoreKind.available
+    )
     func feedbackListFilter(kind: StoreKind) async throws {
         let location = try await kind.makeLocation()
         var store = try await kind.open(location)
-        try await Self.apply([Self.unregistered(1), Self.unregistered(2), Self.unregistered(3, environment: .sandbox)], to: store)
+        try await Self.apply(
+            [Self.unregistered(1), Self.unregistered(2), Self.unregistered(3, environment: .sandbox)],
+            to: store
+        )
         await store.close()
         store = try await kind.open(location)
         let production = FeedbackListFilter.List(tenant: "com.example.a", environment: .production)
@@ -92,14 +125,25 @@ struct StoreBehaviourTests {
         #expect(!filter.mayContain(Self.token(4), on: production))
         // What the gateway asks before it hands a 200 to the store.
         let recorder: any FeedbackRecorder = store
-        #expect(recorder.mayBeOnList(FeedbackKey(tenant: "com.example.a", environment: .production, deviceToken: Self.token(1))))
-        #expect(!recorder.mayBeOnList(FeedbackKey(tenant: "com.example.a", environment: .production, deviceToken: Self.token(4))))
+        #expect(
+            recorder.mayBeOnList(
+                FeedbackKey(tenant: "com.example.a", environment: .production, deviceToken: Self.token(1))
+            )
+        )
+        #expect(
+            !recorder.mayBeOnList(
+                FeedbackKey(tenant: "com.example.a", environment: .production, deviceToken: Self.token(4))
+            )
+        )
 
         func registered(_ n: Int) -> FeedbackChange {
             .registered(FeedbackKey(tenant: "com.example.a", environment: .production, deviceToken: Self.token(n)))
         }
         try await Self.apply([registered(1), registered(4)], to: store)
-        #expect(Self.tokenNumbers(try await Self.drainAll(store)) == [2], "a 200 still removes a token that is on the list")
+        #expect(
+            Self.tokenNumbers(try await Self.drainAll(store)) == [2],
+            "a 200 still removes a token that is on the list"
+        )
         #expect(filter.mayContain(Self.token(2), on: production), "served, but the filter has not been rebuilt yet")
         _ = try await store.removeExpired()
         #expect(!filter.mayContain(Self.token(2), on: production), "the sweep rebuilt the filter from the database")
@@ -129,7 +173,10 @@ struct StoreBehaviourTests {
             second.feedbackListFilter.mayContain(Self.token(9), on: list)
         }
         #expect(second.feedbackListFilter.mayContain(Self.token(9), on: list))
-        try await Self.apply([.registered(FeedbackKey(tenant: "com.example.a", environment: .production, deviceToken: Self.token(9)))], to: second)
+        try await Self.apply(
+            [.registered(FeedbackKey(tenant: "com.example.a", environment: .production, deviceToken: Self.token(9)))],
+            to: second
+        )
         #expect(try await first.pendingCount() == 0)
         await first.close()
         await second.close()
@@ -143,37 +190,61 @@ struct StoreBehaviourTests {
         let first = store.apply(Self.unregistered(7), on: Self.eventLoop)
         let second = store.apply(.registered(key), on: Self.eventLoop)
         let third = store.apply(Self.unregistered(8), on: Self.eventLoop)
-        let fourth = store.apply(.registered(FeedbackKey(tenant: "com.example.a", environment: .production, deviceToken: Self.token(8))), on: Self.eventLoop)
+        let fourth = store.apply(
+            .registered(FeedbackKey(tenant: "com.example.a", environment: .production, deviceToken: Self.token(8))),
+            on: Self.eventLoop
+        )
         let fifth = store.apply(Self.unregistered(8, at: 2000), on: Self.eventLoop)
         for future in [first, second, third, fourth, fifth] { try await future.get() }
         let pending = try await store.pendingEntries(tenant: "com.example.a", environment: .production, limit: 10)
-        #expect(Self.tokenNumbers(pending.map { FeedbackTuple(timestamp: $0.timestamp, deviceToken: $0.deviceToken) }) == [8])
+        #expect(
+            Self.tokenNumbers(pending.map { FeedbackTuple(timestamp: $0.timestamp, deviceToken: $0.deviceToken) }) == [
+                8
+            ]
+        )
         #expect(pending.first?.timestamp == 2000)
         await store.close()
     }
 
-    @Test("A drain serves every pending entry in order, deletes them, and an empty list finishes at once", arguments: StoreKind.available)
+    @Test(
+        "A drain serves every pending entry in order, deletes them, and an empty list finishes at once",
+        arguments: StoreKind.available
+    )
     func drainEverything(kind: StoreKind) async throws {
         let store = try await kind.open(try await kind.makeLocation())
         try await Self.apply((0..<2_500).map { Self.unregistered($0, at: UInt32(1_700_000_000 + $0)) }, to: store)
         let tuples = try await Self.drainAll(store, options: .init(batchSize: 1000))
         #expect(tuples.count == 2_500)
         #expect(Set(Self.tokenNumbers(tuples)) == Set(0..<2_500))
-        #expect(tuples.allSatisfy { $0.timestamp == 1_700_000_000 + UInt32($0.deviceToken.getInteger(at: 0, as: UInt32.self)!) })
+        #expect(
+            tuples.allSatisfy {
+                $0.timestamp == 1_700_000_000 + UInt32($0.deviceToken.getInteger(at: 0, as: UInt32.self)!)
+            }
+        )
         #expect(try await store.pendingCount() == 0)
         #expect(try await Self.drainAll(store).isEmpty)
         await store.close()
     }
 
-    @Test("A poller that goes away midway: what it took is deleted, the rest is served next time", arguments: StoreKind.available)
+    @Test(
+        "A poller that goes away midway: what it took is deleted, the rest is served next time",
+        arguments: StoreKind.available
+    )
     func interruptedDrain(kind: StoreKind) async throws {
         let store = try await kind.open(try await kind.makeLocation())
         try await Self.apply((0..<50).map { Self.unregistered($0) }, to: store)
         struct PollerGone: Error {}
         let batches = Mutex(0)
         let finished = Mutex(false)
-        let result = try await store.drain(tenant: "com.example.a", environment: .production, options: .init(batchSize: 10)) { _ in
-            let n = batches.withLock { $0 += 1; return $0 }
+        let result = try await store.drain(
+            tenant: "com.example.a",
+            environment: .production,
+            options: .init(batchSize: 10)
+        ) { _ in
+            let n = batches.withLock {
+                $0 += 1
+                return $0
+            }
             if n == 3 { throw PollerGone() }
         } finish: {
             finished.withLock { $0 = true }
@@ -209,14 +280,19 @@ struct StoreBehaviourTests {
     @Test("A tenant never sees another tenant's tokens, nor another environment's", arguments: StoreKind.available)
     func isolation(kind: StoreKind) async throws {
         let store = try await kind.open(try await kind.makeLocation())
-        try await Self.apply([
-            Self.unregistered(1, tenant: "com.example.a"),
-            Self.unregistered(2, tenant: "com.example.b"),
-            Self.unregistered(3, tenant: "com.example.a", environment: .sandbox),
-            Self.unregistered(4, tenant: "com.example.a"),
-        ], to: store)
+        try await Self.apply(
+            [
+                Self.unregistered(1, tenant: "com.example.a"),
+                Self.unregistered(2, tenant: "com.example.b"),
+                Self.unregistered(3, tenant: "com.example.a", environment: .sandbox),
+                Self.unregistered(4, tenant: "com.example.a"),
+            ],
+            to: store
+        )
         #expect(Self.tokenNumbers(try await Self.drainAll(store, tenant: "com.example.b")) == [2])
-        #expect(Self.tokenNumbers(try await Self.drainAll(store, tenant: "com.example.a", environment: .sandbox)) == [3])
+        #expect(
+            Self.tokenNumbers(try await Self.drainAll(store, tenant: "com.example.a", environment: .sandbox)) == [3]
+        )
         #expect(Set(Self.tokenNumbers(try await Self.drainAll(store, tenant: "com.example.a"))) == [1, 4])
         #expect(try await Self.drainAll(store, tenant: "com.example.c").isEmpty)
         await store.close()
@@ -225,7 +301,10 @@ struct StoreBehaviourTests {
     @Test("The 38-byte option leaves tokens that are not 32 bytes out (and pending)", arguments: StoreKind.available)
     func only32ByteTokens(kind: StoreKind) async throws {
         let store = try await kind.open(try await kind.makeLocation())
-        try await Self.apply([Self.unregistered(1), Self.unregistered(2, length: 64), Self.unregistered(3, length: 100)], to: store)
+        try await Self.apply(
+            [Self.unregistered(1), Self.unregistered(2, length: 64), Self.unregistered(3, length: 100)],
+            to: store
+        )
         let tuples = try await Self.drainAll(store, options: .init(only32ByteTokens: true))
         #expect(Self.tokenNumbers(tuples) == [1])
         #expect(try await store.pendingCount() == 2)
@@ -241,7 +320,8 @@ struct StoreBehaviourTests {
         let result = try await store.drain(tenant: "com.example.a", environment: .production, options: .init()) { _ in
             // While the poller reads: token 1 is unregistered again, later.
             try await Self.apply([Self.unregistered(1, at: 500)], to: store)
-        } finish: {}
+        } finish: {
+        }
         #expect(result.delivered == 2)
         let pending = try await store.pendingEntries(tenant: "com.example.a", environment: .production, limit: 10)
         #expect(pending.map(\.timestamp) == [500])
@@ -253,7 +333,12 @@ struct StoreBehaviourTests {
         let location = try await kind.makeLocation()
         var store = try await kind.open(location)
         try await Self.apply((0..<10).map { Self.unregistered($0) }, to: store)
-        let key = ResendRecordKey(tenant: "com.example.a", deviceToken: Self.token(7), payloadDigest: .init(bytes: (1, 2, 3, 4)), priority: 10)
+        let key = ResendRecordKey(
+            tenant: "com.example.a",
+            deviceToken: Self.token(7),
+            payloadDigest: .init(bytes: (1, 2, 3, 4)),
+            priority: 10
+        )
         try await store.remember([ResendRecord(key: key, outcome: .accepted)], on: Self.eventLoop).get()
         await store.close()
         store = try await kind.open(location)
@@ -266,7 +351,10 @@ struct StoreBehaviourTests {
         await store.close()
     }
 
-    @Test("Retention removes old entries; a claim older than the lease (its drain died) is released", arguments: StoreKind.available)
+    @Test(
+        "Retention removes old entries; a claim older than the lease (its drain died) is released",
+        arguments: StoreKind.available
+    )
     func retentionAndLease(kind: StoreKind) async throws {
         let clock = TestClock(Date(timeIntervalSince1970: 1_800_000_000))
         var configuration = BridgeStoreConfiguration()
@@ -286,10 +374,12 @@ struct StoreBehaviourTests {
         struct Abandoned: Error {}
         let release = Mutex(false)
         let stuck = Task {
-            try await store.drain(tenant: "com.example.a", environment: .production, options: .init(batchSize: 3)) { _ in
+            try await store.drain(tenant: "com.example.a", environment: .production, options: .init(batchSize: 3)) {
+                _ in
                 while !release.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
                 throw Abandoned()
-            } finish: {}
+            } finish: {
+            }
         }
         try await eventually("the first batch's claim") { try await pending() != 8 }
         #expect(try await pending() == 5, "the first batch of 3 is claimed")
@@ -306,7 +396,10 @@ struct StoreBehaviourTests {
         await store.close()
     }
 
-    @Test("Resend records: each is used once; a pending outcome is waited for; one the bridge decided is not kept; expired ones are gone", arguments: StoreKind.available)
+    @Test(
+        "Resend records: each is used once; a pending outcome is waited for; one the bridge decided is not kept; expired ones are gone",
+        arguments: StoreKind.available
+    )
     func resendRecords(kind: StoreKind) async throws {
         let clock = TestClock(Date(timeIntervalSince1970: 1_800_000_000))
         var configuration = BridgeStoreConfiguration()
@@ -314,24 +407,38 @@ struct StoreBehaviourTests {
         configuration.resendRecordWindow = .seconds(120)
         let store = try await kind.open(try await kind.makeLocation(), configuration: configuration)
         func key(_ number: UInt32, tenant: String = "com.example.a", priority: UInt8 = 10) -> ResendRecordKey {
-            ResendRecordKey(tenant: tenant, deviceToken: Self.token(Int(number)), payloadDigest: .init(bytes: (9, 9, 9, UInt64(number))), priority: priority)
+            ResendRecordKey(
+                tenant: tenant,
+                deviceToken: Self.token(Int(number)),
+                payloadDigest: .init(bytes: (9, 9, 9, UInt64(number))),
+                priority: priority
+            )
         }
         #expect(!store.mayHoldLiveRecords(tenant: "com.example.a"), "no record yet: notifications skip the store")
         #expect(try await store.claim(key(1), on: Self.eventLoop).get() == .new)
-        try await store.remember([
-            ResendRecord(key: key(1), outcome: .accepted),
-            ResendRecord(key: key(2), outcome: .rejected(.invalidToken)),
-            ResendRecord(key: key(3), outcome: nil),
-            ResendRecord(key: key(4), outcome: .unregistered(timestamp: 77)),
-            ResendRecord(key: key(5), outcome: .dropped),
-        ], on: Self.eventLoop).get()
+        try await store.remember(
+            [
+                ResendRecord(key: key(1), outcome: .accepted),
+                ResendRecord(key: key(2), outcome: .rejected(.invalidToken)),
+                ResendRecord(key: key(3), outcome: nil),
+                ResendRecord(key: key(4), outcome: .unregistered(timestamp: 77)),
+                ResendRecord(key: key(5), outcome: .dropped),
+            ],
+            on: Self.eventLoop
+        ).get()
 
         #expect(store.mayHoldLiveRecords(tenant: "com.example.a"))
         #expect(!store.mayHoldLiveRecords(tenant: "com.example.b"), "horizons are per tenant")
-        #expect(try await store.claim(key(1, priority: 5), on: Self.eventLoop).get() == .new, "another priority is another notification")
+        #expect(
+            try await store.claim(key(1, priority: 5), on: Self.eventLoop).get() == .new,
+            "another priority is another notification"
+        )
         #expect(try await store.claim(key(1), on: Self.eventLoop).get() == .answered(.accepted))
         #expect(try await store.claim(key(1), on: Self.eventLoop).get() == .new, "a record is used once")
-        #expect(try await store.claim(key(1, tenant: "com.example.b"), on: Self.eventLoop).get() == .new, "another tenant's identical frame is new")
+        #expect(
+            try await store.claim(key(1, tenant: "com.example.b"), on: Self.eventLoop).get() == .new,
+            "another tenant's identical frame is new"
+        )
         #expect(try await store.claim(key(2), on: Self.eventLoop).get() == .answered(.rejected(.invalidToken)))
         #expect(try await store.claim(key(4), on: Self.eventLoop).get() == .answered(.unregistered(timestamp: 77)))
         #expect(try await store.claim(key(5), on: Self.eventLoop).get() == .outcomeUnknown)
@@ -344,7 +451,10 @@ struct StoreBehaviourTests {
 
         // An outcome the bridge decided (its retry budget ran out) leaves the record unknown:
         // the claim waiting for it is told to forward again, as is a later claim.
-        try await store.remember([ResendRecord(key: key(8), outcome: nil), ResendRecord(key: key(8), outcome: nil)], on: Self.eventLoop).get()
+        try await store.remember(
+            [ResendRecord(key: key(8), outcome: nil), ResendRecord(key: key(8), outcome: nil)],
+            on: Self.eventLoop
+        ).get()
         let waiting = store.claim(key(8), on: Self.eventLoop)
         try await store.resolve(key(8), outcome: .gaveUp(.processingError), on: Self.eventLoop).get()
         #expect(try await waiting.get() == .outcomeUnknown)
@@ -352,8 +462,17 @@ struct StoreBehaviourTests {
         #expect(try await store.claim(key(8), on: Self.eventLoop).get() == .outcomeUnknown)
 
         // Two identical notifications forwarded after an error: two records, each used once.
-        try await store.remember([ResendRecord(key: key(7), outcome: .accepted), ResendRecord(key: key(7), outcome: .unregistered(timestamp: 5))], on: Self.eventLoop).get()
-        let twice = [try await store.claim(key(7), on: Self.eventLoop).get(), try await store.claim(key(7), on: Self.eventLoop).get()]
+        try await store.remember(
+            [
+                ResendRecord(key: key(7), outcome: .accepted),
+                ResendRecord(key: key(7), outcome: .unregistered(timestamp: 5)),
+            ],
+            on: Self.eventLoop
+        ).get()
+        let twice = [
+            try await store.claim(key(7), on: Self.eventLoop).get(),
+            try await store.claim(key(7), on: Self.eventLoop).get(),
+        ]
         #expect(Set(twice) == [.answered(.accepted), .answered(.unregistered(timestamp: 5))])
         #expect(try await store.claim(key(7), on: Self.eventLoop).get() == .new)
 
@@ -361,7 +480,10 @@ struct StoreBehaviourTests {
         try await store.remember([ResendRecord(key: key(6), outcome: .accepted)], on: Self.eventLoop).get()
         clock.advance(by: 121)
         #expect(try await store.claim(key(6), on: Self.eventLoop).get() == .new)
-        #expect(!store.mayHoldLiveRecords(tenant: "com.example.a"), "past the window, notifications skip the store again")
+        #expect(
+            !store.mayHoldLiveRecords(tenant: "com.example.a"),
+            "past the window, notifications skip the store again"
+        )
         let sweep = try await store.removeExpired()
         #expect(sweep.resendRecords >= 1)
         await store.close()
@@ -374,17 +496,28 @@ struct StoreBehaviourTests {
     func pendingRecordsOfAStoppedBridge(kind: StoreKind) async throws {
         let location = try await kind.makeLocation()
         func key(_ number: Int) -> ResendRecordKey {
-            ResendRecordKey(tenant: "com.example.a", deviceToken: Self.token(number), payloadDigest: .init(bytes: (5, 5, 5, UInt64(number))), priority: 10)
+            ResendRecordKey(
+                tenant: "com.example.a",
+                deviceToken: Self.token(number),
+                payloadDigest: .init(bytes: (5, 5, 5, UInt64(number))),
+                priority: 10
+            )
         }
         // A bridge stops with notifications in flight: their records stay pending.
         var store = try await kind.open(location)
-        try await store.remember([ResendRecord(key: key(1), outcome: nil), ResendRecord(key: key(2), outcome: .accepted)], on: Self.eventLoop).get()
+        try await store.remember(
+            [ResendRecord(key: key(1), outcome: nil), ResendRecord(key: key(2), outcome: .accepted)],
+            on: Self.eventLoop
+        ).get()
         await store.close()
         // The next run (or another instance) claims them: no wait, no invented failure.
         store = try await kind.open(location)
         try await store.refreshLiveRecords(tenant: "com.example.a", on: Self.eventLoop).get()
         #expect(try await store.claim(key(1), on: Self.eventLoop).get() == .outcomeUnknown)
-        #expect(try await store.claim(key(2), on: Self.eventLoop).get() == .answered(.accepted), "an outcome the upstream gave is still kept")
+        #expect(
+            try await store.claim(key(2), on: Self.eventLoop).get() == .answered(.accepted),
+            "an outcome the upstream gave is still kept"
+        )
         await store.close()
     }
 
@@ -404,11 +537,21 @@ struct StoreBehaviourTests {
         // The instance that will crash renews its heartbeat only once an hour.
         var crashing = configuration
         crashing.instanceHeartbeatInterval = .seconds(3600)
-        let owner = try #require(try await StoreKind.postgres.open(location, configuration: crashing) as? PostgresBridgeStore)
+        let owner = try #require(
+            try await StoreKind.postgres.open(location, configuration: crashing) as? PostgresBridgeStore
+        )
         func key(_ number: Int) -> ResendRecordKey {
-            ResendRecordKey(tenant: "com.example.a", deviceToken: Self.token(number), payloadDigest: .init(bytes: (6, 6, 6, UInt64(number))), priority: 10)
+            ResendRecordKey(
+                tenant: "com.example.a",
+                deviceToken: Self.token(number),
+                payloadDigest: .init(bytes: (6, 6, 6, UInt64(number))),
+                priority: 10
+            )
         }
-        try await owner.remember([ResendRecord(key: key(1), outcome: nil), ResendRecord(key: key(2), outcome: nil)], on: Self.eventLoop).get()
+        try await owner.remember(
+            [ResendRecord(key: key(1), outcome: nil), ResendRecord(key: key(2), outcome: nil)],
+            on: Self.eventLoop
+        ).get()
         try await other.refreshLiveRecords(tenant: "com.example.a", on: Self.eventLoop).get()
 
         // The owner lives: the other instance's claim waits for the outcome the owner stores.

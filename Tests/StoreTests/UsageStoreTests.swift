@@ -12,7 +12,14 @@ import Testing
 struct UsageStoreTests {
     static let day = UsageDay(Date())
 
-    static func batch(tenant: String, accepted: Int64, address: String, seenAt: Int64, poll: Int64? = nil, certificate: SeenCertificate? = nil) -> UsageBatch {
+    static func batch(
+        tenant: String,
+        accepted: Int64,
+        address: String,
+        seenAt: Int64,
+        poll: Int64? = nil,
+        certificate: SeenCertificate? = nil
+    ) -> UsageBatch {
         var batch = UsageBatch()
         batch.add(accepted, to: UsageCounter.command(2), tenant: tenant, day: Self.day)
         batch.add(accepted, to: UsageCounter.accepted, tenant: tenant, day: Self.day)
@@ -25,14 +32,25 @@ struct UsageStoreTests {
         return batch
     }
 
-    @Test("Two writers' batches add up; times keep the earliest first and the latest last sighting; a reader sees the same", arguments: StoreKind.available)
+    @Test(
+        "Two writers' batches add up; times keep the earliest first and the latest last sighting; a reader sees the same",
+        arguments: StoreKind.available
+    )
     func batchesAddUp(kind: StoreKind) async throws {
         let location = try await kind.makeLocation()
         let certificate = SeenCertificate(fingerprint: "ab12", subject: "UID=com.example.a", notAfter: 2_000_000_000)
         // Two instances on one database (PostgreSQL), or one bridge before and after a restart
         // (SQLite: one process per file).
         let first = try await kind.open(location)
-        try await first.recordUsage(Self.batch(tenant: "com.example.a", accepted: 5, address: "127.0.0.1", seenAt: 1_000, certificate: certificate))
+        try await first.recordUsage(
+            Self.batch(
+                tenant: "com.example.a",
+                accepted: 5,
+                address: "127.0.0.1",
+                seenAt: 1_000,
+                certificate: certificate
+            )
+        )
         let second: any BridgeStore
         if kind == .sqlite {
             await first.close()
@@ -40,11 +58,26 @@ struct UsageStoreTests {
         } else {
             second = try await kind.open(location)
         }
-        try await second.recordUsage(Self.batch(tenant: "com.example.a", accepted: 7, address: "::1", seenAt: 3_000, poll: 2_500, certificate: certificate))
-        try await second.recordUsage(Self.batch(tenant: "com.example.a", accepted: 1, address: "127.0.0.1", seenAt: 2_000))
-        try await second.recordUsage(Self.batch(tenant: "com.example.b", accepted: 2, address: "127.0.0.1", seenAt: 2_000))
+        try await second.recordUsage(
+            Self.batch(
+                tenant: "com.example.a",
+                accepted: 7,
+                address: "::1",
+                seenAt: 3_000,
+                poll: 2_500,
+                certificate: certificate
+            )
+        )
+        try await second.recordUsage(
+            Self.batch(tenant: "com.example.a", accepted: 1, address: "127.0.0.1", seenAt: 2_000)
+        )
+        try await second.recordUsage(
+            Self.batch(tenant: "com.example.b", accepted: 2, address: "127.0.0.1", seenAt: 2_000)
+        )
         if kind == .postgres {
-            try await first.recordUsage(Self.batch(tenant: "com.example.a", accepted: 10, address: "127.0.0.1", seenAt: 500))
+            try await first.recordUsage(
+                Self.batch(tenant: "com.example.a", accepted: 10, address: "127.0.0.1", seenAt: 500)
+            )
         }
         let expectedAccepted: Int64 = kind == .postgres ? 23 : 13
 
@@ -53,7 +86,10 @@ struct UsageStoreTests {
         #expect(usage.counts[.init(tenant: "com.example.a", day: Self.day, counter: "command.2")] == expectedAccepted)
         #expect(usage.counts[.init(tenant: "com.example.b", day: Self.day, counter: "accepted")] == 2)
         #expect(usage.distinctAddresses == ["com.example.a": 2, "com.example.b": 1])
-        #expect(usage.tenants["com.example.a"] == .init(firstSeen: kind == .postgres ? 500 : 1_000, lastSeen: 3_000, lastPoll: 2_500))
+        #expect(
+            usage.tenants["com.example.a"]
+                == .init(firstSeen: kind == .postgres ? 500 : 1_000, lastSeen: 3_000, lastPoll: 2_500)
+        )
         let sightings = try #require(usage.certificates["com.example.a"])
         #expect(sightings == [.init(certificate: certificate, firstSeen: 1_000, lastSeen: 3_000)])
 
@@ -75,7 +111,10 @@ struct UsageStoreTests {
         var configuration = BridgeStoreConfiguration()
         configuration.now = { Date(timeIntervalSince1970: 1_700_000_000) }
         let store = try await kind.open(try await kind.makeLocation(), configuration: configuration)
-        try await StoreBehaviourTests.apply([StoreBehaviourTests.unregistered(1), StoreBehaviourTests.unregistered(2)], to: store)
+        try await StoreBehaviourTests.apply(
+            [StoreBehaviourTests.unregistered(1), StoreBehaviourTests.unregistered(2)],
+            to: store
+        )
         try await StoreBehaviourTests.apply([StoreBehaviourTests.unregistered(3, tenant: "com.example.b")], to: store)
         let usage = try await store.usage(from: Self.day, tenant: nil)
         #expect(usage.backlogs["com.example.a"] == .init(tokens: 2, oldestRecorded: 1_700_000_000))
@@ -83,7 +122,10 @@ struct UsageStoreTests {
         await store.close()
     }
 
-    @Test("Retention removes the days before it, and tenants and certificates not seen since", arguments: StoreKind.available)
+    @Test(
+        "Retention removes the days before it, and tenants and certificates not seen since",
+        arguments: StoreKind.available
+    )
     func retention(kind: StoreKind) async throws {
         let now = Date()
         var configuration = BridgeStoreConfiguration()

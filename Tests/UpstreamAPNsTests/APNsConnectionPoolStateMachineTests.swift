@@ -41,7 +41,11 @@ struct APNsConnectionPoolStateMachineTests {
             if case .open(let ids) = connect { self.connecting += ids }
         }
 
-        mutating func place(_ request: Int, avoiding: Int? = nil, deadline: NIODeadline = now + .seconds(10)) -> Machine.Action {
+        mutating func place(
+            _ request: Int,
+            avoiding: Int? = nil,
+            deadline: NIODeadline = now + .seconds(10)
+        ) -> Machine.Action {
             let action = self.machine.place(request, avoiding: avoiding, deadline: deadline, using: &self.random)
             self.note(action.connect)
             return action
@@ -76,7 +80,9 @@ struct APNsConnectionPoolStateMachineTests {
         #expect(pool.machine.usableConnections == 1 && pool.machine.connectionsOpened == 1)
     }
 
-    @Test("A request goes to the connection with the most room, not the one its last attempt used unless only that one has room")
+    @Test(
+        "A request goes to the connection with the most room, not the one its last attempt used unless only that one has room"
+    )
     func placement() {
         var pool = Pool(size: 2)
         let a = pool.open(limit: 3)
@@ -118,7 +124,9 @@ struct APNsConnectionPoolStateMachineTests {
         #expect(second.fail.map(\.request) == [2] && !second.sweepQueue)
     }
 
-    @Test("After failed connects: one connection at a time, after a backoff that doubles with jitter; the first answer ends the streak")
+    @Test(
+        "After failed connects: one connection at a time, after a backoff that doubles with jitter; the first answer ends the streak"
+    )
     func reconnectBackoff() {
         var pool = Pool(size: 2)
         let firstConnect = pool.place(1).connect
@@ -186,7 +194,9 @@ struct APNsConnectionPoolStateMachineTests {
         #expect(nextRequest == .open([2]), "the next request opens one")
     }
 
-    @Test("A connection that closes before answering anything counts as a failure: its replacement waits for the backoff")
+    @Test(
+        "A connection that closes before answering anything counts as a failure: its replacement waits for the backoff"
+    )
     func closedBeforeAnswering() {
         var pool = Pool(size: 1)
         let a = pool.open(limit: 1)

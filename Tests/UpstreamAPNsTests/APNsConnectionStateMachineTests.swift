@@ -11,7 +11,11 @@ struct APNsConnectionStateMachineTests {
 
     static let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
 
-    static func machine(oneStreamFirst: Bool = false, maximumStreams: Int = 1000, refusedStreamLimit: Int = 100) -> Machine {
+    static func machine(
+        oneStreamFirst: Bool = false,
+        maximumStreams: Int = 1000,
+        refusedStreamLimit: Int = 100
+    ) -> Machine {
         var configuration = Machine.Configuration()
         configuration.oneStreamUntilFirstSuccess = oneStreamFirst
         configuration.maximumStreams = maximumStreams
@@ -20,7 +24,11 @@ struct APNsConnectionStateMachineTests {
     }
 
     /// Starts `request` and returns its stream id.
-    static func write(_ machine: inout Machine, _ request: Int, deadline: NIODeadline = start + .seconds(10)) -> HTTP2StreamID? {
+    static func write(
+        _ machine: inout Machine,
+        _ request: Int,
+        deadline: NIODeadline = start + .seconds(10)
+    ) -> HTTP2StreamID? {
         if case .write(let streamID) = machine.start(request, deadline: deadline) { return streamID }
         return nil
     }
@@ -29,7 +37,9 @@ struct APNsConnectionStateMachineTests {
         machine.headersReceived(on: streamID, status: status, apnsID: "id", uniqueID: nil, endStream: true)
     }
 
-    @Test("No stream credit before SETTINGS; one until the first 200 on a token connection; then the server's limit under our cap")
+    @Test(
+        "No stream credit before SETTINGS; one until the first 200 on a token connection; then the server's limit under our cap"
+    )
     func streamCredits() throws {
         var machine = Self.machine(oneStreamFirst: true, maximumStreams: 500)
         #expect(machine.streamLimit == 0)
@@ -39,7 +49,10 @@ struct APNsConnectionStateMachineTests {
             Issue.record("a request before SETTINGS must not be written")
         }
         #expect(machine.settingsReceived(maximumConcurrentStreams: 1000) == true)
-        #expect(machine.settingsReceived(maximumConcurrentStreams: 800) == false, "only the first SETTINGS sets the connection up")
+        #expect(
+            machine.settingsReceived(maximumConcurrentStreams: 800) == false,
+            "only the first SETTINGS sets the connection up"
+        )
         #expect(machine.streamLimit == 1)
         let streamWritten = Self.write(&machine, 2)
         let stream = try #require(streamWritten)
@@ -63,10 +76,23 @@ struct APNsConnectionStateMachineTests {
         let stream = try #require(streamWritten)
         let headers = machine.headersReceived(on: stream, status: 410, apnsID: "a", uniqueID: "u", endStream: false)
         #expect(headers == nil)
-        let data = machine.dataReceived(on: stream, ByteBuffer(string: #"{"reason":"Unregistered","timestamp":1700000000000}"#), endStream: true)
+        let data = machine.dataReceived(
+            on: stream,
+            ByteBuffer(string: #"{"reason":"Unregistered","timestamp":1700000000000}"#),
+            endStream: true
+        )
         let completion = try #require(data)
         let response = try completion.result.get()
-        #expect(response == APNsResponse(status: 410, apnsID: "a", uniqueID: "u", reason: .unregistered, timestamp: 1_700_000_000_000))
+        #expect(
+            response
+                == APNsResponse(
+                    status: 410,
+                    apnsID: "a",
+                    uniqueID: "u",
+                    reason: .unregistered,
+                    timestamp: 1_700_000_000_000
+                )
+        )
         #expect(machine.openStreams == 0)
     }
 
@@ -84,7 +110,9 @@ struct APNsConnectionStateMachineTests {
         #expect((try? completions.first?.result.get())?.status == 400)
     }
 
-    @Test("GOAWAY: streams above its last stream id fail as unprocessed, the rest are answered, then the connection closes")
+    @Test(
+        "GOAWAY: streams above its last stream id fail as unprocessed, the rest are answered, then the connection closes"
+    )
     func goAway() throws {
         var machine = Self.machine()
         _ = machine.settingsReceived(maximumConcurrentStreams: nil)
@@ -92,9 +120,15 @@ struct APNsConnectionStateMachineTests {
         #expect(streams.count == 4)
         let failed = machine.goAwayReceived(lastStreamID: streams[1])
         #expect(Set(failed.map(\.request)) == [3, 4])
-        #expect(failed.allSatisfy { if case .failure(let failure) = $0.result { failure.kind == .unprocessed } else { false } })
+        #expect(
+            failed.allSatisfy {
+                if case .failure(let failure) = $0.result { failure.kind == .unprocessed } else { false }
+            }
+        )
         #expect(machine.phase == .draining && machine.streamLimit == 0)
-        if case .write = machine.start(5, deadline: Self.start) { Issue.record("a draining connection takes no new stream") }
+        if case .write = machine.start(5, deadline: Self.start) {
+            Issue.record("a draining connection takes no new stream")
+        }
         #expect(!machine.shouldClose, "two streams are still being answered")
         _ = Self.answer(&machine, streams[0])
         #expect(!machine.shouldClose)
@@ -110,7 +144,11 @@ struct APNsConnectionStateMachineTests {
         _ = machine.goAwayReceived(lastStreamID: streams[2])  // nothing above the last: all processed
         let completions = machine.closed()
         #expect(completions.count == 3)
-        #expect(completions.allSatisfy { if case .failure(let failure) = $0.result { failure.kind == .interrupted } else { false } })
+        #expect(
+            completions.allSatisfy {
+                if case .failure(let failure) = $0.result { failure.kind == .interrupted } else { false }
+            }
+        )
         #expect(machine.phase == .closed && machine.streamLimit == 0)
     }
 
@@ -144,7 +182,9 @@ struct APNsConnectionStateMachineTests {
                 return
             }
             let completion = machine.streamClosed(stream, reason: .refusedStream, now: now)
-            #expect({ if case .failure(let failure) = completion?.result { failure.kind == .unprocessed } else { false } }())
+            #expect(
+                { if case .failure(let failure) = completion?.result { failure.kind == .unprocessed } else { false } }()
+            )
             now = now + .seconds(20)
         }
         #expect(machine.phase == .active)
@@ -171,7 +211,11 @@ struct APNsConnectionStateMachineTests {
         #expect(machine.deadlinesPassed(now: Self.start + .milliseconds(999)).isEmpty)
         let expired = machine.deadlinesPassed(now: Self.start + .seconds(2))
         #expect(expired.map(\.streamID) == [early])
-        #expect(expired.first.map { if case .failure(let failure) = $0.completion.result { failure.kind == .interrupted } else { false } } == true)
+        #expect(
+            expired.first.map {
+                if case .failure(let failure) = $0.completion.result { failure.kind == .interrupted } else { false }
+            } == true
+        )
         #expect(machine.deadlinesPassed(now: Self.start + .seconds(2)).isEmpty, "reported once")
         #expect(machine.openStreams == 1)
     }
@@ -183,7 +227,9 @@ struct APNsConnectionStateMachineTests {
         let streamWritten = Self.write(&machine, 1)
         let stream = try #require(streamWritten)
         let completion = machine.streamClosed(stream, reason: .internalError, now: Self.start)
-        #expect({ if case .failure(let failure) = completion?.result { failure.kind == .interrupted } else { false } }())
+        #expect(
+            { if case .failure(let failure) = completion?.result { failure.kind == .interrupted } else { false } }()
+        )
         #expect(machine.phase == .active)
     }
 
@@ -212,7 +258,9 @@ struct APNsConnectionStateMachineTests {
         #expect(Self.write(&machine, 4) == nil)
     }
 
-    @Test("Settling after events: each new stream limit is told to the pool once; a drained connection closes, with a warning unless the server's GOAWAY drained it")
+    @Test(
+        "Settling after events: each new stream limit is told to the pool once; a drained connection closes, with a warning unless the server's GOAWAY drained it"
+    )
     func settled() throws {
         var machine = Self.machine(oneStreamFirst: true, maximumStreams: 500)
         #expect(machine.poolAttached() == 0, "not set up yet")
@@ -234,6 +282,9 @@ struct APNsConnectionStateMachineTests {
         _ = goingAway.settingsReceived(maximumConcurrentStreams: 10)
         _ = goingAway.poolAttached()
         _ = goingAway.goAwayReceived(lastStreamID: 0)
-        #expect(goingAway.settled() == .init(limitChanged: 0, close: true), "the server's GOAWAY: no warning of our own")
+        #expect(
+            goingAway.settled() == .init(limitChanged: 0, close: true),
+            "the server's GOAWAY: no warning of our own"
+        )
     }
 }

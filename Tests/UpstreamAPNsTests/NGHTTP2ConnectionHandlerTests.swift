@@ -21,7 +21,9 @@ struct NGHTTP2ConnectionHandlerTests {
         if bytes.starts(with: preface) { index = preface.count }
         while index + 9 <= bytes.count {
             let length = Int(bytes[index]) << 16 | Int(bytes[index + 1]) << 8 | Int(bytes[index + 2])
-            let stream = UInt32(bytes[index + 5]) << 24 | UInt32(bytes[index + 6]) << 16 | UInt32(bytes[index + 7]) << 8 | UInt32(bytes[index + 8])
+            let stream =
+                UInt32(bytes[index + 5]) << 24 | UInt32(bytes[index + 6]) << 16 | UInt32(bytes[index + 7]) << 8
+                | UInt32(bytes[index + 8])
             frames.append((bytes[index + 3], bytes[index + 4], stream & 0x7FFF_FFFF))
             index += 9 + length
         }
@@ -42,7 +44,10 @@ struct NGHTTP2ConnectionHandlerTests {
     func settingsAndAnswers() throws {
         let harness = try NGHTTP2EngineHarness()
         let opening = Self.frames(harness.clientOutput())
-        #expect(opening.first?.type == ServerFrames.settings, "the preface and our SETTINGS go out when the channel is active")
+        #expect(
+            opening.first?.type == ServerFrames.settings,
+            "the preface and our SETTINGS go out when the channel is active"
+        )
         harness.serverWrites(ServerFrames.settings([(3, 2)]))
         #expect(harness.limits.last == 2)
         let ok = harness.send()
@@ -50,8 +55,14 @@ struct NGHTTP2ConnectionHandlerTests {
         let sent = Self.frames(harness.clientOutput())
         #expect(sent.filter { $0.type == ServerFrames.headers }.map(\.stream) == [1, 3])
         #expect(sent.filter { $0.type == ServerFrames.data }.map(\.stream) == [1, 3], "each body in a DATA frame")
-        #expect(sent.contains { $0.type == ServerFrames.settings && $0.flags == ServerFrames.ack }, "the server's SETTINGS acknowledged")
-        harness.serverWrites(ServerFrames.answer(stream: 1, status: 200) + ServerFrames.answer(stream: 3, status: 400, reason: "BadDeviceToken"))
+        #expect(
+            sent.contains { $0.type == ServerFrames.settings && $0.flags == ServerFrames.ack },
+            "the server's SETTINGS acknowledged"
+        )
+        harness.serverWrites(
+            ServerFrames.answer(stream: 1, status: 200)
+                + ServerFrames.answer(stream: 3, status: 400, reason: "BadDeviceToken")
+        )
         #expect(Self.status(harness.results(of: ok)) == 200)
         guard case .success(let refused)? = harness.results(of: bad).first else {
             Issue.record("no answer for the second request")
@@ -64,7 +75,9 @@ struct NGHTTP2ConnectionHandlerTests {
         #expect(harness.completionsAfterSeal == 0)
     }
 
-    @Test("GOAWAY with a JSON reason: streams above its last stream id fail unprocessed, the one below is still answered, then the connection closes")
+    @Test(
+        "GOAWAY with a JSON reason: streams above its last stream id fail unprocessed, the one below is still answered, then the connection closes"
+    )
     func goAway() throws {
         let harness = try NGHTTP2EngineHarness()
         harness.serverWrites(ServerFrames.settings())
@@ -83,9 +96,12 @@ struct NGHTTP2ConnectionHandlerTests {
         #expect(harness.completionsAfterSeal == 0)
     }
 
-    @Test("RST_STREAM: REFUSED_STREAM is unprocessed, PROTOCOL_ERROR refuses the request, others interrupt it", arguments: [
-        (UInt32(7), APNsStreamFailure.Kind.unprocessed), (1, .refused), (2, .interrupted), (8, .interrupted),
-    ])
+    @Test(
+        "RST_STREAM: REFUSED_STREAM is unprocessed, PROTOCOL_ERROR refuses the request, others interrupt it",
+        arguments: [
+            (UInt32(7), APNsStreamFailure.Kind.unprocessed), (1, .refused), (2, .interrupted), (8, .interrupted),
+        ]
+    )
     func resets(code: UInt32, expected: APNsStreamFailure.Kind) throws {
         let harness = try NGHTTP2EngineHarness()
         harness.serverWrites(ServerFrames.settings())
@@ -101,7 +117,9 @@ struct NGHTTP2ConnectionHandlerTests {
         harness.close()
     }
 
-    @Test("A completion that sends the next request on the same connection: submitted after nghttp2 returned, and answered")
+    @Test(
+        "A completion that sends the next request on the same connection: submitted after nghttp2 returned, and answered"
+    )
     func completionReentersSend() throws {
         let harness = try NGHTTP2EngineHarness()
         harness.serverWrites(ServerFrames.settings())
@@ -138,7 +156,9 @@ struct NGHTTP2ConnectionHandlerTests {
         #expect(harness.completionsAfterSeal == 0)
     }
 
-    @Test("Deadlines and PINGs: an unanswered stream is reset (CANCEL) and interrupted; a PING unanswered by the next one closes")
+    @Test(
+        "Deadlines and PINGs: an unanswered stream is reset (CANCEL) and interrupted; a PING unanswered by the next one closes"
+    )
     func deadlinesAndPings() throws {
         let harness = try NGHTTP2EngineHarness()
         harness.serverWrites(ServerFrames.settings())
@@ -190,19 +210,25 @@ struct NGHTTP2FuzzReplayTests {
 
     static var inputs: [String] {
         ["seeds", "crashers"].flatMap { folder in
-            ((try? FileManager.default.contentsOfDirectory(atPath: Self.corpus.appendingPathComponent(folder).path)) ?? [])
+            ((try? FileManager.default.contentsOfDirectory(atPath: Self.corpus.appendingPathComponent(folder).path))
+                ?? [])
                 .filter { !$0.hasPrefix(".") }.sorted().map { "\(folder)/\($0)" }
         }
     }
 
-    @Test("Each seed and crasher: every request completed exactly once, nothing after the close", arguments: Self.inputs)
+    @Test(
+        "Each seed and crasher: every request completed exactly once, nothing after the close",
+        arguments: Self.inputs
+    )
     func replay(input: String) throws {
         let bytes = Array(try Data(contentsOf: Self.corpus.appendingPathComponent(input)))
         let problem = bytes.withUnsafeBufferPointer { NGHTTP2EngineFuzzRun(input: $0).run() }
         #expect(problem == nil)
     }
 
-    @Test("The seeds recorded from real servers are answers: MockAPNs' and nghttpd's requests complete with their statuses")
+    @Test(
+        "The seeds recorded from real servers are answers: MockAPNs' and nghttpd's requests complete with their statuses"
+    )
     func seedsAreAnswers() throws {
         #expect(Self.inputs.filter { $0.hasPrefix("seeds/") }.count >= 6)
         let seed = Array(try Data(contentsOf: Self.corpus.appendingPathComponent("seeds/nghttpd-echo")))

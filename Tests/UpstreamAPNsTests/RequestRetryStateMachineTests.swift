@@ -43,13 +43,25 @@ struct RequestRetryStateMachineTests {
         }
 
         /// Starts an attempt, then answers it `after` later.
-        mutating func answer(_ status: Int, _ reason: APNsReason? = nil, after: TimeAmount = .milliseconds(1)) -> RequestRetryStateMachine.Action {
+        mutating func answer(
+            _ status: Int,
+            _ reason: APNsReason? = nil,
+            after: TimeAmount = .milliseconds(1)
+        ) -> RequestRetryStateMachine.Action {
             _ = self.machine.attemptStarted(now: self.now)
             self.advance(after)
-            return self.machine.answered(APNsResponse(status: status, apnsID: nil, reason: reason), now: self.now, unixTime: self.unixTime, using: &self.random)
+            return self.machine.answered(
+                APNsResponse(status: status, apnsID: nil, reason: reason),
+                now: self.now,
+                unixTime: self.unixTime,
+                using: &self.random
+            )
         }
 
-        mutating func fail(_ failure: APNsStreamFailure, after: TimeAmount = .milliseconds(1)) -> RequestRetryStateMachine.Action {
+        mutating func fail(
+            _ failure: APNsStreamFailure,
+            after: TimeAmount = .milliseconds(1)
+        ) -> RequestRetryStateMachine.Action {
             _ = self.machine.attemptStarted(now: self.now)
             self.advance(after)
             return self.machine.failed(failure, now: self.now, unixTime: self.unixTime, using: &self.random)
@@ -71,7 +83,10 @@ struct RequestRetryStateMachineTests {
         var driver = Driver()
         #expect(Self.finished(driver.answer(200)) == .answered(APNsResponse(status: 200, apnsID: nil)))
         var refused = Driver()
-        #expect(Self.finished(refused.answer(400, .badDeviceToken)) == .answered(APNsResponse(status: 400, apnsID: nil, reason: .badDeviceToken)))
+        #expect(
+            Self.finished(refused.answer(400, .badDeviceToken))
+                == .answered(APNsResponse(status: 400, apnsID: nil, reason: .badDeviceToken))
+        )
         #expect(refused.machine.attempts == 1)
     }
 
@@ -103,7 +118,10 @@ struct RequestRetryStateMachineTests {
         }
         for (index, delay) in delays.enumerated() {
             let step = min(Int64(50_000_000) << Int64(index), 5_000_000_000)
-            #expect(delay.nanoseconds >= step / 2 && delay.nanoseconds <= step, "attempt \(index + 1): \(delay) within [\(step / 2), \(step)] ns")
+            #expect(
+                delay.nanoseconds >= step / 2 && delay.nanoseconds <= step,
+                "attempt \(index + 1): \(delay) within [\(step / 2), \(step)] ns"
+            )
         }
         #expect(delays.last == delays.last.map { min($0, .seconds(5)) }, "capped at the limit")
     }
@@ -127,16 +145,24 @@ struct RequestRetryStateMachineTests {
     func expirationEndsRetries() {
         var driver = Driver(expiration: 1_800_000_000, unixTime: 1_800_000_000 - 0.01)
         let action = driver.answer(500, .internalServerError, after: .milliseconds(5))
-        #expect(Self.finished(action) == .answered(APNsResponse(status: 500, apnsID: nil, reason: .internalServerError)))
+        #expect(
+            Self.finished(action) == .answered(APNsResponse(status: 500, apnsID: nil, reason: .internalServerError))
+        )
     }
 
     @Test("ExpiredProviderToken: once more at once with a fresh token; a second refusal is the result")
     func expiredProviderToken() {
         var driver = Driver()
         #expect(driver.answer(403, .expiredProviderToken) == .retry(after: .zero, freshToken: true))
-        #expect(Self.finished(driver.answer(403, .expiredProviderToken)) == .answered(APNsResponse(status: 403, apnsID: nil, reason: .expiredProviderToken)))
+        #expect(
+            Self.finished(driver.answer(403, .expiredProviderToken))
+                == .answered(APNsResponse(status: 403, apnsID: nil, reason: .expiredProviderToken))
+        )
         var throttled = Driver()
-        #expect(throttled.answer(429, .tooManyProviderTokenUpdates) == .retry(after: .zero, freshToken: false), "the same token, not a new one")
+        #expect(
+            throttled.answer(429, .tooManyProviderTokenUpdates) == .retry(after: .zero, freshToken: false),
+            "the same token, not a new one"
+        )
         #expect(Self.finished(throttled.answer(429, .tooManyProviderTokenUpdates)) != nil)
     }
 
@@ -180,7 +206,12 @@ struct RequestRetryStateMachineTests {
             let deadline = driver.machine.attemptStarted(now: driver.now).answerDeadline(writtenAt: driver.now)
             deadlines.append(deadline)
             driver.now = deadline
-            action = driver.machine.failed(.interrupted("timed out"), now: driver.now, unixTime: driver.unixTime, using: &driver.random)
+            action = driver.machine.failed(
+                .interrupted("timed out"),
+                now: driver.now,
+                unixTime: driver.unixTime,
+                using: &driver.random
+            )
             driver.wait(action)
         } while Self.finished(action) == nil && deadlines.count < 10
         guard case .unanswered(let failure, let lastResponse)? = Self.finished(action) else {
@@ -189,23 +220,33 @@ struct RequestRetryStateMachineTests {
         }
         #expect(failure.kind == .retryBudgetExhausted)
         #expect(lastResponse?.status == 429)
-        #expect(deadlines.last == .uptimeNanoseconds(1_000_000_000) + .seconds(25), "the last attempt's deadline is the budget's end, not its own timeout")
+        #expect(
+            deadlines.last == .uptimeNanoseconds(1_000_000_000) + .seconds(25),
+            "the last attempt's deadline is the budget's end, not its own timeout"
+        )
     }
 
-    @Test("How each answer is treated", arguments: [
-        (200, nil, RequestRetryStateMachine.AnswerClass.final),
-        (400, "BadDeviceToken", .final),
-        (410, "Unregistered", .final),
-        (403, "InvalidProviderToken", .final),
-        (403, "ExpiredProviderToken", .retryOnce(freshToken: true)),
-        (429, "TooManyProviderTokenUpdates", .retryOnce(freshToken: false)),
-        (400, "IdleTimeout", .retryOnce(freshToken: false)),
-        (429, "TooManyRequests", .temporary),
-        (500, "InternalServerError", .temporary),
-        (503, "Shutdown", .temporary),
-        (502, nil, .temporary),
-    ] as [(Int, String?, RequestRetryStateMachine.AnswerClass)])
+    @Test(
+        "How each answer is treated",
+        arguments: [
+            (200, nil, RequestRetryStateMachine.AnswerClass.final),
+            (400, "BadDeviceToken", .final),
+            (410, "Unregistered", .final),
+            (403, "InvalidProviderToken", .final),
+            (403, "ExpiredProviderToken", .retryOnce(freshToken: true)),
+            (429, "TooManyProviderTokenUpdates", .retryOnce(freshToken: false)),
+            (400, "IdleTimeout", .retryOnce(freshToken: false)),
+            (429, "TooManyRequests", .temporary),
+            (500, "InternalServerError", .temporary),
+            (503, "Shutdown", .temporary),
+            (502, nil, .temporary),
+        ] as [(Int, String?, RequestRetryStateMachine.AnswerClass)]
+    )
     func answerClasses(status: Int, reason: String?, expected: RequestRetryStateMachine.AnswerClass) {
-        #expect(RequestRetryStateMachine.AnswerClass(APNsResponse(status: status, apnsID: nil, reason: reason.map(APNsReason.init))) == expected)
+        #expect(
+            RequestRetryStateMachine.AnswerClass(
+                APNsResponse(status: status, apnsID: nil, reason: reason.map(APNsReason.init))
+            ) == expected
+        )
     }
 }

@@ -30,25 +30,31 @@ struct APNsIDGeneratorTests {
 
 @Suite("Push type inference (docs/upstream.md#requests)")
 struct APNsPushTypeTests {
-    @Test("Topic suffixes", arguments: [
-        ("com.example.app.voip", APNsPushType.voip),
-        ("com.example.app.complication", .complication),
-        ("com.example.app.pushkit.fileprovider", .fileprovider),
-        ("com.example.app.push-type.liveactivity", .liveactivity),
-        ("com.example.app", .alert),
-    ])
+    @Test(
+        "Topic suffixes",
+        arguments: [
+            ("com.example.app.voip", APNsPushType.voip),
+            ("com.example.app.complication", .complication),
+            ("com.example.app.pushkit.fileprovider", .fileprovider),
+            ("com.example.app.push-type.liveactivity", .liveactivity),
+            ("com.example.app", .alert),
+        ]
+    )
     func topics(topic: String, expected: APNsPushType) {
         #expect(APNsPushType.infer(topic: topic, payload: ByteBuffer(string: #"{"aps":{"alert":"x"}}"#)) == expected)
     }
 
-    @Test("Payloads", arguments: [
-        (#"{"aps":{"content-available":1}}"#, APNsPushType.background),
-        (#"{"aps":{"content-available":1},"custom":2}"#, .background),
-        (#"{"aps":{"content-available":1,"sound":"a"}}"#, .alert),
-        (#"{"aps":{"alert":"content-available"}}"#, .alert),
-        (#"{"aps":{}}"#, .alert),
-        (#"not json content-available"#, .alert),
-    ])
+    @Test(
+        "Payloads",
+        arguments: [
+            (#"{"aps":{"content-available":1}}"#, APNsPushType.background),
+            (#"{"aps":{"content-available":1},"custom":2}"#, .background),
+            (#"{"aps":{"content-available":1,"sound":"a"}}"#, .alert),
+            (#"{"aps":{"alert":"content-available"}}"#, .alert),
+            (#"{"aps":{}}"#, .alert),
+            (#"not json content-available"#, .alert),
+        ]
+    )
     func payloads(payload: String, expected: APNsPushType) {
         #expect(APNsPushType.infer(topic: "com.example.app", payload: ByteBuffer(string: payload)) == expected)
     }
@@ -60,8 +66,13 @@ struct APNsRequestHeaderEncoderTests {
     func indexing() {
         var encoder = APNsRequestHeaderEncoder(authority: "api.push.apple.com")
         let request = APNsRequest(
-            path: "/3/device/00", topic: "t", pushType: .alert, priority: 10, expiration: 0,
-            apnsID: "00000000-0000-4000-8000-000000000000", payload: ByteBuffer(string: "{}")
+            path: "/3/device/00",
+            topic: "t",
+            pushType: .alert,
+            priority: 10,
+            expiration: 0,
+            apnsID: "00000000-0000-4000-8000-000000000000",
+            payload: ByteBuffer(string: "{}")
         )
         func indexing(_ headers: HPACKHeaders, _ name: String) -> HPACKIndexing? {
             headers.first { $0.name == name }?.indexable
@@ -83,8 +94,12 @@ struct APNsRequestHeaderEncoderTests {
     func broadcastAndManagement() {
         var encoder = APNsRequestHeaderEncoder(authority: "api-broadcast.push.apple.com")
         let broadcast = APNsRequest.broadcast(
-            bundleID: "com.example.app", channelID: "dHN0LXNyY2gtY2hubA==", priority: 1, expiration: 0,
-            requestID: "00000000-0000-4000-8000-000000000001", payload: ByteBuffer(string: "{}")
+            bundleID: "com.example.app",
+            channelID: "dHN0LXNyY2gtY2hubA==",
+            priority: 1,
+            expiration: 0,
+            requestID: "00000000-0000-4000-8000-000000000001",
+            payload: ByteBuffer(string: "{}")
         )
         let headers = encoder.headers(for: broadcast, authorization: "bearer x")
         #expect(headers.first(name: ":method") == "POST")
@@ -98,7 +113,9 @@ struct APNsRequestHeaderEncoderTests {
         #expect(headers.first { $0.name == "authorization" }?.indexable == .neverIndexed)
 
         let delete = APNsRequest.channelManagement(
-            method: "DELETE", path: "/1/apps/com.example.app/channels", channelID: "dHN0LXNyY2gtY2hubA==",
+            method: "DELETE",
+            path: "/1/apps/com.example.app/channels",
+            channelID: "dHN0LXNyY2gtY2hubA==",
             requestID: "00000000-0000-4000-8000-000000000002"
         )
         let deleteHeaders = encoder.headers(for: delete, authorization: nil)
@@ -143,7 +160,9 @@ struct ProviderTokenSourceTests {
     @Test("The JWT is ES256 with kid, iss and iat, and verifies with the key")
     func tokenShape() throws {
         let key = P256.Signing.PrivateKey()
-        let jwt = try ProviderTokenSigner(key: key, keyID: "ABC123DEFG", teamID: "DEF123GHIJ").sign(issuedAt: Date(timeIntervalSince1970: 1_700_000_000))
+        let jwt = try ProviderTokenSigner(key: key, keyID: "ABC123DEFG", teamID: "DEF123GHIJ").sign(
+            issuedAt: Date(timeIntervalSince1970: 1_700_000_000)
+        )
         let parts = jwt.split(separator: ".")
         #expect(parts.count == 3)
         let header = String(decoding: Base64URL.decode(parts[0])!, as: UTF8.self)

@@ -13,7 +13,8 @@ import UpstreamAPNs
 struct ClientRun: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "client",
-        abstract: "The project's APNsClient sends N notifications straight to the upstream (no legacy hop, no bridge process)."
+        abstract:
+            "The project's APNsClient sends N notifications straight to the upstream (no legacy hop, no bridge process)."
     )
 
     @Option(help: "The upstream: mock or nghttpd.")
@@ -35,21 +36,32 @@ struct ClientRun: AsyncParsableCommand {
     var label = ""
 
     func run() async throws {
-        guard let kind = UpstreamKind(rawValue: self.upstream) else { throw ValidationError("--upstream is mock or nghttpd") }
+        guard let kind = UpstreamKind(rawValue: self.upstream) else {
+            throw ValidationError("--upstream is mock or nghttpd")
+        }
         guard self.notifications > 0, self.notifications <= 50_000_000, self.window > 0 else {
             throw ValidationError("--notifications 1…50,000,000, --window ≥ 1")
         }
         let workspace = try Workspace()
         defer { workspace.remove() }
         let tracker = ArrivalTracker(count: self.notifications)
-        let upstream = try await RunningUpstream.start(kind, workspace: workspace, tracker: kind == .mock ? tracker : nil)
+        let upstream = try await RunningUpstream.start(
+            kind,
+            workspace: workspace,
+            tracker: kind == .mock ? tracker : nil
+        )
         var logger = Logger(label: "apns-bridge-load.client")
         logger.logLevel = .warning
         var configuration = APNsClient.Configuration()
         configuration.connectionsPerPool = self.upstreamConnections
         let signer = ProviderTokenSigner(key: workspace.signingKey, keyID: Workspace.keyID, teamID: Workspace.teamID)
         let client = try APNsClient(
-            endpoint: APNsEndpoint(host: "127.0.0.1", port: upstream.port, serverHostname: "localhost", trustRoots: .certificates([workspace.pki.caCertificate])),
+            endpoint: APNsEndpoint(
+                host: "127.0.0.1",
+                port: upstream.port,
+                serverHostname: "localhost",
+                trustRoots: .certificates([workspace.pki.caCertificate])
+            ),
             configuration: configuration,
             credentials: .token(ProviderTokenSource(signer: signer, logger: logger)),
             logger: logger
@@ -181,7 +193,9 @@ struct H2LoadRun: AsyncParsableCommand {
     var label = ""
 
     func run() async throws {
-        guard self.notifications > 0, self.notifications <= 50_000_000 else { throw ValidationError("--notifications 1…50,000,000") }
+        guard self.notifications > 0, self.notifications <= 50_000_000 else {
+            throw ValidationError("--notifications 1…50,000,000")
+        }
         let h2load = try which("h2load")
         let workspace = try Workspace()
         defer { workspace.remove() }
@@ -191,7 +205,9 @@ struct H2LoadRun: AsyncParsableCommand {
         let bodyPath = workspace.directory + "/body.json"
         try loadPayload(size: self.payloadSize).write(toFile: bodyPath, atomically: true, encoding: .utf8)
         let urisPath = workspace.directory + "/uris.txt"
-        let uris = (0..<nghttpdDistinctTokens).map { "https://127.0.0.1:\(upstream.port)/3/device/\(LoadToken.hex(UInt64($0)))" }
+        let uris = (0..<nghttpdDistinctTokens).map {
+            "https://127.0.0.1:\(upstream.port)/3/device/\(LoadToken.hex(UInt64($0)))"
+        }
         try uris.joined(separator: "\n").appending("\n").write(toFile: urisPath, atomically: true, encoding: .utf8)
 
         let process = Process()
@@ -222,7 +238,8 @@ struct H2LoadRun: AsyncParsableCommand {
         else {
             throw LoadToolError("could not read h2load's output:\n\(text)")
         }
-        let status2xx = text.split(separator: "\n").first(where: { $0.hasPrefix("status codes:") })
+        let status2xx =
+            text.split(separator: "\n").first(where: { $0.hasPrefix("status codes:") })
             .flatMap { $0.split(separator: " ").dropFirst(2).first }.flatMap { Int($0) } ?? 0
         emit([
             "run": "h2load", "label": self.label, "upstream": "nghttpd",

@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -29,7 +30,9 @@ final class BridgeChild: @unchecked Sendable {
         store: String? = nil
     ) async throws -> BridgeChild {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
-            throw LoadToolError("no apns-bridge at \(executable): build it with `swift build -c release --product apns-bridge` in the repository root, or pass --bridge")
+            throw LoadToolError(
+                "no apns-bridge at \(executable): build it with `swift build -c release --product apns-bridge` in the repository root, or pass --bridge"
+            )
         }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
@@ -71,13 +74,20 @@ final class BridgeChild: @unchecked Sendable {
                     let parts = field.split(separator: "=")
                     if parts.count == 2, let port = Int(parts[1]) { ports[String(parts[0])] = port }
                 }
-                let child = BridgeChild(process: process, gatewayPort: ports["gateway"] ?? 0, adminPort: ports["admin"] ?? 0, logPath: logPath)
+                let child = BridgeChild(
+                    process: process,
+                    gatewayPort: ports["gateway"] ?? 0,
+                    adminPort: ports["admin"] ?? 0,
+                    logPath: logPath
+                )
                 try await child.waitUntilReady()
                 return child
             }
             if !process.isRunning {
                 let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
-                throw LoadToolError("apns-bridge exited with \(process.terminationStatus) before it was ready: \(log.suffix(2000))")
+                throw LoadToolError(
+                    "apns-bridge exited with \(process.terminationStatus) before it was ready: \(log.suffix(2000))"
+                )
             }
             try await Task.sleep(for: .milliseconds(10))
         }

@@ -39,10 +39,15 @@ struct KillWindowRun: AsyncParsableCommand {
         }
         let workspace = try Workspace()
         defer { workspace.remove() }
-        var configuration = MockAPNsConfiguration(certificateChain: [workspace.pki.server.certificate], privateKey: workspace.pki.server.privateKey)
+        var configuration = MockAPNsConfiguration(
+            certificateChain: [workspace.pki.server.certificate],
+            privateKey: workspace.pki.server.privateKey
+        )
         configuration.port = 0
         configuration.recordsRequests = false
-        configuration.signingKeys = [.init(keyID: Workspace.keyID, teamID: Workspace.teamID, publicKey: workspace.signingKey.publicKey)]
+        configuration.signingKeys = [
+            .init(keyID: Workspace.keyID, teamID: Workspace.teamID, publicKey: workspace.signingKey.publicKey)
+        ]
         configuration.topics = [Workspace.topic]
         let answers = Mutex((count: 0, last: ContinuousClock.now))
         configuration.onAnswer = { _ in answers.withLock { $0 = ($0.count + 1, ContinuousClock.now) } }
@@ -58,7 +63,11 @@ struct KillWindowRun: AsyncParsableCommand {
             var runsWithLoss = 0
             for run in 0..<self.runs {
                 let path = "\(workspace.directory)/kill-\(delay)-\(run).sqlite"
-                let bridge = try await self.bridgeOptions.startBridge(workspace: workspace, upstreamPort: mock.port, store: "sqlite:\(path)")
+                let bridge = try await self.bridgeOptions.startBridge(
+                    workspace: workspace,
+                    upstreamPort: mock.port,
+                    store: "sqlite:\(path)"
+                )
                 let before = answers.withLock { $0.count }
                 let provider = try await LegacyConnection.connect(
                     to: try SocketAddress(ipAddress: "127.0.0.1", port: bridge.gatewayPort),
@@ -68,7 +77,14 @@ struct KillWindowRun: AsyncParsableCommand {
                 var frames = ByteBuffer()
                 for _ in 0..<self.tokens {
                     seed += 1
-                    frames.writeImmutableBuffer(FrameBuilder.frame(.itemized, identifier: UInt32(seed), token: FrameBuilder.token(seed), payload: FrameBuilder.payload()))
+                    frames.writeImmutableBuffer(
+                        FrameBuilder.frame(
+                            .itemized,
+                            identifier: UInt32(seed),
+                            token: FrameBuilder.token(seed),
+                            payload: FrameBuilder.payload()
+                        )
+                    )
                 }
                 try await provider.send(frames)
                 let deadline = ContinuousClock.now + .seconds(30)
@@ -76,7 +92,8 @@ struct KillWindowRun: AsyncParsableCommand {
                     await Task.yield()
                 }
                 let last = answers.withLock { $0.last }
-                while ContinuousClock.now < last + .milliseconds(delay) {}  // spin: sleeps overshoot by more than the delays measured
+                // Spin: sleeps overshoot by more than the delays measured.
+                while ContinuousClock.now < last + .milliseconds(delay) {}
                 bridge.kill()
                 await provider.close()
                 let store = try await SQLiteBridgeStore.open(path: path, logger: Logger(label: "kill-window"))
@@ -86,7 +103,8 @@ struct KillWindowRun: AsyncParsableCommand {
                 if stored < self.tokens { runsWithLoss += 1 }
             }
             emit([
-                "run": "kill-window", "label": self.label, "delay_ms": delay, "runs": self.runs, "tokens_per_run": self.tokens,
+                "run": "kill-window", "label": self.label, "delay_ms": delay, "runs": self.runs,
+                "tokens_per_run": self.tokens,
                 "missing": missing, "runs_with_loss": runsWithLoss,
                 "settings": self.bridgeOptions.settings.joined(separator: " "),
             ])

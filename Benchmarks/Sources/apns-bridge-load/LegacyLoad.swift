@@ -64,7 +64,15 @@ final class LegacyLoad: @unchecked Sendable {
             try await withThrowingTaskGroup(of: (any Channel, Int).self) { group_ in
                 for range in wave {
                     group_.addTask {
-                        (try await self.open(range: range, address: address, context: context, payload: payload, group: group), range.count)
+                        (
+                            try await self.open(
+                                range: range,
+                                address: address,
+                                context: context,
+                                payload: payload,
+                                group: group
+                            ), range.count
+                        )
                     }
                 }
                 for try await (channel, share) in group_ {
@@ -78,14 +86,22 @@ final class LegacyLoad: @unchecked Sendable {
         self.shares = shares
     }
 
-    private func open(range: Range<Int>, address: SocketAddress, context: NIOSSLContext, payload: ByteBuffer, group: any EventLoopGroup) async throws -> any Channel {
+    private func open(
+        range: Range<Int>,
+        address: SocketAddress,
+        context: NIOSSLContext,
+        payload: ByteBuffer,
+        group: any EventLoopGroup
+    ) async throws -> any Channel {
         let handshake = group.next().makePromise(of: Void.self)
         let channel = try await ClientBootstrap(group: handshake.futureResult.eventLoop)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(30))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: "localhost"))
+                    try channel.pipeline.syncOperations.addHandler(
+                        NIOSSLClientHandler(context: context, serverHostname: "localhost")
+                    )
                     try channel.pipeline.syncOperations.addHandler(
                         LoadConnectionHandler(
                             ids: range,
@@ -170,7 +186,14 @@ final class LoadConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
     /// Frames built into one write at most.
     private static let batch = 32
 
-    init(ids: Range<Int>, payload: ByteBuffer, distinctTokens: Int?, tracker: ArrivalTracker, load: LegacyLoad, handshake: EventLoopPromise<Void>) {
+    init(
+        ids: Range<Int>,
+        payload: ByteBuffer,
+        distinctTokens: Int?,
+        tracker: ArrivalTracker,
+        load: LegacyLoad,
+        handshake: EventLoopPromise<Void>
+    ) {
         self.next = ids.lowerBound
         self.limit = ids.lowerBound
         self.end = ids.upperBound

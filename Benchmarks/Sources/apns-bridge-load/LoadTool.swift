@@ -14,7 +14,9 @@ struct LoadTool: AsyncParsableCommand {
             Benchmarks/scripts/run-e2e.sh runs the whole set and draws the plot \
             (docs/performance.md).
             """,
-        subcommands: [BridgeRun.self, ClientRun.self, H2LoadRun.self, IdleRun.self, BackpressureRun.self, KillWindowRun.self]
+        subcommands: [
+            BridgeRun.self, ClientRun.self, H2LoadRun.self, IdleRun.self, BackpressureRun.self, KillWindowRun.self,
+        ]
     )
 }
 
@@ -63,7 +65,8 @@ func emit(_ fields: [String: any Sendable]) {
         let value = fields[key]!
         switch value {
         case let text as String: parts.append("\"\(key)\":\"\(text)\"")
-        case let number as Double: parts.append("\"\(key)\":\(number.isFinite ? String(format: "%.3f", number) : "null")")
+        case let number as Double:
+            parts.append("\"\(key)\":\(number.isFinite ? String(format: "%.3f", number) : "null")")
         case let number as Int: parts.append("\"\(key)\":\(number)")
         case let flag as Bool: parts.append("\"\(key)\":\(flag)")
         case Optional<Double>.none: parts.append("\"\(key)\":null")
@@ -83,7 +86,10 @@ struct BridgeRun: AsyncParsableCommand {
 
     @OptionGroup var bridgeOptions: BridgeOptions
 
-    @Option(help: "The upstream: mock (MockAPNs in this process; latency, lost and duplicated counted per notification) or nghttpd.")
+    @Option(
+        help:
+            "The upstream: mock (MockAPNs in this process; latency, lost and duplicated counted per notification) or nghttpd."
+    )
     var upstream: String = "mock"
 
     @Option(help: "Legacy provider connections.")
@@ -105,7 +111,9 @@ struct BridgeRun: AsyncParsableCommand {
     var label = ""
 
     func run() async throws {
-        guard let kind = UpstreamKind(rawValue: self.upstream) else { throw ValidationError("--upstream is mock or nghttpd") }
+        guard let kind = UpstreamKind(rawValue: self.upstream) else {
+            throw ValidationError("--upstream is mock or nghttpd")
+        }
         guard self.notifications > 0, self.connections > 0, self.notifications <= 50_000_000 else {
             throw ValidationError("--notifications 1…50,000,000 and --connections ≥ 1")
         }
@@ -113,7 +121,11 @@ struct BridgeRun: AsyncParsableCommand {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let tracker = ArrivalTracker(count: self.notifications)
-        let upstream = try await RunningUpstream.start(kind, workspace: workspace, tracker: kind == .mock ? tracker : nil)
+        let upstream = try await RunningUpstream.start(
+            kind,
+            workspace: workspace,
+            tracker: kind == .mock ? tracker : nil
+        )
         let bridge = try await self.bridgeOptions.startBridge(workspace: workspace, upstreamPort: upstream.port)
         defer { bridge.stop() }
         let load = LegacyLoad(
@@ -127,8 +139,14 @@ struct BridgeRun: AsyncParsableCommand {
             tracker: tracker
         )
         progress("\(self.connections) connections to the bridge (\(kind.rawValue) upstream)…")
-        try await load.connect(port: bridge.gatewayPort, workspace: workspace, group: MultiThreadedEventLoopGroup.singleton)
-        let counted200Before = kind == .nghttpd ? try await bridge.metric("apns_bridge_upstream_responses_total", labels: "status=\"200\"") : 0
+        try await load.connect(
+            port: bridge.gatewayPort,
+            workspace: workspace,
+            group: MultiThreadedEventLoopGroup.singleton
+        )
+        let counted200Before =
+            kind == .nghttpd
+            ? try await bridge.metric("apns_bridge_upstream_responses_total", labels: "status=\"200\"") : 0
         let cpuBefore = bridge.stats.cpuSeconds
         progress("sending \(self.notifications) notifications\(self.rate > 0 ? " at \(Int(self.rate))/s" : "")…")
         let started = ArrivalTracker.now
@@ -146,7 +164,10 @@ struct BridgeRun: AsyncParsableCommand {
                 }
                 try await Task.sleep(for: .milliseconds(10))
             } else {
-                delivered200 = Int(try await bridge.metric("apns_bridge_upstream_responses_total", labels: "status=\"200\"") - counted200Before)
+                delivered200 = Int(
+                    try await bridge.metric("apns_bridge_upstream_responses_total", labels: "status=\"200\"")
+                        - counted200Before
+                )
                 if delivered200 >= self.notifications {
                     finished = ArrivalTracker.now
                     break

@@ -36,15 +36,37 @@ struct IdleRun: AsyncParsableCommand {
         defer { bridge.stop() }
         // One connection first, so one-time costs (TLS tables, the first session) are not
         // counted per connection.
-        let warm = LegacyLoad(plan: .init(connections: 1, notifications: 0, payloadSize: 200, rate: nil, distinctTokens: nil), tracker: ArrivalTracker(count: 1))
-        try await warm.connect(port: bridge.gatewayPort, workspace: workspace, group: MultiThreadedEventLoopGroup.singleton)
+        let warm = LegacyLoad(
+            plan: .init(connections: 1, notifications: 0, payloadSize: 200, rate: nil, distinctTokens: nil),
+            tracker: ArrivalTracker(count: 1)
+        )
+        try await warm.connect(
+            port: bridge.gatewayPort,
+            workspace: workspace,
+            group: MultiThreadedEventLoopGroup.singleton
+        )
         try await Task.sleep(for: .seconds(1))
         let before = bridge.stats.residentKilobytes
         progress("opening \(self.connections) idle connections (bridge RSS \(before) KB)…")
         let started = ContinuousClock.now
-        let load = LegacyLoad(plan: .init(connections: self.connections, notifications: 0, payloadSize: 200, rate: nil, distinctTokens: nil), tracker: ArrivalTracker(count: 1))
-        try await load.connect(port: bridge.gatewayPort, workspace: workspace, group: MultiThreadedEventLoopGroup.singleton)
-        let connectSeconds = Double((ContinuousClock.now - started).components.attoseconds) / 1e18 + Double((ContinuousClock.now - started).components.seconds)
+        let load = LegacyLoad(
+            plan: .init(
+                connections: self.connections,
+                notifications: 0,
+                payloadSize: 200,
+                rate: nil,
+                distinctTokens: nil
+            ),
+            tracker: ArrivalTracker(count: 1)
+        )
+        try await load.connect(
+            port: bridge.gatewayPort,
+            workspace: workspace,
+            group: MultiThreadedEventLoopGroup.singleton
+        )
+        let connectSeconds =
+            Double((ContinuousClock.now - started).components.attoseconds) / 1e18
+            + Double((ContinuousClock.now - started).components.seconds)
         try await Task.sleep(for: .seconds(3))
         let open = Int(try await bridge.metric("apns_bridge_legacy_connections", labels: "listener=\"gateway\""))
         let after = bridge.stats.residentKilobytes
@@ -54,7 +76,9 @@ struct IdleRun: AsyncParsableCommand {
         // back is read once it has had time to (its memory trim runs every 30 s at most).
         await load.closeAll()
         let closeDeadline = ContinuousClock.now + .seconds(60)
-        while try await bridge.metric("apns_bridge_legacy_connections", labels: "listener=\"gateway\"") > 1, ContinuousClock.now < closeDeadline {
+        while try await bridge.metric("apns_bridge_legacy_connections", labels: "listener=\"gateway\"") > 1,
+            ContinuousClock.now < closeDeadline
+        {
             try await Task.sleep(for: .milliseconds(100))
         }
         progress("connections closed; waiting \(self.settleSeconds) s…")
@@ -72,7 +96,8 @@ struct IdleRun: AsyncParsableCommand {
             "run": "idle", "label": self.label, "connections": self.connections,
             "open_at_bridge": open, "bridge_rss_before_kb": before, "bridge_rss_after_kb": after,
             "bridge_rss_after_close_kb": afterClose, "retained_after_close_kb": afterClose - before,
-            "allocator_free_after_close_kb": Int(allocatorFree) / 1024, "allocator_in_use_after_close_kb": Int(allocatorInUse) / 1024,
+            "allocator_free_after_close_kb": Int(allocatorFree) / 1024,
+            "allocator_in_use_after_close_kb": Int(allocatorInUse) / 1024,
             "memory_trims": Int(trims),
             "kb_per_connection": perConnection, "connect_seconds": connectSeconds,
         ])
@@ -84,7 +109,8 @@ struct IdleRun: AsyncParsableCommand {
 struct BackpressureRun: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "backpressure",
-        abstract: "Providers send as fast as they can while the upstream answers each request after 1 s; the bridge's memory is sampled."
+        abstract:
+            "Providers send as fast as they can while the upstream answers each request after 1 s; the bridge's memory is sampled."
     )
 
     @OptionGroup var bridgeOptions: BridgeOptions
@@ -109,10 +135,28 @@ struct BackpressureRun: AsyncParsableCommand {
         // More notifications than can arrive in the time: the providers are never out of work.
         let total = 2_000_000
         let tracker = ArrivalTracker(count: total)
-        let upstream = try await RunningUpstream.start(.mock, workspace: workspace, tracker: tracker, responseDelay: .milliseconds(Int64(self.delayMilliseconds)))
+        let upstream = try await RunningUpstream.start(
+            .mock,
+            workspace: workspace,
+            tracker: tracker,
+            responseDelay: .milliseconds(Int64(self.delayMilliseconds))
+        )
         let bridge = try await self.bridgeOptions.startBridge(workspace: workspace, upstreamPort: upstream.port)
-        let load = LegacyLoad(plan: .init(connections: self.connections, notifications: total, payloadSize: 200, rate: nil, distinctTokens: nil), tracker: tracker)
-        try await load.connect(port: bridge.gatewayPort, workspace: workspace, group: MultiThreadedEventLoopGroup.singleton)
+        let load = LegacyLoad(
+            plan: .init(
+                connections: self.connections,
+                notifications: total,
+                payloadSize: 200,
+                rate: nil,
+                distinctTokens: nil
+            ),
+            tracker: tracker
+        )
+        try await load.connect(
+            port: bridge.gatewayPort,
+            workspace: workspace,
+            group: MultiThreadedEventLoopGroup.singleton
+        )
         let before = bridge.stats.residentKilobytes
         progress("sending for \(self.duration) s against an upstream that answers after \(self.delayMilliseconds) ms…")
         load.start()

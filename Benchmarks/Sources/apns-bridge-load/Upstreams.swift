@@ -61,13 +61,18 @@ final class RunningUpstream: @unchecked Sendable {
             let device = root + "/3/device"
             try FileManager.default.createDirectory(atPath: device, withIntermediateDirectories: true)
             for number in 0..<nghttpdDistinctTokens {
-                _ = FileManager.default.createFile(atPath: device + "/" + LoadToken.hex(UInt64(number)), contents: Data())
+                _ = FileManager.default.createFile(
+                    atPath: device + "/" + LoadToken.hex(UInt64(number)),
+                    contents: Data()
+                )
             }
             let port = try freePort()
             let process = Process()
             process.executableURL = URL(fileURLWithPath: try which("nghttpd"))
             // One worker thread, as in the PERFORMANCE-NOTES measurements.
-            process.arguments = ["-d", root, "--address=127.0.0.1", "\(port)", workspace.serverKeyPath, workspace.serverCertificatePath]
+            process.arguments = [
+                "-d", root, "--address=127.0.0.1", "\(port)", workspace.serverKeyPath, workspace.serverCertificatePath,
+            ]
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
             try process.run()
@@ -142,7 +147,9 @@ func connectLoopback(port: Int) -> Int32? {
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
     address.sin_port = UInt16(port).bigEndian
     let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
     }
     guard connected == 0 else {
         close(fd)

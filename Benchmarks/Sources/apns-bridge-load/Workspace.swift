@@ -21,7 +21,8 @@ struct Workspace {
     let signingKeyPath: String
 
     init() throws {
-        self.directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-load-\(UUID().uuidString)").path
+        self.directory =
+            FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-load-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: self.directory, withIntermediateDirectories: true)
         self.pki = try DevelopmentCA(name: "apns-bridge load CA")
         self.provider = try self.pki.providerIdentity(bundleID: Self.topic)

@@ -24,7 +24,9 @@ public enum ChannelConfigFile {
     ) throws -> String {
         let text = try String(contentsOfFile: path, encoding: .utf8)
         var root = try Yams.compose(yaml: text) ?? Node([(Node, Node)]())
-        guard root.mapping != nil else { throw EditError(description: "\(path): the top level is not a mapping of keys") }
+        guard root.mapping != nil else {
+            throw EditError(description: "\(path): the top level is not a mapping of keys")
+        }
         var tenants = root["tenant"] ?? Node([(Node, Node)]())
         var tenantNode = tenants[tenant] ?? Node([(Node, Node)]())
         guard tenants.mapping != nil, tenantNode.mapping != nil else {
@@ -32,12 +34,16 @@ public enum ChannelConfigFile {
         }
         switch tenantNode["channels"] {
         case .sequence(var names)?:
-            guard !names.contains(Node(name)) else { throw EditError(description: "tenant.\(tenant).channels already lists \(name)") }
+            guard !names.contains(Node(name)) else {
+                throw EditError(description: "tenant.\(tenant).channels already lists \(name)")
+            }
             names.append(Node(name))
             tenantNode["channels"] = .sequence(names)
         case .scalar(let scalar)? where !scalar.string.isEmpty:
             let names = scalar.string.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-            guard !names.contains(name) else { throw EditError(description: "tenant.\(tenant).channels already lists \(name)") }
+            guard !names.contains(name) else {
+                throw EditError(description: "tenant.\(tenant).channels already lists \(name)")
+            }
             tenantNode["channels"] = Node((names + [name]).map { Node($0) })
         default:
             tenantNode["channels"] = Node([Node(name)])

@@ -2,7 +2,11 @@
 /// typo, refused), and which a reload applies live.
 extension BridgeSettings {
     /// Every valid key, for the tenants, channels and credentials the settings list.
-    public static func knownKeys(tenants: [String], credentials: [String], channels: [String: [String]] = [:]) -> Set<String> {
+    public static func knownKeys(
+        tenants: [String],
+        credentials: [String],
+        channels: [String: [String]] = [:]
+    ) -> Set<String> {
         ConfigurationKey.known(tenants: tenants, credentials: credentials, channels: channels)
     }
 
@@ -32,7 +36,10 @@ extension BridgeSettings {
         guard let unknown = settings.unknownKeys(known: known).first else { return }
         var message = "not a configuration key"
         let parts = unknown.key.split(separator: ".").map(String.init)
-        let leaves = (tenant: Set(ConfigurationKey.tenantKeys.map(\.leaf)), credential: Set(ConfigurationKey.credentialKeys.map(\.leaf)))
+        let leaves = (
+            tenant: Set(ConfigurationKey.tenantKeys.map(\.leaf)),
+            credential: Set(ConfigurationKey.credentialKeys.map(\.leaf))
+        )
         if parts.count == 3, parts[0] == "tenant", leaves.tenant.contains(parts[2]) {
             message += "; tenant \(parts[1]) is not listed in tenants"
         } else if parts.count == 3, parts[0] == "credential", leaves.credential.contains(parts[2]) {

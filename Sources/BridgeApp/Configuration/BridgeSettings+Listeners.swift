@@ -9,7 +9,10 @@ import NIOSSL
 extension BridgeSettings {
     static func readListenerTLS(_ settings: SettingsReader) throws -> (TLSFiles, LegacyTLSConfiguration) {
         let files = TLSFiles(
-            certificate: try settings.requiredFile(.tlsCertificate, why: "the PEM certificate (chain) the legacy ports present"),
+            certificate: try settings.requiredFile(
+                .tlsCertificate,
+                why: "the PEM certificate (chain) the legacy ports present"
+            ),
             privateKey: try settings.requiredFile(.tlsPrivateKey, why: "the PEM private key of tls.certificate"),
             clientCAs: try settings.list(.tlsClientCA).map { path in
                 guard FileManager.default.isReadableFile(atPath: path) else {
@@ -21,7 +24,10 @@ extension BridgeSettings {
         var tls = try Self.loadTLS(files)
         tls.pinnedFingerprints = Set(settings.list(.tlsPinnedFingerprints).map(TenantRule.normalizedFingerprint))
         for fingerprint in tls.pinnedFingerprints where fingerprint.count != 64 {
-            throw ConfigurationError(key: ConfigurationKey.tlsPinnedFingerprints.name, "\(fingerprint) is not a SHA-256 fingerprint (64 hex digits)")
+            throw ConfigurationError(
+                key: ConfigurationKey.tlsPinnedFingerprints.name,
+                "\(fingerprint) is not a SHA-256 fingerprint (64 hex digits)"
+            )
         }
         tls.allowTLS13 = try settings.bool(.tlsAllowTLS13, default: tls.allowTLS13)
         tls.allowLegacyTLS = try settings.bool(.tlsAllowLegacyTLS, default: tls.allowLegacyTLS)
@@ -32,7 +38,9 @@ extension BridgeSettings {
     /// `nil`: watching is off (only SIGHUP or `apns-bridge reload`).
     static func readWatchInterval(_ settings: SettingsReader) throws -> Duration? {
         // `tls.reloadIntervalSeconds` is the name of earlier versions.
-        let key: ConfigurationKey = settings.string(.reloadWatchInterval) == nil && settings.string(.tlsReloadInterval) != nil ? .tlsReloadInterval : .reloadWatchInterval
+        let key: ConfigurationKey =
+            settings.string(.reloadWatchInterval) == nil && settings.string(.tlsReloadInterval) != nil
+            ? .tlsReloadInterval : .reloadWatchInterval
         let interval = try settings.duration(key, default: .seconds(10))
         return interval == .zero ? nil : interval
     }
@@ -41,7 +49,10 @@ extension BridgeSettings {
     static func readProxyProtocol(_ settings: SettingsReader) throws -> ProxyProtocolPolicy {
         let networks = try settings.list(.proxyProtocolLoadBalancers).map { text in
             guard let network = IPNetwork(text) else {
-                throw ConfigurationError(key: ConfigurationKey.proxyProtocolLoadBalancers.name, "\(text) is not an IP address or a CIDR network (10.0.0.0/8, fd00::/8)")
+                throw ConfigurationError(
+                    key: ConfigurationKey.proxyProtocolLoadBalancers.name,
+                    "\(text) is not an IP address or a CIDR network (10.0.0.0/8, fd00::/8)"
+                )
             }
             return network
         }
@@ -54,24 +65,45 @@ extension BridgeSettings {
         (gateway.host, gateway.port) = try settings.address(.gatewayListen, default: "\(gateway.host):\(gateway.port)")!
         gateway.maximumConnections = try settings.int(.gatewayMaximumConnections, default: gateway.maximumConnections)
         gateway.maximumHandshakes = try settings.int(.gatewayMaximumHandshakes, default: gateway.maximumHandshakes)
-        gateway.maximumHandshakesPerAddress = try settings.int(.gatewayMaximumHandshakesPerAddress, default: gateway.maximumHandshakesPerAddress)
-        gateway.session.maximumInFlight = try settings.int(.gatewayMaximumInFlight, default: gateway.session.maximumInFlight)
+        gateway.maximumHandshakesPerAddress = try settings.int(
+            .gatewayMaximumHandshakesPerAddress,
+            default: gateway.maximumHandshakesPerAddress
+        )
+        gateway.session.maximumInFlight = try settings.int(
+            .gatewayMaximumInFlight,
+            default: gateway.session.maximumInFlight
+        )
         gateway.handshakeTimeout = try settings.timeAmount(.gatewayHandshakeTimeout, default: gateway.handshakeTimeout)
         let idle = try settings.timeAmount(.gatewayIdleTimeout, default: gateway.idleTimeout ?? .zero)
         gateway.idleTimeout = idle == .zero ? nil : idle
-        gateway.shutdownGracePeriod = try settings.timeAmount(.gatewayShutdownGrace, default: gateway.shutdownGracePeriod)
+        gateway.shutdownGracePeriod = try settings.timeAmount(
+            .gatewayShutdownGrace,
+            default: gateway.shutdownGracePeriod
+        )
         return gateway
     }
 
     static func readFeedback(_ settings: SettingsReader, tls: LegacyTLSConfiguration) throws -> FeedbackConfiguration {
         var feedback = FeedbackConfiguration(tls: tls)
         feedback.proxyProtocol = try Self.readProxyProtocol(settings)
-        (feedback.host, feedback.port) = try settings.address(.feedbackListen, default: "\(feedback.host):\(feedback.port)")!
-        feedback.maximumConnections = try settings.int(.feedbackMaximumConnections, default: feedback.maximumConnections)
+        (feedback.host, feedback.port) = try settings.address(
+            .feedbackListen,
+            default: "\(feedback.host):\(feedback.port)"
+        )!
+        feedback.maximumConnections = try settings.int(
+            .feedbackMaximumConnections,
+            default: feedback.maximumConnections
+        )
         feedback.maximumHandshakes = try settings.int(.feedbackMaximumHandshakes, default: feedback.maximumHandshakes)
-        feedback.maximumHandshakesPerAddress = try settings.int(.feedbackMaximumHandshakesPerAddress, default: feedback.maximumHandshakesPerAddress)
+        feedback.maximumHandshakesPerAddress = try settings.int(
+            .feedbackMaximumHandshakesPerAddress,
+            default: feedback.maximumHandshakesPerAddress
+        )
         feedback.writeTimeout = try settings.timeAmount(.feedbackWriteTimeout, default: feedback.writeTimeout)
-        feedback.drain.only32ByteTokens = try settings.bool(.feedbackOnly32ByteTokens, default: feedback.drain.only32ByteTokens)
+        feedback.drain.only32ByteTokens = try settings.bool(
+            .feedbackOnly32ByteTokens,
+            default: feedback.drain.only32ByteTokens
+        )
         return feedback
     }
 
@@ -97,12 +129,19 @@ extension BridgeSettings {
                 throw ConfigurationError(key: "tls.clientCA", "\(path) holds no PEM certificate: \(error)")
             }
         }
-        let configuration = LegacyTLSConfiguration(certificateChain: chain, privateKey: key, clientCertificateAuthorities: authorities)
+        let configuration = LegacyTLSConfiguration(
+            certificateChain: chain,
+            privateKey: key,
+            clientCertificateAuthorities: authorities
+        )
         do {
             // What the listeners do at start: BoringSSL checks that the key is the certificate's.
             _ = try configuration.makeServerContext()
         } catch {
-            throw ConfigurationError(key: "tls.privateKey", "\(files.privateKey) is not the private key of \(files.certificate) (\(error))")
+            throw ConfigurationError(
+                key: "tls.privateKey",
+                "\(files.privateKey) is not the private key of \(files.certificate) (\(error))"
+            )
         }
         return configuration
     }

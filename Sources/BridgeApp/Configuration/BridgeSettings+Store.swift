@@ -3,16 +3,26 @@ import Foundation
 
 /// The store (`store.url` and its options) and how long usage is kept.
 extension BridgeSettings {
-    static func readStore(_ settings: SettingsReader) throws -> (location: String, configuration: BridgeStoreConfiguration) {
+    static func readStore(
+        _ settings: SettingsReader
+    ) throws -> (location: String, configuration: BridgeStoreConfiguration) {
         let location = settings.string(.storeURL) ?? "sqlite:apns-bridge.sqlite"
-        guard location.hasPrefix("sqlite:") || location.hasPrefix("postgres://") || location.hasPrefix("postgresql://") else {
-            throw ConfigurationError(key: ConfigurationKey.storeURL.name, "expected sqlite:PATH or postgres://user:password@host:port/database")
+        guard location.hasPrefix("sqlite:") || location.hasPrefix("postgres://") || location.hasPrefix("postgresql://")
+        else {
+            throw ConfigurationError(
+                key: ConfigurationKey.storeURL.name,
+                "expected sqlite:PATH or postgres://user:password@host:port/database"
+            )
         }
         try Self.checkStoreLocation(location)
         var store = BridgeStoreConfiguration()
         store.feedbackRetention = try settings.duration(.feedbackRetention, default: store.feedbackRetention)
         store.resendRecordWindow = try settings.duration(.storeResendWindow, default: store.resendRecordWindow)
-        store.sqliteSynchronous = try settings.choice(.storeSQLiteSynchronous, default: store.sqliteSynchronous, ["full": .full, "normal": .normal])
+        store.sqliteSynchronous = try settings.choice(
+            .storeSQLiteSynchronous,
+            default: store.sqliteSynchronous,
+            ["full": .full, "normal": .normal]
+        )
         store.usageRetention = try settings.duration(.usageRetention, default: store.usageRetention)
         return (location, store)
     }
@@ -23,9 +33,12 @@ extension BridgeSettings {
         if location.hasPrefix("sqlite:") {
             let path = String(location.dropFirst("sqlite:".count))
             guard !path.isEmpty else { throw ConfigurationError(key: "store.url", "sqlite: needs a file path") }
-            let directory = (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
+            let directory =
+                (path as NSString).deletingLastPathComponent.isEmpty
+                ? "." : (path as NSString).deletingLastPathComponent
             var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue
+            else {
                 throw ConfigurationError(key: "store.url", "the folder \(directory) of \(path) does not exist")
             }
             // SQLite writes its journal beside the file: a file must be creatable there. Asking
@@ -40,10 +53,18 @@ extension BridgeSettings {
             }
             try? FileManager.default.removeItem(atPath: probe)
             if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
-                guard !isDirectory.boolValue else { throw ConfigurationError(key: "store.url", "\(path) is a folder, not a database file") }
-                let type = (try? FileManager.default.attributesOfItem(atPath: (path as NSString).resolvingSymlinksInPath))?[.type] as? FileAttributeType
+                guard !isDirectory.boolValue else {
+                    throw ConfigurationError(key: "store.url", "\(path) is a folder, not a database file")
+                }
+                let type =
+                    (try? FileManager.default.attributesOfItem(atPath: (path as NSString).resolvingSymlinksInPath))?[
+                        .type
+                    ] as? FileAttributeType
                 guard type == .typeRegular else {
-                    throw ConfigurationError(key: "store.url", "\(path) is not a regular file (a device, a pipe or a socket cannot hold the database)")
+                    throw ConfigurationError(
+                        key: "store.url",
+                        "\(path) is not a regular file (a device, a pipe or a socket cannot hold the database)"
+                    )
                 }
                 guard let handle = FileHandle(forReadingAtPath: path) else {
                     throw ConfigurationError(key: "store.url", "cannot read \(path)")

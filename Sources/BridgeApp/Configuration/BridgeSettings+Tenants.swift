@@ -19,10 +19,16 @@ extension BridgeSettings {
             let fingerprints = settings.list(key(.tenantFingerprints)).map(TenantRule.normalizedFingerprint)
             for fingerprint in fingerprints {
                 guard fingerprint.count == 64 else {
-                    throw ConfigurationError(key: key(.tenantFingerprints).name, "\(fingerprint) is not a SHA-256 fingerprint (64 hex digits)")
+                    throw ConfigurationError(
+                        key: key(.tenantFingerprints).name,
+                        "\(fingerprint) is not a SHA-256 fingerprint (64 hex digits)"
+                    )
                 }
                 if let owner = fingerprintOwners.updateValue(name, forKey: fingerprint) {
-                    throw ConfigurationError(key: key(.tenantFingerprints).name, "\(fingerprint) also belongs to tenant \(owner)")
+                    throw ConfigurationError(
+                        key: key(.tenantFingerprints).name,
+                        "\(fingerprint) also belongs to tenant \(owner)"
+                    )
                 }
             }
             let rule = TenantRule(
@@ -43,18 +49,28 @@ extension BridgeSettings {
                 )
             }
             guard rule.userID != nil || !rule.fingerprints.isEmpty else {
-                throw ConfigurationError(key: key(.tenantUID).name, "tenant \(name) matches no certificate: give its uid or fingerprints")
+                throw ConfigurationError(
+                    key: key(.tenantUID).name,
+                    "tenant \(name) matches no certificate: give its uid or fingerprints"
+                )
             }
             if let userID = rule.userID, let other = rules.first(where: { $0.userID == userID }) {
                 throw ConfigurationError(key: key(.tenantUID).name, "\(userID) is also the uid of tenant \(other.name)")
             }
             if let credential = rule.credentials, credentials[credential] == nil {
-                throw ConfigurationError(key: key(.tenantCredentials).name, "\"\(credential)\" is not listed in credentials")
+                throw ConfigurationError(
+                    key: key(.tenantCredentials).name,
+                    "\"\(credential)\" is not listed in credentials"
+                )
             }
             rules.append(rule)
         }
         let acceptsUnlisted = try settings.bool(.acceptUnlistedCertificates, default: rules.isEmpty)
-        return ConfiguredTenantResolver(rules: rules, defaultEnvironment: defaultEnvironment, acceptsUnlistedCertificates: acceptsUnlisted)
+        return ConfiguredTenantResolver(
+            rules: rules,
+            defaultEnvironment: defaultEnvironment,
+            acceptsUnlistedCertificates: acceptsUnlisted
+        )
     }
 
     /// A tenant's Live Activity channels (`tenant.NAME.channels` and `tenant.NAME.channel.CHANNEL.*`).
@@ -64,15 +80,24 @@ extension BridgeSettings {
         for name in try settings.names(ConfigurationKey.tenantChannels.named(tenant)) {
             func key(_ key: ConfigurationKey) -> ConfigurationKey { key.named(tenant, channel: name) }
             guard let id = settings.string(key(.channelID)) else {
-                throw ConfigurationError(key: key(.channelID).name, "channel \(name) has no id: give the channel id APNs issued (apns-bridge channels create makes one)")
+                throw ConfigurationError(
+                    key: key(.channelID).name,
+                    "channel \(name) has no id: give the channel id APNs issued (apns-bridge channels create makes one)"
+                )
             }
             guard ChannelToken.isValidChannelID(id) else {
-                throw ConfigurationError(key: key(.channelID).name, "\"\(id)\" is not a channel id (base64, as APNs issues it)")
+                throw ConfigurationError(
+                    key: key(.channelID).name,
+                    "\"\(id)\" is not a channel id (base64, as APNs issues it)"
+                )
             }
             let token: ByteBuffer
             if let text = settings.string(key(.channelToken)) {
                 guard let parsed = ChannelToken.parse(hex: text) else {
-                    throw ConfigurationError(key: key(.channelToken).name, "not a channel token: 64 hex digits (32 bytes), like a device token")
+                    throw ConfigurationError(
+                        key: key(.channelToken).name,
+                        "not a channel token: 64 hex digits (32 bytes), like a device token"
+                    )
                 }
                 token = parsed
             } else {
@@ -83,10 +108,16 @@ extension BridgeSettings {
                 storesMessages = try settings.int(key(.channelStoragePolicy), default: 1) == 1
             }
             if let other = owners.ids.updateValue(name, forKey: id) {
-                throw ConfigurationError(key: key(.channelID).name, "channel \(other) of tenant \(tenant) has the same id")
+                throw ConfigurationError(
+                    key: key(.channelID).name,
+                    "channel \(other) of tenant \(tenant) has the same id"
+                )
             }
             if let other = owners.tokens.updateValue(name, forKey: token) {
-                throw ConfigurationError(key: key(.channelToken).name, "channel \(other) of tenant \(tenant) has the same channel token")
+                throw ConfigurationError(
+                    key: key(.channelToken).name,
+                    "channel \(other) of tenant \(tenant) has the same channel token"
+                )
             }
             channels.append(BroadcastChannel(name: name, id: id, token: token, storesMessages: storesMessages))
         }

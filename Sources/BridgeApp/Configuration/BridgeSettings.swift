@@ -88,14 +88,22 @@ public struct BridgeSettings: Sendable {
             Dictionary(uniqueKeysWithValues: Logger.Level.allCases.map { ($0.rawValue, $0) })
         )
         let logFormat = try settings.choice(.logFormat, default: LogFormat.text, ["text": .text, "json": .json])
-        let defaultEnvironment = try settings.choice(.environment, default: APNsEnvironment.production, Self.environments)
+        let defaultEnvironment = try settings.choice(
+            .environment,
+            default: APNsEnvironment.production,
+            Self.environments
+        )
 
         let (tlsFiles, tls) = try Self.readListenerTLS(settings)
         let watchInterval = try Self.readWatchInterval(settings)
         let (credentials, defaultCredentials) = try Self.readCredentials(settings)
         let tenants = try Self.readTenants(settings, credentials: credentials, defaultEnvironment: defaultEnvironment)
-        if tls.clientCertificateAuthorities.isEmpty, tls.pinnedFingerprints.isEmpty, tenants.pinnedFingerprints.isEmpty {
-            throw ConfigurationError(key: "tls.clientCA", "no way to trust a provider: give client CA bundle(s), pinned fingerprints or tenant fingerprints")
+        if tls.clientCertificateAuthorities.isEmpty, tls.pinnedFingerprints.isEmpty, tenants.pinnedFingerprints.isEmpty
+        {
+            throw ConfigurationError(
+                key: "tls.clientCA",
+                "no way to trust a provider: give client CA bundle(s), pinned fingerprints or tenant fingerprints"
+            )
         }
         let gateway = try Self.readGateway(settings, tls: tls)
         let feedback = try Self.readFeedback(settings, tls: tls)

@@ -3,31 +3,104 @@
 
 extension ConfigurationKey {
     // One tenant: `tenant.NAME.*`.
-    static let tenantUID = Self("tenant.NAME.uid", .text, .live, "certificates whose subject UID= is this belong to the tenant")
-    static let tenantFingerprints = Self("tenant.NAME.fingerprints", .list, .live, "certificates with these SHA-256 fingerprints belong to the tenant")
-    static let tenantTopic = Self("tenant.NAME.topic", .text, .live, "the apns-topic of its notifications (default the certificate's UID=)")
-    static let tenantEnvironment = Self("tenant.NAME.environment", .choice(["production", "sandbox", "development"]), .live, "its APNs environment (default the certificate's marker, else environment)")
-    static let tenantCredentials = Self("tenant.NAME.credentials", .text, .live, "which credentials its notifications are sent with (default defaultCredentials)")
+    static let tenantUID = Self(
+        "tenant.NAME.uid",
+        .text,
+        .live,
+        "certificates whose subject UID= is this belong to the tenant"
+    )
+    static let tenantFingerprints = Self(
+        "tenant.NAME.fingerprints",
+        .list,
+        .live,
+        "certificates with these SHA-256 fingerprints belong to the tenant"
+    )
+    static let tenantTopic = Self(
+        "tenant.NAME.topic",
+        .text,
+        .live,
+        "the apns-topic of its notifications (default the certificate's UID=)"
+    )
+    static let tenantEnvironment = Self(
+        "tenant.NAME.environment",
+        .choice(["production", "sandbox", "development"]),
+        .live,
+        "its APNs environment (default the certificate's marker, else environment)"
+    )
+    static let tenantCredentials = Self(
+        "tenant.NAME.credentials",
+        .text,
+        .live,
+        "which credentials its notifications are sent with (default defaultCredentials)"
+    )
     static let tenantChannels = Self("tenant.NAME.channels", .names, .live, "names of its Live Activity channels")
 
     // One channel of a tenant: `tenant.NAME.channel.CHANNEL.*`.
-    static let channelID = Self("tenant.NAME.channel.CHANNEL.id", .text, .live, "the channel id APNs issued (base64; required)")
-    static let channelToken = Self("tenant.NAME.channel.CHANNEL.token", .text, .live, "the channel token, 64 hex digits (default derived)")
-    static let channelStoragePolicy = Self("tenant.NAME.channel.CHANNEL.messageStoragePolicy", .whole(0...1), .live, "0: no message stored (expiration 0 is sent); 1: the most recent stored")
+    static let channelID = Self(
+        "tenant.NAME.channel.CHANNEL.id",
+        .text,
+        .live,
+        "the channel id APNs issued (base64; required)"
+    )
+    static let channelToken = Self(
+        "tenant.NAME.channel.CHANNEL.token",
+        .text,
+        .live,
+        "the channel token, 64 hex digits (default derived)"
+    )
+    static let channelStoragePolicy = Self(
+        "tenant.NAME.channel.CHANNEL.messageStoragePolicy",
+        .whole(0...1),
+        .live,
+        "0: no message stored (expiration 0 is sent); 1: the most recent stored"
+    )
 
     // One set of upstream credentials: `credential.NAME.*`.
-    static let credentialKeyFile = Self("credential.NAME.keyFile", .file, .live, "a .p8 signing key (provider tokens), with keyId and teamId")
-    static let credentialKeyID = Self("credential.NAME.keyId", .text, .live, "the signing key's id (10 letters and digits)")
-    static let credentialTeamID = Self("credential.NAME.teamId", .text, .live, "the team that owns the key (10 letters and digits)")
-    static let credentialCertificate = Self("credential.NAME.certificate", .file, .live, "or: a PEM client certificate for APNs, with privateKey")
+    static let credentialKeyFile = Self(
+        "credential.NAME.keyFile",
+        .file,
+        .live,
+        "a .p8 signing key (provider tokens), with keyId and teamId"
+    )
+    static let credentialKeyID = Self(
+        "credential.NAME.keyId",
+        .text,
+        .live,
+        "the signing key's id (10 letters and digits)"
+    )
+    static let credentialTeamID = Self(
+        "credential.NAME.teamId",
+        .text,
+        .live,
+        "the team that owns the key (10 letters and digits)"
+    )
+    static let credentialCertificate = Self(
+        "credential.NAME.certificate",
+        .file,
+        .live,
+        "or: a PEM client certificate for APNs, with privateKey"
+    )
     static let credentialPrivateKey = Self("credential.NAME.privateKey", .file, .live, "its PEM private key")
-    static let credentialPKCS12 = Self("credential.NAME.pkcs12", .file, .live, "or: a PKCS#12 file, with pkcs12Password")
-    static let credentialPKCS12Password = Self("credential.NAME.pkcs12Password", .text, .live, "the PKCS#12 file's password (secret: never printed)")
+    static let credentialPKCS12 = Self(
+        "credential.NAME.pkcs12",
+        .file,
+        .live,
+        "or: a PKCS#12 file, with pkcs12Password"
+    )
+    static let credentialPKCS12Password = Self(
+        "credential.NAME.pkcs12Password",
+        .text,
+        .live,
+        "the PKCS#12 file's password (secret: never printed)"
+    )
 
-    public static let tenantKeys: [ConfigurationKey] = [.tenantUID, .tenantFingerprints, .tenantTopic, .tenantEnvironment, .tenantCredentials, .tenantChannels]
+    public static let tenantKeys: [ConfigurationKey] = [
+        .tenantUID, .tenantFingerprints, .tenantTopic, .tenantEnvironment, .tenantCredentials, .tenantChannels,
+    ]
     public static let channelKeys: [ConfigurationKey] = [.channelID, .channelToken, .channelStoragePolicy]
     public static let credentialKeys: [ConfigurationKey] = [
-        .credentialKeyFile, .credentialKeyID, .credentialTeamID, .credentialCertificate, .credentialPrivateKey, .credentialPKCS12, .credentialPKCS12Password,
+        .credentialKeyFile, .credentialKeyID, .credentialTeamID, .credentialCertificate, .credentialPrivateKey,
+        .credentialPKCS12, .credentialPKCS12Password,
     ]
 
     /// Every key, the named ones with their placeholders.

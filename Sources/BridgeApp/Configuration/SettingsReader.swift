@@ -50,7 +50,14 @@ public struct SettingsReader: Sendable {
         var providers: [any ConfigProvider] = [
             InMemoryProvider(
                 name: "flags",
-                values: Dictionary(uniqueKeysWithValues: flags.map { (AbsoluteConfigKey($0.key.split(separator: ".").map(String.init)), ConfigValue(.string($0.value), isSecret: false)) })
+                values: Dictionary(
+                    uniqueKeysWithValues: flags.map {
+                        (
+                            AbsoluteConfigKey($0.key.split(separator: ".").map(String.init)),
+                            ConfigValue(.string($0.value), isSecret: false)
+                        )
+                    }
+                )
             ),
             EnvironmentVariablesProvider(environmentVariables: environment).prefixKeys(with: ConfigKey(["apnsBridge"])),
         ]
@@ -115,7 +122,9 @@ public struct SettingsReader: Sendable {
     private func checkShape(_ key: String, allowed: Set<YAMLShape>) {
         guard let found = self.fileShapes[key], !allowed.contains(found) else { return }
         let expected = allowed.contains(.sequence) ? "a list (or one value)" : "a single value"
-        self.wrongShapes.append(ConfigurationError(key: key, "the file gives \(found.rawValue) where \(expected) belongs"))
+        self.wrongShapes.append(
+            ConfigurationError(key: key, "the file gives \(found.rawValue) where \(expected) belongs")
+        )
     }
 
     /// The dotted keys a YAML document sets: the paths to its leaves through nested mappings
@@ -252,16 +261,28 @@ public struct SettingsReader: Sendable {
     public func int(_ key: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
         guard let text = self.string(key) else { return value }
         guard let number = Int(text), range.contains(number) else {
-            throw ConfigurationError(key: key, "\"\(text)\" is not a whole number from \(range.lowerBound) to \(range.upperBound)")
+            throw ConfigurationError(
+                key: key,
+                "\"\(text)\" is not a whole number from \(range.lowerBound) to \(range.upperBound)"
+            )
         }
         return number
     }
 
     /// A number of seconds (or of `unit`s of `secondsPerUnit` seconds) as a duration.
-    public func seconds(_ key: String, default value: Double, range: ClosedRange<Double>, unit: String = "seconds", secondsPerUnit: Double = 1) throws -> Duration {
+    public func seconds(
+        _ key: String,
+        default value: Double,
+        range: ClosedRange<Double>,
+        unit: String = "seconds",
+        secondsPerUnit: Double = 1
+    ) throws -> Duration {
         guard let text = self.string(key) else { return .milliseconds(Int64(value * secondsPerUnit * 1000)) }
         guard let number = Double(text), range.contains(number) else {
-            throw ConfigurationError(key: key, "\"\(text)\" is not a number of \(unit) from \(range.lowerBound.formatted()) to \(range.upperBound.formatted())")
+            throw ConfigurationError(
+                key: key,
+                "\"\(text)\" is not a number of \(unit) from \(range.lowerBound.formatted()) to \(range.upperBound.formatted())"
+            )
         }
         return .milliseconds(Int64(number * secondsPerUnit * 1000))
     }
@@ -278,23 +299,35 @@ public struct SettingsReader: Sendable {
     public func choice<T>(_ key: String, default value: T, _ choices: [String: T]) throws -> T {
         guard let text = self.string(key) else { return value }
         guard let chosen = choices[text.lowercased()] else {
-            throw ConfigurationError(key: key, "\"\(text)\" is not one of \(choices.keys.sorted().joined(separator: ", "))")
+            throw ConfigurationError(
+                key: key,
+                "\"\(text)\" is not one of \(choices.keys.sorted().joined(separator: ", "))"
+            )
         }
         return chosen
     }
 
     /// `HOST:PORT`, `[IPv6]:PORT`; `off` (when allowed) is `nil`.
-    public func address(_ key: String, default value: String, allowOff: Bool = false) throws -> (host: String, port: Int)? {
+    public func address(
+        _ key: String,
+        default value: String,
+        allowOff: Bool = false
+    ) throws -> (host: String, port: Int)? {
         let text = self.string(key) ?? value
         if allowOff, text.lowercased() == "off" { return nil }
         guard let parsed = Self.parseAddress(text) else {
-            throw ConfigurationError(key: key, "\"\(text)\" is not HOST:PORT (port 0 to 65535\(allowOff ? ", or off" : ""))")
+            throw ConfigurationError(
+                key: key,
+                "\"\(text)\" is not HOST:PORT (port 0 to 65535\(allowOff ? ", or off" : ""))"
+            )
         }
         return parsed
     }
 
     public static func parseAddress(_ text: String) -> (host: String, port: Int)? {
-        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+            (0...65535).contains(port)
+        else {
             return nil
         }
         var host = String(text[..<colon])
@@ -320,7 +353,9 @@ public struct SettingsReader: Sendable {
     /// Names used as key components (tenants, credentials): letters, digits, `-` and `_`.
     public func names(_ key: String) throws -> [String] {
         let names = self.list(key)
-        for name in names where name.isEmpty || !name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) {
+        for name in names
+        where name.isEmpty || !name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") })
+        {
             throw ConfigurationError(key: key, "\"\(name)\" is not a name of letters, digits, - and _")
         }
         if Set(names).count != names.count {

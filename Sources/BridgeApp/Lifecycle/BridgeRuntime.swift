@@ -80,7 +80,11 @@ public enum BridgeRuntime {
         }
         var opened = false
         do {
-            try await BridgeStoreLocation.withStore(settings.storeLocation, configuration: settings.store, logger: logger) { store in
+            try await BridgeStoreLocation.withStore(
+                settings.storeLocation,
+                configuration: settings.store,
+                logger: logger
+            ) { store in
                 opened = true
                 let (group, listeners) = try await Self.assemble(
                     settings,
@@ -93,8 +97,11 @@ public enum BridgeRuntime {
                 )
                 try await Self.run(group, listeners: listeners, store: store, ready: ready, logger: logger)
             }
-        } catch where !opened {
-            throw ConfigurationError(key: "store.url", "cannot open \(BridgeStoreLocation.redacted(settings.storeLocation)): \(error)")
+        } catch  where !opened {
+            throw ConfigurationError(
+                key: "store.url",
+                "cannot open \(BridgeStoreLocation.redacted(settings.storeLocation)): \(error)"
+            )
         }
     }
 
@@ -169,7 +176,11 @@ public enum BridgeRuntime {
         let makeClient: @Sendable (String, APNsCredentials) throws -> APNsNotificationUpstream = { name, credentials in
             var clientLogger = logger
             clientLogger[metadataKey: "credentials"] = "\(name)"
-            return try APNsNotificationUpstream(configuration: settings.upstream, credentials: credentials, logger: clientLogger)
+            return try APNsNotificationUpstream(
+                configuration: settings.upstream,
+                credentials: credentials,
+                logger: clientLogger
+            )
         }
         var clients: [String: APNsNotificationUpstream] = [:]
         for (name, credentials) in credentialSet {
@@ -177,7 +188,10 @@ public enum BridgeRuntime {
         }
         CertificateExpiry.shared.update(CertificateExpiry.dates(settings, credentials: credentialSet))
         BridgeGauges.shared.buildInfo(version: BridgeVersion.version, engine: settings.upstream.client.engine.rawValue)
-        logger.info("upstream HTTP/2 engine", metadata: ["engine": "\(settings.upstream.client.engine)", "available": "\(BridgeVersion.engines)"])
+        logger.info(
+            "upstream HTTP/2 engine",
+            metadata: ["engine": "\(settings.upstream.client.engine)", "available": "\(BridgeVersion.engines)"]
+        )
         let upstream = ReloadableUpstream(clients: clients, defaultCredentials: settings.defaultCredentials)
         let tenants = ReloadableTenantResolver(settings.tenants)
         // Every series the dashboard and the alert rules name exists from the first scrape.
@@ -209,7 +223,14 @@ public enum BridgeRuntime {
             logger: logger
         )
         let statusPage = metrics.map {
-            StatusPage(registry: $0, reloader: reloader, upstream: upstream, listeners: listeners, store: store, migration: migration)
+            StatusPage(
+                registry: $0,
+                reloader: reloader,
+                upstream: upstream,
+                listeners: listeners,
+                store: store,
+                migration: migration
+            )
         }
         let readiness = Readiness(upstream: upstream, tenants: tenants)
 
@@ -218,13 +239,19 @@ public enum BridgeRuntime {
             UpstreamService(upstream: upstream, readiness: readiness, logger: logger),
             // Last of the jobs to stop, and once more at shutdown: what the listeners counted
             // until they closed.
-            PeriodicJob(name: "usage writer", every: MigrationView.writeInterval, runsAtShutdown: true, logger: logger) {
+            PeriodicJob(name: "usage writer", every: MigrationView.writeInterval, runsAtShutdown: true, logger: logger)
+            {
                 await migration.write()
             },
             PeriodicJob(name: "store maintenance", every: BridgeStoreMaintenance.interval, logger: logger) {
                 await BridgeStoreMaintenance.sweepOnce(store, logger: logger)
             },
-            PeriodicJob(name: "feedback and tenant gauges", every: MigrationView.gaugeInterval, runsAtStart: true, logger: logger) {
+            PeriodicJob(
+                name: "feedback and tenant gauges",
+                every: MigrationView.gaugeInterval,
+                runsAtStart: true,
+                logger: logger
+            ) {
                 if let pending = try? await store.pendingCount() {
                     BridgeGauges.shared.feedbackPending(pending)
                 }
@@ -235,10 +262,20 @@ public enum BridgeRuntime {
             },
         ]
         if let statusPage {
-            services.append(PeriodicJob(name: "status page sample", every: .seconds(5), runsAtStart: true, logger: logger) { statusPage.sample() })
+            services.append(
+                PeriodicJob(name: "status page sample", every: .seconds(5), runsAtStart: true, logger: logger) {
+                    statusPage.sample()
+                }
+            )
         }
         services.append(
-            ReloadService(reloader: reloader, signals: reloadSignals, configFileWatch: configFileWatch, watchInterval: settings.watchInterval, logger: logger)
+            ReloadService(
+                reloader: reloader,
+                signals: reloadSignals,
+                configFileWatch: configFileWatch,
+                watchInterval: settings.watchInterval,
+                logger: logger
+            )
         )
         if let address = settings.admin {
             services.append(
@@ -309,7 +346,9 @@ public enum BridgeRuntime {
             )
         )
 
-        let grace = Duration.nanoseconds(settings.gateway.shutdownGracePeriod.nanoseconds + settings.gateway.errorDrainTime.nanoseconds)
+        let grace = Duration.nanoseconds(
+            settings.gateway.shutdownGracePeriod.nanoseconds + settings.gateway.errorDrainTime.nanoseconds
+        )
         var configuration = ServiceGroupConfiguration(
             // A service that fails shuts the others down in the same order as a signal does.
             services: services.map { .init(service: $0, failureTerminationBehavior: .gracefullyShutdownGroup) },

@@ -33,7 +33,14 @@ struct PeriodicJob: Service {
     var logger: Logger
     var job: @Sendable () async -> Void
 
-    init(name: String, every: Duration, runsAtStart: Bool = false, runsAtShutdown: Bool = false, logger: Logger, job: @escaping @Sendable () async -> Void) {
+    init(
+        name: String,
+        every: Duration,
+        runsAtStart: Bool = false,
+        runsAtShutdown: Bool = false,
+        logger: Logger,
+        job: @escaping @Sendable () async -> Void
+    ) {
         self.name = name
         self.every = every
         self.runsAtStart = runsAtStart

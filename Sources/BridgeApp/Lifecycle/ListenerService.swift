@@ -25,7 +25,9 @@ struct ListenerService<Server: Sendable>: Service {
             server = try await self.bind()
         } catch {
             let address = self.host.contains(":") ? "[\(self.host)]:\(self.port)" : "\(self.host):\(self.port)"
-            let failure = error as? ConfigurationError ?? ConfigurationError(key: self.key, "cannot listen on \(address): \(error)")
+            let failure =
+                error as? ConfigurationError
+                ?? ConfigurationError(key: self.key, "cannot listen on \(address): \(error)")
             self.listeners.failed(failure)
             throw failure
         }

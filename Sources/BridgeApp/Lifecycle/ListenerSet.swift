@@ -64,7 +64,11 @@ final class ListenerSet: Sendable {
             self.state.withLock { $0.waiters.removeValue(forKey: id) }?.resume(throwing: CancellationError())
         }
         return self.state.withLock { state in
-            ListeningAddresses(gateway: state.gateway!.localAddress, feedback: state.feedback!.localAddress, admin: state.admin?.localAddress)
+            ListeningAddresses(
+                gateway: state.gateway!.localAddress,
+                feedback: state.feedback!.localAddress,
+                admin: state.admin?.localAddress
+            )
         }
     }
 
@@ -73,7 +77,8 @@ final class ListenerSet: Sendable {
     }
 
     private func update(_ change: (inout State) -> Void) {
-        let (waiters, result): ([CheckedContinuation<Void, any Error>], Result<Void, any Error>?) = self.state.withLock { state in
+        let (waiters, result): ([CheckedContinuation<Void, any Error>], Result<Void, any Error>?) = self.state.withLock
+        { state in
             change(&state)
             let result: Result<Void, any Error>?
             if let failure = state.failure {

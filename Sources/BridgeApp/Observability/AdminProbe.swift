@@ -55,7 +55,10 @@ public enum AdminProbe {
         }
         defer { channel.close(promise: nil) }
         try await channel.writeAndFlush(
-            ByteBuffer(string: "\(method) \(path) HTTP/1.1\r\nHost: \(target)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            ByteBuffer(
+                string:
+                    "\(method) \(path) HTTP/1.1\r\nHost: \(target)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            )
         )
         var response = try await received.futureResult.get()
         let text = response.readString(length: response.readableBytes) ?? ""

@@ -63,14 +63,21 @@ public final class AdminServer: Service, Sendable {
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: idleTimeout))
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
                     try channel.pipeline.syncOperations.addHandler(
-                        AdminRequestHandler(probes: probes, registry: registry, policy: AdminRequestPolicy(listenHost: host))
+                        AdminRequestHandler(
+                            probes: probes,
+                            registry: registry,
+                            policy: AdminRequestPolicy(listenHost: host)
+                        )
                     )
                 }
             }
             .bind(host: host, port: port)
             .get()
         let server = AdminServer(channel: channel, logger: logger)
-        logger.info("admin listening (/, /metrics, /healthz, /readyz, POST /-/reload)", metadata: ["address": "\(server.localAddress)"])
+        logger.info(
+            "admin listening (/, /metrics, /healthz, /readyz, POST /-/reload)",
+            metadata: ["address": "\(server.localAddress)"]
+        )
         return server
     }
 
@@ -110,7 +117,11 @@ final class AdminRequestHandler: ChannelInboundHandler {
             guard let head = self.request else { return }
             self.request = nil
             if let refusal = self.policy.refusal(head) {
-                self.respond(context: context, head: head, (.forbidden, "text/plain; charset=utf-8", Array("refused: \(refusal)\n".utf8)))
+                self.respond(
+                    context: context,
+                    head: head,
+                    (.forbidden, "text/plain; charset=utf-8", Array("refused: \(refusal)\n".utf8))
+                )
                 return
             }
             if let work = self.asynchronousAnswer(head) {
@@ -135,7 +146,10 @@ final class AdminRequestHandler: ChannelInboundHandler {
         if head.method == .POST, path == "/-/reload", let reload = self.probes.reload {
             return {
                 let outcome = await reload()
-                return (outcome.applied ? .ok : .unprocessableEntity, "text/plain; charset=utf-8", Array((outcome.report + "\n").utf8))
+                return (
+                    outcome.applied ? .ok : .unprocessableEntity, "text/plain; charset=utf-8",
+                    Array((outcome.report + "\n").utf8)
+                )
             }
         }
         if head.method == .GET || head.method == .HEAD, path == "/", let statusPage = self.probes.statusPage {
@@ -148,7 +162,10 @@ final class AdminRequestHandler: ChannelInboundHandler {
         let (status, contentType, body) = answer
         var headers = HTTPHeaders([("content-type", contentType), ("content-length", "\(body.count)")])
         if !head.isKeepAlive { headers.add(name: "connection", value: "close") }
-        context.write(self.wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
+        context.write(
+            self.wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))),
+            promise: nil
+        )
         context.write(self.wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil)
         let keepAlive = head.isKeepAlive
         context.writeAndFlush(self.wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
@@ -171,7 +188,9 @@ final class AdminRequestHandler: ChannelInboundHandler {
         }
         switch head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri {
         case "/metrics":
-            guard let registry = self.registry else { return (.notFound, text, Array("metrics are not enabled\n".utf8)) }
+            guard let registry = self.registry else {
+                return (.notFound, text, Array("metrics are not enabled\n".utf8))
+            }
             self.probes.beforeScrape()
             return (.ok, "text/plain; version=0.0.4; charset=utf-8", registry.emitToBuffer())
         case "/healthz":

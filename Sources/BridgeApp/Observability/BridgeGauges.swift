@@ -8,8 +8,14 @@ final class BridgeGauges: Sendable {
     static let shared = BridgeGauges()
 
     private let feedbackPending = CoreMetrics.Gauge(label: "apns_bridge_feedback_pending")
-    private let production = CoreMetrics.Gauge(label: "apns_bridge_upstream_connections", dimensions: [("environment", "production")])
-    private let sandbox = CoreMetrics.Gauge(label: "apns_bridge_upstream_connections", dimensions: [("environment", "sandbox")])
+    private let production = CoreMetrics.Gauge(
+        label: "apns_bridge_upstream_connections",
+        dimensions: [("environment", "production")]
+    )
+    private let sandbox = CoreMetrics.Gauge(
+        label: "apns_bridge_upstream_connections",
+        dimensions: [("environment", "sandbox")]
+    )
     private let allocatorFree = CoreMetrics.Gauge(label: "apns_bridge_allocator_free_bytes")
     private let allocatorInUse = CoreMetrics.Gauge(label: "apns_bridge_allocator_in_use_bytes")
     private let memoryTrims = CoreMetrics.Counter(label: "apns_bridge_memory_trims_total")
@@ -32,7 +38,8 @@ final class BridgeGauges: Sendable {
 
     /// `apns_bridge_build_info{version, engine} 1`: which build runs, on which HTTP/2 engine.
     func buildInfo(version: String, engine: String) {
-        CoreMetrics.Gauge(label: "apns_bridge_build_info", dimensions: [("version", version), ("engine", engine)]).record(1)
+        CoreMetrics.Gauge(label: "apns_bridge_build_info", dimensions: [("version", version), ("engine", engine)])
+            .record(1)
     }
 
     func upstreamConnections(_ environment: APNsEnvironment, _ count: Int) {

@@ -18,7 +18,14 @@ public enum LogFormat: String, Sendable, CaseIterable {
 /// tokens and never carry keys, tokens or payloads at info and above, in either format.
 public enum JSONLogLine {
     /// One event as a JSON object on one line.
-    public static func line(timestamp: Date, level: Logger.Level, label: String, message: String, metadata: Logger.Metadata, source: String) -> String {
+    public static func line(
+        timestamp: Date,
+        level: Logger.Level,
+        label: String,
+        message: String,
+        metadata: Logger.Metadata,
+        source: String
+    ) -> String {
         var object: [String: Any] = [
             "timestamp": Self.timestamp(timestamp),
             "level": level.rawValue,
@@ -32,7 +39,12 @@ public enum JSONLogLine {
         // JSONSerialization escapes the C0 control characters, so a value can never break the
         // line; DEL, the C1 controls and the Unicode line separators, which JSON allows as they
         // are but some log viewers take for line breaks, are escaped here.
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {
+        guard
+            let data = try? JSONSerialization.data(
+                withJSONObject: object,
+                options: [.sortedKeys, .withoutEscapingSlashes]
+            )
+        else {
             return #"{"level":"error","message":"a log line could not be encoded"}"#
         }
         let line = String(decoding: data, as: UTF8.self)
@@ -69,7 +81,12 @@ public struct BridgeLogHandler: LogHandler {
 
     private static let output = Mutex(FileHandle.standardError)
 
-    public init(label: String, format: LogFormat, logLevel: Logger.Level, metadataProvider: Logger.MetadataProvider? = nil) {
+    public init(
+        label: String,
+        format: LogFormat,
+        logLevel: Logger.Level,
+        metadataProvider: Logger.MetadataProvider? = nil
+    ) {
         self.label = label
         self.format = format
         self.logLevel = logLevel
@@ -102,7 +119,14 @@ public struct BridgeLogHandler: LogHandler {
                     source: event.source
                 )
             case .json:
-                JSONLogLine.line(timestamp: Date(), level: event.level, label: self.label, message: message, metadata: merged, source: event.source)
+                JSONLogLine.line(
+                    timestamp: Date(),
+                    level: event.level,
+                    label: self.label,
+                    message: message,
+                    metadata: merged,
+                    source: event.source
+                )
             }
         Self.output.withLock { $0.write(Data((line + "\n").utf8)) }
     }

@@ -38,7 +38,12 @@ final class CertificateExpiry: Sendable {
                 state.gauges[name] = nil
             }
             for (name, date) in dates {
-                let gauge = state.gauges[name] ?? CoreMetrics.Gauge(label: "apns_bridge_certificate_expiry_timestamp_seconds", dimensions: [("certificate", name)])
+                let gauge =
+                    state.gauges[name]
+                    ?? CoreMetrics.Gauge(
+                        label: "apns_bridge_certificate_expiry_timestamp_seconds",
+                        dimensions: [("certificate", name)]
+                    )
                 state.gauges[name] = gauge
                 gauge.record(date.timeIntervalSince1970)
             }
@@ -60,7 +65,8 @@ final class CertificateExpiry: Sendable {
             dates["tls.clientCA"] = earliest
         }
         for (name, credential) in credentials {
-            if case .certificate(let chain, _) = credential, let leaf = chain.first, let date = Self.notValidAfter(leaf) {
+            if case .certificate(let chain, _) = credential, let leaf = chain.first, let date = Self.notValidAfter(leaf)
+            {
                 dates["credential.\(name)"] = date
             }
         }
@@ -68,7 +74,9 @@ final class CertificateExpiry: Sendable {
     }
 
     static func notValidAfter(_ certificate: NIOSSLCertificate) -> Date? {
-        guard let der = try? certificate.toDERBytes(), let parsed = try? Certificate(derEncoded: der) else { return nil }
+        guard let der = try? certificate.toDERBytes(), let parsed = try? Certificate(derEncoded: der) else {
+            return nil
+        }
         return parsed.notValidAfter
     }
 }

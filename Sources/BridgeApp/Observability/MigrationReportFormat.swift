@@ -28,7 +28,8 @@ public enum MigrationReportFormat: String, CaseIterable, Sendable {
 
     /// `0:12 1:0 2:4031`.
     static func pairs(_ values: [String: Int64]) -> String {
-        values.sorted { (Int($0.key) ?? 0, $0.key) < (Int($1.key) ?? 0, $1.key) }.map { "\($0.key):\($0.value)" }.joined(separator: " ")
+        values.sorted { (Int($0.key) ?? 0, $0.key) < (Int($1.key) ?? 0, $1.key) }.map { "\($0.key):\($0.value)" }
+            .joined(separator: " ")
     }
 
     /// The widest a column other than the last gets: a longer tenant name is cut.
@@ -45,7 +46,8 @@ public enum MigrationReportFormat: String, CaseIterable, Sendable {
 
     static func table(_ report: MigrationReport) -> String {
         let header = [
-            "TENANT", "NOTIFICATIONS", "COMMAND 0/1/2", "FAILED (STATUS:COUNT)", "410s", "LAST SEEN", "FEEDBACK POLLED", "WAITING",
+            "TENANT", "NOTIFICATIONS", "COMMAND 0/1/2", "FAILED (STATUS:COUNT)", "410s", "LAST SEEN", "FEEDBACK POLLED",
+            "WAITING",
             "CERTIFICATE ENDS", "WHAT STANDS IN THE WAY",
         ]
         let rows = report.rows.map { row in
@@ -54,7 +56,8 @@ public enum MigrationReportFormat: String, CaseIterable, Sendable {
                 ["0", "1", "2"].map { MigrationReport.grouped(row.byCommand[$0] ?? 0) }.joined(separator: "/"),
                 row.failedByStatus.isEmpty ? "none" : Self.pairs(row.failedByStatus),
                 MigrationReport.grouped(row.unregistered), Self.day(row.lastSeen), Self.day(row.feedbackLastPoll),
-                MigrationReport.grouped(Int64(row.feedbackBacklog)), row.certificateExpiry.map { UsageDay($0).description } ?? "not seen",
+                MigrationReport.grouped(Int64(row.feedbackBacklog)),
+                row.certificateExpiry.map { UsageDay($0).description } ?? "not seen",
                 Self.cell(row.verdict, width: nil),
             ]
         }
@@ -69,7 +72,8 @@ public enum MigrationReportFormat: String, CaseIterable, Sendable {
                 index == cells.count - 1 ? cell : cell.padding(toLength: widths[index], withPad: " ", startingAt: 0)
             }.joined(separator: "  ")
         }
-        var text = "apns-bridge migration report: \(report.days) days, \(report.firstDay) to \(UsageDay(report.generated)) (UTC)\n"
+        var text =
+            "apns-bridge migration report: \(report.days) days, \(report.firstDay) to \(UsageDay(report.generated)) (UTC)\n"
         if report.rows.isEmpty {
             return text + "no tenant seen\n"
         }
@@ -88,15 +92,22 @@ public enum MigrationReportFormat: String, CaseIterable, Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
-        let document = Document(generated: Self.date(report.generated), firstDay: report.firstDay.description, days: report.days, tenants: report.rows)
+        let document = Document(
+            generated: Self.date(report.generated),
+            firstDay: report.firstDay.description,
+            days: report.days,
+            tenants: report.rows
+        )
         let data = (try? encoder.encode(document)) ?? Data("{}".utf8)
         return String(decoding: data, as: UTF8.self) + "\n"
     }
 
     static let csvHeader = [
-        "tenant", "notifications", "command_0", "command_1", "command_2", "accepted", "broadcast", "unregistered", "dropped",
+        "tenant", "notifications", "command_0", "command_1", "command_2", "accepted", "broadcast", "unregistered",
+        "dropped",
         "failed_by_status", "tls_versions", "source_addresses", "first_seen", "last_seen", "feedback_polls",
-        "feedback_tuples_delivered", "feedback_last_poll", "feedback_backlog", "feedback_oldest_entry", "certificate_expiry",
+        "feedback_tuples_delivered", "feedback_last_poll", "feedback_backlog", "feedback_oldest_entry",
+        "certificate_expiry",
         "certificates", "blocking", "verdict",
     ]
 
@@ -104,12 +115,17 @@ public enum MigrationReportFormat: String, CaseIterable, Sendable {
         var text = Self.csvHeader.joined(separator: ",") + "\n"
         for row in report.rows {
             let cells: [String] = [
-                row.tenant, "\(row.notifications)", "\(row.byCommand["0"] ?? 0)", "\(row.byCommand["1"] ?? 0)", "\(row.byCommand["2"] ?? 0)",
-                "\(row.accepted)", "\(row.broadcast)", "\(row.unregistered)", "\(row.dropped)", Self.pairs(row.failedByStatus),
-                Self.pairs(row.tlsVersions), "\(row.distinctSourceAddresses)", Self.date(row.firstSeen), Self.date(row.lastSeen),
-                "\(row.feedbackPolls)", "\(row.feedbackTuplesDelivered)", Self.date(row.feedbackLastPoll), "\(row.feedbackBacklog)",
+                row.tenant, "\(row.notifications)", "\(row.byCommand["0"] ?? 0)", "\(row.byCommand["1"] ?? 0)",
+                "\(row.byCommand["2"] ?? 0)",
+                "\(row.accepted)", "\(row.broadcast)", "\(row.unregistered)", "\(row.dropped)",
+                Self.pairs(row.failedByStatus),
+                Self.pairs(row.tlsVersions), "\(row.distinctSourceAddresses)", Self.date(row.firstSeen),
+                Self.date(row.lastSeen),
+                "\(row.feedbackPolls)", "\(row.feedbackTuplesDelivered)", Self.date(row.feedbackLastPoll),
+                "\(row.feedbackBacklog)",
                 Self.date(row.feedbackOldestEntry), Self.date(row.certificateExpiry),
-                row.certificates.map { "\($0.subject) (\($0.fingerprint.prefix(16)), ends \(Self.date($0.notAfter)))" }.joined(separator: "; "),
+                row.certificates.map { "\($0.subject) (\($0.fingerprint.prefix(16)), ends \(Self.date($0.notAfter)))" }
+                    .joined(separator: "; "),
                 "\(row.blocking)", row.verdict,
             ]
             text += cells.map(Self.csvField).joined(separator: ",") + "\n"

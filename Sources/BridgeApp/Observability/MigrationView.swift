@@ -34,7 +34,10 @@ final class MigrationView: Sendable {
             self.logger.trace("usage written", metadata: ["rows": "\(batch.rowCount)"])
         } catch {
             self.recorder.putBack(batch)
-            self.logger.warning("could not write usage to the store; it is kept and written with the next batch", metadata: ["error": "\(error)"])
+            self.logger.warning(
+                "could not write usage to the store; it is kept and written with the next batch",
+                metadata: ["error": "\(error)"]
+            )
         }
     }
 
@@ -70,7 +73,13 @@ final class MigrationView: Sendable {
     func report(days: Int, knownTenants: [String]) async throws -> MigrationReport {
         let now = Date()
         let usage = try await self.store.usage(from: UsageDay(number: UsageDay(now).number - days + 1), tenant: nil)
-        return MigrationReport(usage: usage, days: days, now: now, knownTenants: knownTenants, recent: self.recorder.recentTimes)
+        return MigrationReport(
+            usage: usage,
+            days: days,
+            now: now,
+            knownTenants: knownTenants,
+            recent: self.recorder.recentTimes
+        )
     }
 }
 
@@ -82,7 +91,14 @@ enum TenantGauges {
     static let pending = "apns_bridge_feedback_pending_by_tenant"
     static let certificateExpiry = "apns_bridge_provider_certificate_expiry_timestamp_seconds"
 
-    static func set(tenant: String, lastSeen: Int64?, lastPoll: Int64?, pending: Int, oldestEntry: Int64?, certificateExpiry: Int64?) {
+    static func set(
+        tenant: String,
+        lastSeen: Int64?,
+        lastPoll: Int64?,
+        pending: Int,
+        oldestEntry: Int64?,
+        certificateExpiry: Int64?
+    ) {
         func gauge(_ label: String) -> CoreMetrics.Gauge {
             CoreMetrics.Gauge(label: label, dimensions: [("tenant", tenant)])
         }

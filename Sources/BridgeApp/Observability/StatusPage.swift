@@ -55,7 +55,9 @@ struct MetricsReading: Sendable {
     init(text: String) {
         var series: [String: Double] = [:]
         for line in text.split(separator: "\n") where !line.hasPrefix("#") {
-            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { continue }
+            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else {
+                continue
+            }
             series[String(line[..<space])] = value
         }
         self.series = series
@@ -188,33 +190,43 @@ final class StatusPage: Sendable {
         // Now.
         let inFlight = Int(current.sum("apns_bridge_notifications_in_flight"))
         html += "<h2>Now</h2>\n<table>\n"
-        html += "<tr><td>provider connections (gateway)</td><td class=n>\(self.listeners.gateway?.connectionCount ?? 0)</td></tr>\n"
-        html += "<tr><td>feedback connections</td><td class=n>\(Int(current.sum("apns_bridge_legacy_connections", [#"listener="feedback""#])))</td></tr>\n"
+        html +=
+            "<tr><td>provider connections (gateway)</td><td class=n>\(self.listeners.gateway?.connectionCount ?? 0)</td></tr>\n"
+        html +=
+            "<tr><td>feedback connections</td><td class=n>\(Int(current.sum("apns_bridge_legacy_connections", [#"listener="feedback""#])))</td></tr>\n"
         html += "<tr><td>notifications in flight</td><td class=n>\(inFlight)</td></tr>\n"
-        html += "<tr><td>feedback backlog (tokens waiting for a poller)</td><td class=n>\(pending.map(String.init) ?? "unknown (store not answering)")</td></tr>\n"
-        html += "<tr><td>notifications received since start</td><td class=n>\(Int(current.sum("apns_bridge_notifications_received_total")))</td></tr>\n"
+        html +=
+            "<tr><td>feedback backlog (tokens waiting for a poller)</td><td class=n>\(pending.map(String.init) ?? "unknown (store not answering)")</td></tr>\n"
+        html +=
+            "<tr><td>notifications received since start</td><td class=n>\(Int(current.sum("apns_bridge_notifications_received_total")))</td></tr>\n"
         html += "</table>\n"
 
         // Tenants and credentials.
         let members = self.upstream.members
-        html += "<h2>Tenants</h2>\n<table><tr><th>tenant</th><th>certificate UID</th><th>topic</th><th>environment</th><th>credentials</th><th>credential health</th></tr>\n"
+        html +=
+            "<h2>Tenants</h2>\n<table><tr><th>tenant</th><th>certificate UID</th><th>topic</th><th>environment</th><th>credentials</th><th>credential health</th></tr>\n"
         let tenants = settings.tenants
         for rule in tenants.rules {
             let environment = rule.environment ?? tenants.defaultEnvironment
             let credentials = rule.credentials ?? settings.defaultCredentials
             html += "<tr><td>\(Self.escape(rule.name))</td><td>\(Self.escape(rule.userID ?? "(by fingerprint)"))</td>"
-            html += "<td>\(Self.escape(rule.topic ?? rule.userID ?? "(the certificate's UID)"))</td><td>\(environment.rawValue)</td>"
-            html += "<td>\(Self.escape(credentials))</td><td>\(Self.health(members[credentials], environment))</td></tr>\n"
+            html +=
+                "<td>\(Self.escape(rule.topic ?? rule.userID ?? "(the certificate's UID)"))</td><td>\(environment.rawValue)</td>"
+            html +=
+                "<td>\(Self.escape(credentials))</td><td>\(Self.health(members[credentials], environment))</td></tr>\n"
         }
         if tenants.acceptsUnlistedCertificates {
             let credentials = settings.defaultCredentials
-            html += "<tr><td colspan=3>any other certificate with a UID (tenant and topic: its UID)</td><td>\(tenants.defaultEnvironment.rawValue)</td>"
-            html += "<td>\(Self.escape(credentials))</td><td>\(Self.health(members[credentials], tenants.defaultEnvironment))</td></tr>\n"
+            html +=
+                "<tr><td colspan=3>any other certificate with a UID (tenant and topic: its UID)</td><td>\(tenants.defaultEnvironment.rawValue)</td>"
+            html +=
+                "<td>\(Self.escape(credentials))</td><td>\(Self.health(members[credentials], tenants.defaultEnvironment))</td></tr>\n"
         }
         html += "</table>\n"
         html += Self.channelsTable(tenants.rules)
         html += await self.migrationSection(knownTenants: tenants.rules.map(\.name), now: now)
-        html += "<table><tr><th>credentials</th><th>kind</th><th>connections to APNs (production / sandbox)</th><th>unanswered</th></tr>\n"
+        html +=
+            "<table><tr><th>credentials</th><th>kind</th><th>connections to APNs (production / sandbox)</th><th>unanswered</th></tr>\n"
         for (name, source) in settings.credentials.sorted(by: { $0.key < $1.key }) {
             let kind: String
             switch source {
@@ -225,7 +237,8 @@ final class StatusPage: Sendable {
             let member = members[name]
             let production = member?.client.usableConnectionCount(.production) ?? 0
             let sandbox = member?.client.usableConnectionCount(.sandbox) ?? 0
-            html += "<tr><td>\(Self.escape(name))\(name == settings.defaultCredentials ? " (default)" : "")</td><td>\(Self.escape(kind))</td>"
+            html +=
+                "<tr><td>\(Self.escape(name))\(name == settings.defaultCredentials ? " (default)" : "")</td><td>\(Self.escape(kind))</td>"
             html += "<td class=n>\(production) / \(sandbox)</td><td class=n>\(member?.inFlight ?? 0)</td></tr>\n"
         }
         html += "</table>\n"
@@ -235,10 +248,12 @@ final class StatusPage: Sendable {
         if failures.isEmpty {
             html += "<p class=ok>None since start.</p>\n"
         } else {
-            html += "<table><tr><th>last seen</th><th>what the provider saw</th><th>reason</th><th>in that interval</th></tr>\n"
+            html +=
+                "<table><tr><th>last seen</th><th>what the provider saw</th><th>reason</th><th>in that interval</th></tr>\n"
             for (series, seen) in failures.sorted(by: { $0.value.time > $1.value.time }).prefix(10) {
                 let reason = Self.label("reason", of: series)
-                html += "<tr><td>\(Self.time(seen.time))</td><td>\(Self.escape(Self.providerSaw(status: Self.label("status", of: series), reason: reason)))</td>"
+                html +=
+                    "<tr><td>\(Self.time(seen.time))</td><td>\(Self.escape(Self.providerSaw(status: Self.label("status", of: series), reason: reason)))</td>"
                 html += "<td>\(Self.escape(reason))</td><td class=n>\(Int(seen.count))</td></tr>\n"
             }
             html += "</table>\n"
@@ -248,7 +263,8 @@ final class StatusPage: Sendable {
         html += "<h2>Certificates</h2>\n<table><tr><th>certificate</th><th>expires</th><th>days left</th></tr>\n"
         for (name, date) in CertificateExpiry.shared.dates.sorted(by: { $0.value < $1.value }) {
             let days = Int((date.timeIntervalSince(now) / 86_400).rounded(.down))
-            html += "<tr><td>\(Self.escape(name))</td><td>\(Self.time(date))</td><td class=\"n\(days < 14 ? " bad" : "")\">\(days)</td></tr>\n"
+            html +=
+                "<tr><td>\(Self.escape(name))</td><td>\(Self.time(date))</td><td class=\"n\(days < 14 ? " bad" : "")\">\(days)</td></tr>\n"
         }
         html += "</table>\n</body></html>\n"
         return html
@@ -282,24 +298,30 @@ final class StatusPage: Sendable {
         guard !report.rows.isEmpty else {
             return html + "<p>No tenant seen yet.</p>\n"
         }
-        html += "<p>Per tenant, over the last 30 days (every instance sharing the store): the tenants blocking the end of the migration first. "
+        html +=
+            "<p>Per tenant, over the last 30 days (every instance sharing the store): the tenants blocking the end of the migration first. "
         html += "<code>apns-bridge report</code> prints the same from the store.</p>\n"
         // Wider than a laptop's window with its charts: the table scrolls sideways in its own
         // box (a scroll bar shows there is more), and the verdicts wrap.
-        html += "<div class=wide><table><tr><th>tenant</th><th>what stands in the way</th><th>notifications</th><th>per day, 30 days</th><th>per minute, last hour</th>"
-        html += "<th>last seen</th><th>feedback last polled</th><th>feedback waiting</th><th>provider certificate ends</th></tr>\n"
+        html +=
+            "<div class=wide><table><tr><th>tenant</th><th>what stands in the way</th><th>notifications</th><th>per day, 30 days</th><th>per minute, last hour</th>"
+        html +=
+            "<th>last seen</th><th>feedback last polled</th><th>feedback waiting</th><th>provider certificate ends</th></tr>\n"
         for row in report.rows {
             let lastHour = self.migration.recorder.lastHour(tenant: row.tenant)
             let dayLabels = (0..<row.daily.count).map { UsageDay(number: report.firstDay.number + $0).description }
             let minuteLabels = (0..<lastHour.count).map { "\(lastHour.count - 1 - $0) min ago" }
-            html += "<tr><td>\(Self.escape(row.tenant))</td><td class=\"verdict \(row.blocking ? "bad" : "ok")\">\(Self.escape(row.verdict))</td>"
+            html +=
+                "<tr><td>\(Self.escape(row.tenant))</td><td class=\"verdict \(row.blocking ? "bad" : "ok")\">\(Self.escape(row.verdict))</td>"
             html += "<td class=n>\(MigrationReport.grouped(row.notifications))</td>"
             html += "<td>\(Self.barChart(row.daily, labels: dayLabels, kind: "daily", tenant: row.tenant))</td>"
             html += "<td>\(Self.barChart(lastHour, labels: minuteLabels, kind: "minutes", tenant: row.tenant))</td>"
-            html += "<td>\(row.lastSeen.map(Self.time) ?? "never")</td><td>\(row.feedbackLastPoll.map(Self.time) ?? "never")</td>"
+            html +=
+                "<td>\(row.lastSeen.map(Self.time) ?? "never")</td><td>\(row.feedbackLastPoll.map(Self.time) ?? "never")</td>"
             html += "<td class=n>\(MigrationReport.grouped(Int64(row.feedbackBacklog)))</td>"
             let days = row.certificateExpiry.map { Int(($0.timeIntervalSince(now) / 86_400).rounded(.down)) }
-            html += "<td class=\"\((days ?? Int.max) < 14 ? "bad" : "")\">\(row.certificateExpiry.map { "\(Self.time($0)) (\(days!) days)" } ?? "not seen")</td></tr>\n"
+            html +=
+                "<td class=\"\((days ?? Int.max) < 14 ? "bad" : "")\">\(row.certificateExpiry.map { "\(Self.time($0)) (\(days!) days)" } ?? "not seen")</td></tr>\n"
         }
         return html + "</table></div>\n"
     }
@@ -310,13 +332,16 @@ final class StatusPage: Sendable {
         let barWidth = 4
         let height = 28
         let peak = max(1, values.max() ?? 0)
-        let title = "\(tenant): notifications \(kind == "daily" ? "per day" : "per minute"), peak \(MigrationReport.grouped(values.max() ?? 0))"
-        var svg = "<svg class=\"chart \(kind)\" xmlns=\"http://www.w3.org/2000/svg\" width=\"\(values.count * barWidth)\" height=\"\(height + 1)\" "
+        let title =
+            "\(tenant): notifications \(kind == "daily" ? "per day" : "per minute"), peak \(MigrationReport.grouped(values.max() ?? 0))"
+        var svg =
+            "<svg class=\"chart \(kind)\" xmlns=\"http://www.w3.org/2000/svg\" width=\"\(values.count * barWidth)\" height=\"\(height + 1)\" "
         svg += "role=\"img\" aria-label=\"\(Self.escape(title))\"><title>\(Self.escape(title))</title>"
         svg += "<line x1=\"0\" y1=\"\(height)\" x2=\"\(values.count * barWidth)\" y2=\"\(height)\" stroke=\"#bbb\"/>"
         for (index, value) in values.enumerated() where value > 0 {
             let barHeight = max(1, Int((Double(value) / Double(peak) * Double(height)).rounded()))
-            svg += "<rect x=\"\(index * barWidth)\" y=\"\(height - barHeight)\" width=\"\(barWidth - 1)\" height=\"\(barHeight)\" fill=\"#1565c0\">"
+            svg +=
+                "<rect x=\"\(index * barWidth)\" y=\"\(height - barHeight)\" width=\"\(barWidth - 1)\" height=\"\(barHeight)\" fill=\"#1565c0\">"
             svg += "<title>\(Self.escape(index < labels.count ? labels[index] : "")): \(value)</title></rect>"
         }
         return svg + "</svg>"
@@ -327,7 +352,8 @@ final class StatusPage: Sendable {
     static func channelsTable(_ rules: [TenantRule]) -> String {
         let rows = rules.flatMap { rule in rule.channels.all.map { (tenant: rule.name, channel: $0) } }
         guard !rows.isEmpty else { return "" }
-        var html = "<table><tr><th>tenant</th><th>broadcast channel</th><th>channel id</th><th>messages stored</th></tr>\n"
+        var html =
+            "<table><tr><th>tenant</th><th>broadcast channel</th><th>channel id</th><th>messages stored</th></tr>\n"
         for (tenant, channel) in rows {
             let stored =
                 switch channel.storesMessages {
@@ -344,7 +370,9 @@ final class StatusPage: Sendable {
     private static func health(_ member: ReloadableUpstream.Member?, _ environment: APNsEnvironment) -> String {
         guard let member else { return "<span class=bad>credentials missing</span>" }
         let usable = member.client.usableConnectionCount(environment)
-        return usable > 0 ? "<span class=ok>\(usable) connection\(usable == 1 ? "" : "s")</span>" : "<span class=bad>no usable connection</span>"
+        return usable > 0
+            ? "<span class=ok>\(usable) connection\(usable == 1 ? "" : "s")</span>"
+            : "<span class=bad>no usable connection</span>"
     }
 
     /// A label's value in `name{a="x",b="y"}`.

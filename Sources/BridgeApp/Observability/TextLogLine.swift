@@ -16,7 +16,14 @@ import Glibc
 /// itself.
 public enum TextLogLine {
     /// One event as one line (without its newline).
-    public static func line(timestamp: String, level: Logger.Level, label: String, message: String, metadata: Logger.Metadata, source: String) -> String {
+    public static func line(
+        timestamp: String,
+        level: Logger.Level,
+        label: String,
+        message: String,
+        metadata: Logger.Metadata,
+        source: String
+    ) -> String {
         var line = "\(timestamp) \(level)"
         if !label.isEmpty {
             line += " " + LogLineEscaping.escaped(label)
@@ -57,7 +64,8 @@ public enum LogLineEscaping {
             case "\r": result += "\\r"
             case "\t": result += "\\t"
             case "\\": result += "\\\\"
-            case _ where Self.needsEscape(scalar): result += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            case _ where Self.needsEscape(scalar):
+                result += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
             default: result.unicodeScalars.append(scalar)
             }
         }

@@ -22,7 +22,9 @@ public struct ReloadOutcome: Sendable, CustomStringConvertible {
         if let refused {
             return "refused, the running configuration stays: \(refused)"
         }
-        var lines = [self.applied.isEmpty ? "reloaded: no changes" : "reloaded: " + self.applied.joined(separator: "; ")]
+        var lines = [
+            self.applied.isEmpty ? "reloaded: no changes" : "reloaded: " + self.applied.joined(separator: "; ")
+        ]
         if !self.needsRestart.isEmpty {
             lines.append("changed but applied only at restart: " + self.needsRestart.joined(separator: ", "))
         }
@@ -114,7 +116,10 @@ public actor ConfigurationReloader {
             if outcome.applied.isEmpty {
                 logger.info("configuration reloaded: no changes")
             } else {
-                logger.info("configuration reloaded", metadata: ["changes": "\(outcome.applied.joined(separator: "; "))"])
+                logger.info(
+                    "configuration reloaded",
+                    metadata: ["changes": "\(outcome.applied.joined(separator: "; "))"]
+                )
             }
             if !outcome.needsRestart.isEmpty {
                 logger.warning(
@@ -137,7 +142,10 @@ public actor ConfigurationReloader {
 
     private func apply() async throws -> ReloadOutcome {
         guard let source = self.source else {
-            throw ConfigurationError(key: "--config", "this bridge was started with settings given in code; there is nothing to read again")
+            throw ConfigurationError(
+                key: "--config",
+                "this bridge was started with settings given in code; there is nothing to read again"
+            )
         }
         let next = try await source.load()
         let nextDigests = Self.digests(of: next.namedFiles)
@@ -160,7 +168,8 @@ public actor ConfigurationReloader {
             }
         } catch {
             for client in clients.values { client.shutdown() }
-            throw error as? ConfigurationError ?? ConfigurationError(key: "credentials", "cannot open the upstream credentials: \(error)")
+            throw error as? ConfigurationError
+                ?? ConfigurationError(key: "credentials", "cannot open the upstream credentials: \(error)")
         }
         let tlsChanged =
             next.changedKeys(comparedWith: self.running).contains { $0.hasPrefix("tls.") }
@@ -183,7 +192,11 @@ public actor ConfigurationReloader {
             outcome.applied.append("legacy listener TLS replaced (new handshakes)")
         }
         await self.listeners.gateway?.reviewTenants(credentials: Set(next.credentials.keys))
-        self.upstream.update(replacing: clients, removing: removedCredentials, defaultCredentials: next.defaultCredentials)
+        self.upstream.update(
+            replacing: clients,
+            removing: removedCredentials,
+            defaultCredentials: next.defaultCredentials
+        )
         if !replacedCredentials.isEmpty {
             outcome.applied.append("credentials opened: \(replacedCredentials.joined(separator: ", "))")
         }
@@ -198,7 +211,8 @@ public actor ConfigurationReloader {
             outcome.applied.append("log level: \(next.logLevel)")
         }
         var expiries = CertificateExpiry.dates(next, credentials: opened)
-        for (name, date) in CertificateExpiry.shared.dates where name.hasPrefix("credential.") && expiries[name] == nil {
+        for (name, date) in CertificateExpiry.shared.dates where name.hasPrefix("credential.") && expiries[name] == nil
+        {
             let credential = String(name.dropFirst("credential.".count))
             if next.credentials[credential] != nil, !replacedCredentials.contains(credential) {
                 expiries[name] = date  // credentials kept as they were
@@ -211,7 +225,8 @@ public actor ConfigurationReloader {
         return outcome
     }
 
-    private static func tenantChanges(from old: ConfiguredTenantResolver, to new: ConfiguredTenantResolver) -> [String] {
+    private static func tenantChanges(from old: ConfiguredTenantResolver, to new: ConfiguredTenantResolver) -> [String]
+    {
         let oldRules = Dictionary(old.rules.map { ($0.name, $0) }) { first, _ in first }
         let newRules = Dictionary(new.rules.map { ($0.name, $0) }) { first, _ in first }
         var changes: [String] = []

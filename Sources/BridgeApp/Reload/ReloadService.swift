@@ -22,7 +22,11 @@ struct ReloadService: Service {
     var logger: Logger
 
     /// The watch of `file`, if there is a file and watching is on.
-    static func watch(_ file: String?, every interval: Duration?, logger: Logger) async throws -> ReloadingFileProvider<YAMLSnapshot>? {
+    static func watch(
+        _ file: String?,
+        every interval: Duration?,
+        logger: Logger
+    ) async throws -> ReloadingFileProvider<YAMLSnapshot>? {
         guard let file, let interval else { return nil }
         return try await ReloadingFileProvider<YAMLSnapshot>(
             filePath: FilePath(file),

@@ -9,7 +9,10 @@ public enum NotificationMetrics {
     /// by the upstream), `local` or `malformed` for those the gateway decides. The upstream
     /// (`APNsNotificationUpstream`) counts into counters of the same name made from the
     /// metrics factory it is given.
-    public static let failed = LabelledCounters(label: "apns_bridge_notifications_failed_total", labelNames: ["status", "reason"])
+    public static let failed = LabelledCounters(
+        label: "apns_bridge_notifications_failed_total",
+        labelNames: ["status", "reason"]
+    )
 }
 
 /// Counters of one name with a fixed set of label names, made on first use of each label set.
@@ -35,10 +38,17 @@ public final class LabelledCounters: Sendable {
     }
 
     private func counter(_ labelValues: [String]) -> Counter {
-        precondition(labelValues.count == self.labelNames.count, "\(self.label): label values do not match its label names")
+        precondition(
+            labelValues.count == self.labelNames.count,
+            "\(self.label): label values do not match its label names"
+        )
         return self.counters.withLock { counters in
             if let counter = counters[labelValues] { return counter }
-            let counter = Counter(label: self.label, dimensions: Array(zip(self.labelNames, labelValues)), factory: self.factory)
+            let counter = Counter(
+                label: self.label,
+                dimensions: Array(zip(self.labelNames, labelValues)),
+                factory: self.factory
+            )
             counters[labelValues] = counter
             return counter
         }

@@ -36,7 +36,11 @@ extension ProviderConnectionStateMachine {
         /// The session forwards this frame, but the tenant may hold live resend records (an
         /// error-response or a shutdown within the record window): claim the frame's record
         /// first, and send it upstream only if no outcome is remembered (docs/protocol.md#resend-records).
-        case forwardUnlessAnswered(ProviderSessionStateMachine.Sequence, UpstreamNotification, command: NotificationFrame.Command)
+        case forwardUnlessAnswered(
+            ProviderSessionStateMachine.Sequence,
+            UpstreamNotification,
+            command: NotificationFrame.Command
+        )
         /// The stream cannot be decoded: the buffer is dropped, and the session decided.
         case malformed(LegacyProtocolError, ProviderSessionStateMachine.FrameReceivedAction)
         /// The input ended in the middle of a frame: its bytes are dropped, not forwarded.
@@ -54,7 +58,11 @@ extension ProviderConnectionStateMachine {
         public var resolvedRecord: ProviderSessionStateMachine.RecordDraft?
         public var then: Action
 
-        public init(feedback: FeedbackWrite? = nil, resolvedRecord: ProviderSessionStateMachine.RecordDraft? = nil, then: Action) {
+        public init(
+            feedback: FeedbackWrite? = nil,
+            resolvedRecord: ProviderSessionStateMachine.RecordDraft? = nil,
+            then: Action
+        ) {
             self.feedback = feedback
             self.resolvedRecord = resolvedRecord
             self.then = then

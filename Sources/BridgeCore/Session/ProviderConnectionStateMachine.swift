@@ -158,7 +158,9 @@ public struct ProviderConnectionStateMachine {
         do {
             if let frame = try self.decoder.decode(buffer: &self.buffered) {
                 let action = session.frameReceived(frame)
-                if case .forward(let sequence, let notification) = action, self.mayHoldResendRecords(notification.tenant.name) {
+                if case .forward(let sequence, let notification) = action,
+                    self.mayHoldResendRecords(notification.tenant.name)
+                {
                     return .forwardUnlessAnswered(sequence, notification, command: frame.command)
                 }
                 return .frame(action, command: frame.command)
@@ -189,7 +191,10 @@ public struct ProviderConnectionStateMachine {
     }
 
     /// A forwarded notification's outcome: what to store, and what to do next.
-    public mutating func upstreamCompleted(_ sequence: ProviderSessionStateMachine.Sequence, outcome: NotificationOutcome) -> Completion {
+    public mutating func upstreamCompleted(
+        _ sequence: ProviderSessionStateMachine.Sequence,
+        outcome: NotificationOutcome
+    ) -> Completion {
         guard let action = self.withSession({ $0.upstreamCompleted(sequence, outcome: outcome) }) else {
             return Completion(then: .none)
         }
@@ -256,7 +261,9 @@ public struct ProviderConnectionStateMachine {
             // Nothing forwarded yet: the provider resends it all.
             return .close
         case .open:
-            guard let farewell = self.withSession({ $0.shutdownRequested() }).flatMap({ $0 }) else { return .startGraceTimer }
+            guard let farewell = self.withSession({ $0.shutdownRequested() }).flatMap({ $0 }) else {
+                return .startGraceTimer
+            }
             self.enterDraining()
             return .farewell(farewell)
         case .draining, .closed, .modifying:
@@ -266,7 +273,8 @@ public struct ProviderConnectionStateMachine {
 
     /// The shutdown grace period ended.
     public mutating func shutdownGraceExpired() -> Action {
-        guard case .open = self.phase, let farewell = self.withSession({ $0.shutdownGraceExpired() }).flatMap({ $0 }) else { return .none }
+        guard case .open = self.phase, let farewell = self.withSession({ $0.shutdownGraceExpired() }).flatMap({ $0 })
+        else { return .none }
         self.enterDraining()
         return .farewell(farewell)
     }
@@ -292,13 +300,18 @@ public struct ProviderConnectionStateMachine {
     /// certificate no longer resolves, or whose tenant's credentials are gone, closes with
     /// status 10 once what is in flight is answered; a tenant whose channels changed keeps its
     /// connection and reads its next frames with the new channels.
-    public mutating func tenantReviewed(resolvesTo resolved: Tenant?, remainingCredentials: Set<String>) -> TenantReview {
+    public mutating func tenantReviewed(resolvesTo resolved: Tenant?, remainingCredentials: Set<String>) -> TenantReview
+    {
         // A handshake in progress is checked against the new tenants anyway; a farewell is
         // already under way.
         guard let current = self.tenant, self.isReviewable else { return .unchanged }
         let credentialsRemain = current.credentials.map { remainingCredentials.contains($0) } ?? true
         guard let resolved, credentialsRemain else {
-            return .removed(tenantResolves: resolved != nil, credentialsRemain: credentialsRemain, then: self.shutdownRequested())
+            return .removed(
+                tenantResolves: resolved != nil,
+                credentialsRemain: credentialsRemain,
+                then: self.shutdownRequested()
+            )
         }
         guard resolved.name == current.name, resolved.channels != current.channels else { return .unchanged }
         _ = self.withSession { $0.channelsChanged(resolved.channels) }

@@ -122,10 +122,18 @@ public struct ProviderSessionStateMachine {
                 maximumPayloadLength: self.tenant.maximumPayloadLength(forToken: frame.deviceToken)
             ) {
                 return self.localFailure(
-                    Failure(sequence: self.nextSequence, status: status, identifier: frame.identifier, command: frame.command)
+                    Failure(
+                        sequence: self.nextSequence,
+                        status: status,
+                        identifier: frame.identifier,
+                        command: frame.command
+                    )
                 )
             }
-            precondition(self.entries.count < self.configuration.maximumInFlight, "frame received while reading is paused")
+            precondition(
+                self.entries.count < self.configuration.maximumInFlight,
+                "frame received while reading is paused"
+            )
             let sequence = self.nextSequence
             self.nextSequence += 1
             self.entries.append(Entry(sequence: sequence, frame: frame, outcome: nil))
@@ -142,7 +150,12 @@ public struct ProviderSessionStateMachine {
         switch self.state {
         case .active:
             return self.localFailure(
-                Failure(sequence: self.nextSequence, status: error.status, identifier: error.identifier, command: error.command)
+                Failure(
+                    sequence: self.nextSequence,
+                    status: error.status,
+                    identifier: error.identifier,
+                    command: error.command
+                )
             )
         case .failing, .shuttingDown, .finished:
             return .ignore
@@ -158,7 +171,10 @@ public struct ProviderSessionStateMachine {
         return .waitForPredecessors(failure.status)
     }
 
-    public mutating func upstreamCompleted(_ sequence: Sequence, outcome: NotificationOutcome) -> UpstreamCompletedAction {
+    public mutating func upstreamCompleted(
+        _ sequence: Sequence,
+        outcome: NotificationOutcome
+    ) -> UpstreamCompletedAction {
         guard sequence >= self.headSequence, sequence - self.headSequence < UInt64(self.entries.count) else {
             preconditionFailure("outcome for unknown notification \(sequence)")
         }
@@ -181,7 +197,11 @@ public struct ProviderSessionStateMachine {
             )
         case .accepted:
             action.feedback = .registered(
-                FeedbackKey(tenant: self.tenant.name, environment: self.tenant.environment, deviceToken: frame.deviceToken)
+                FeedbackKey(
+                    tenant: self.tenant.name,
+                    environment: self.tenant.environment,
+                    deviceToken: frame.deviceToken
+                )
             )
         case .rejected, .gaveUp, .dropped:
             break
@@ -190,7 +210,9 @@ public struct ProviderSessionStateMachine {
         switch self.state {
         case .active:
             if let status = outcome.failureStatus {
-                self.state = .failing(Failure(sequence: sequence, status: status, identifier: frame.identifier, command: frame.command))
+                self.state = .failing(
+                    Failure(sequence: sequence, status: status, identifier: frame.identifier, command: frame.command)
+                )
                 action.farewell = self.decideFailureIfPossible()
             } else {
                 self.popCompletedHead()
@@ -198,13 +220,20 @@ public struct ProviderSessionStateMachine {
             }
         case .failing(var failure):
             if let status = outcome.failureStatus, sequence < failure.sequence {
-                failure = Failure(sequence: sequence, status: status, identifier: frame.identifier, command: frame.command)
+                failure = Failure(
+                    sequence: sequence,
+                    status: status,
+                    identifier: frame.identifier,
+                    command: frame.command
+                )
                 self.state = .failing(failure)
             }
             action.farewell = self.decideFailureIfPossible()
         case .shuttingDown:
             if let status = outcome.failureStatus {
-                self.state = .failing(Failure(sequence: sequence, status: status, identifier: frame.identifier, command: frame.command))
+                self.state = .failing(
+                    Failure(sequence: sequence, status: status, identifier: frame.identifier, command: frame.command)
+                )
                 action.farewell = self.decideFailureIfPossible()
             } else {
                 self.popCompletedHead()
@@ -342,7 +371,12 @@ public struct ProviderSessionStateMachine {
         while let head = self.entries.first, head.sequence < failure.sequence, let outcome = head.outcome {
             if let status = outcome.failureStatus {
                 // An earlier failure than the one known: it is reported instead.
-                let earlier = Failure(sequence: head.sequence, status: status, identifier: head.frame.identifier, command: head.frame.command)
+                let earlier = Failure(
+                    sequence: head.sequence,
+                    status: status,
+                    identifier: head.frame.identifier,
+                    command: head.frame.command
+                )
                 self.state = .failing(earlier)
                 return self.decideFailureIfPossible()
             }
@@ -363,7 +397,8 @@ public struct ProviderSessionStateMachine {
         self.finish(recordingAfter: failure.sequence)
         // Command 0 carries no identifier: Apple closed such connections without a packet.
         let packet: ErrorResponsePacket? =
-            failure.command == .simple ? nil : ErrorResponsePacket(status: failure.status, identifier: failure.identifier)
+            failure.command == .simple
+            ? nil : ErrorResponsePacket(status: failure.status, identifier: failure.identifier)
         return Farewell(packet: packet, status: failure.status, resendRecords: records)
     }
 

@@ -79,7 +79,9 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
             for record in newRecords {
                 var key = record.key
                 key.deviceToken = ByteBuffer(buffer: key.deviceToken)  // do not pin the read buffer
-                records.entries[key, default: []].append(Entry(serial: records.nextSerial, expiry: expiry, outcome: record.outcome))
+                records.entries[key, default: []].append(
+                    Entry(serial: records.nextSerial, expiry: expiry, outcome: record.outcome)
+                )
                 records.nextSerial += 1
                 records.count += 1
             }
@@ -87,7 +89,11 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
         return eventLoop.makeSucceededVoidFuture()
     }
 
-    public func resolve(_ key: ResendRecordKey, outcome: NotificationOutcome, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+    public func resolve(
+        _ key: ResendRecordKey,
+        outcome: NotificationOutcome,
+        on eventLoop: any EventLoop
+    ) -> EventLoopFuture<Void> {
         let waiter: Waiter? = self.records.withLock { records in
             if var list = records.entries[key], let index = list.firstIndex(where: { $0.outcome == nil }) {
                 list[index].outcome = outcome
@@ -137,7 +143,9 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
         case .pending(let promise, let serial):
             let timeout = eventLoop.scheduleTask(in: self.window) { [self] in
                 let expired: Waiter? = self.records.withLock { records in
-                    guard var waiting = records.waiters[key], let index = waiting.firstIndex(where: { $0.serial == serial }) else {
+                    guard var waiting = records.waiters[key],
+                        let index = waiting.firstIndex(where: { $0.serial == serial })
+                    else {
                         return nil
                     }
                     let waiter = waiting.remove(at: index)

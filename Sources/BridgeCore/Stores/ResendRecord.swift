@@ -42,7 +42,9 @@ public struct ResendRecordKey: Hashable, Sendable, CustomStringConvertible {
 
     /// Shortened: the first 4 bytes of the token only.
     public var description: String {
-        let head = self.deviceToken.getSlice(at: self.deviceToken.readerIndex, length: min(4, self.deviceToken.readableBytes)) ?? ByteBuffer()
+        let head =
+            self.deviceToken.getSlice(at: self.deviceToken.readerIndex, length: min(4, self.deviceToken.readableBytes))
+            ?? ByteBuffer()
         return "\(self.tenant)/\(head.hexDump(format: .compact))…/p\(self.priority)"
     }
 }
@@ -86,7 +88,11 @@ public protocol ResendRecordStore: Sendable {
     /// Sets the outcome of the oldest pending record with this key (or of a claim waiting for it).
     /// An outcome the bridge decided (``NotificationOutcome/isUpstreamAnswer`` is false) makes
     /// the record's outcome unknown.
-    func resolve(_ key: ResendRecordKey, outcome: NotificationOutcome, on eventLoop: any EventLoop) -> EventLoopFuture<Void>
+    func resolve(
+        _ key: ResendRecordKey,
+        outcome: NotificationOutcome,
+        on eventLoop: any EventLoop
+    ) -> EventLoopFuture<Void>
 
     /// Takes the oldest unexpired record with this key. While the record is pending and the
     /// process that forwarded it is alive, the future waits for its outcome; once no outcome

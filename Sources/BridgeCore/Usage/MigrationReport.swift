@@ -68,7 +68,13 @@ public struct MigrationReport: Hashable, Sendable {
     ///   - usage: what the store holds from `firstDay` (``UsageStore/usage(from:tenant:)``).
     ///   - knownTenants: the configured tenants: listed even when never seen.
     ///   - recent: what this process saw since its last write to the store (the status page).
-    public init(usage: StoredUsage, days: Int, now: Date, knownTenants: [String] = [], recent: [String: UsageBatch.TenantTimes] = [:]) {
+    public init(
+        usage: StoredUsage,
+        days: Int,
+        now: Date,
+        knownTenants: [String] = [],
+        recent: [String: UsageBatch.TenantTimes] = [:]
+    ) {
         let usage = usage.sanitized
         let lastDay = UsageDay(now)
         let firstDay = UsageDay(number: lastDay.number - days + 1)
@@ -76,11 +82,20 @@ public struct MigrationReport: Hashable, Sendable {
         self.firstDay = firstDay
         self.days = days
         let names = usage.tenantNames.union(knownTenants).union(recent.keys)
-        self.rows = names.map { Self.row($0, usage: usage, firstDay: firstDay, lastDay: lastDay, now: now, recent: recent[$0]) }
-            .sorted { ($0.rank, -$0.notifications, $0.tenant) < ($1.rank, -$1.notifications, $1.tenant) }
+        self.rows = names.map {
+            Self.row($0, usage: usage, firstDay: firstDay, lastDay: lastDay, now: now, recent: recent[$0])
+        }
+        .sorted { ($0.rank, -$0.notifications, $0.tenant) < ($1.rank, -$1.notifications, $1.tenant) }
     }
 
-    private static func row(_ tenant: String, usage: StoredUsage, firstDay: UsageDay, lastDay: UsageDay, now: Date, recent: UsageBatch.TenantTimes?) -> Row {
+    private static func row(
+        _ tenant: String,
+        usage: StoredUsage,
+        firstDay: UsageDay,
+        lastDay: UsageDay,
+        now: Date,
+        recent: UsageBatch.TenantTimes?
+    ) -> Row {
         var counters: [String: Int64] = [:]
         var daily = [Int64](repeating: 0, count: max(0, lastDay.number - firstDay.number + 1))
         for (key, value) in usage.counts where key.tenant == tenant && key.day >= firstDay && key.day <= lastDay {
@@ -91,7 +106,11 @@ public struct MigrationReport: Hashable, Sendable {
             }
         }
         func grouped(_ prefix: String) -> [String: Int64] {
-            Dictionary(uniqueKeysWithValues: counters.filter { $0.key.hasPrefix(prefix) }.map { (String($0.key.dropFirst(prefix.count)), $0.value) })
+            Dictionary(
+                uniqueKeysWithValues: counters.filter { $0.key.hasPrefix(prefix) }.map {
+                    (String($0.key.dropFirst(prefix.count)), $0.value)
+                }
+            )
         }
         let failed = grouped("status.")
         let accepted = counters[UsageCounter.accepted] ?? 0
@@ -112,7 +131,9 @@ public struct MigrationReport: Hashable, Sendable {
         let backlog = usage.backlogs[tenant] ?? .init(tokens: 0, oldestRecorded: nil)
         var row = Row(
             tenant: tenant,
-            notifications: ([accepted, broadcast, unregistered, dropped] + failed.values).reduce(0) { $0.addingSaturated($1) },
+            notifications: ([accepted, broadcast, unregistered, dropped] + failed.values).reduce(0) {
+                $0.addingSaturated($1)
+            },
             byCommand: grouped("command."),
             accepted: accepted,
             broadcast: broadcast,
@@ -160,7 +181,8 @@ public struct MigrationReport: Hashable, Sendable {
             }
         }
         if row.feedbackBacklog > 0 {
-            let waiting = "\(Self.grouped(Int64(row.feedbackBacklog))) token\(row.feedbackBacklog == 1 ? "" : "s") waiting"
+            let waiting =
+                "\(Self.grouped(Int64(row.feedbackBacklog))) token\(row.feedbackBacklog == 1 ? "" : "s") waiting"
             if let poll = row.feedbackLastPoll {
                 if days(since: poll) >= Self.unpolledDays {
                     problems.append("feedback not polled for \(Self.plural(days(since: poll), "day")): \(waiting)")
@@ -179,9 +201,11 @@ public struct MigrationReport: Hashable, Sendable {
                 usage = "no legacy traffic recorded: ready to retire"
             }
         } else if let lastSeen = row.lastSeen, days(since: lastSeen) < Self.quietDays {
-            usage = "still sending: \(Self.grouped(row.notifications)) notification\(row.notifications == 1 ? "" : "s") in \(Self.plural(row.daily.count, "day")), last seen \(Self.ago(now.timeIntervalSince(lastSeen)))"
+            usage =
+                "still sending: \(Self.grouped(row.notifications)) notification\(row.notifications == 1 ? "" : "s") in \(Self.plural(row.daily.count, "day")), last seen \(Self.ago(now.timeIntervalSince(lastSeen)))"
         } else {
-            usage = "no notifications for \(Self.quietDays)+ days, but its feedback list is still polled: retire once its cron job is moved"
+            usage =
+                "no notifications for \(Self.quietDays)+ days, but its feedback list is still polled: retire once its cron job is moved"
         }
         let verdict = (problems + [usage]).joined(separator: "; ")
         return (verdict, blocking: !quiet || !problems.isEmpty, rank: !problems.isEmpty ? 0 : (quiet ? 2 : 1))

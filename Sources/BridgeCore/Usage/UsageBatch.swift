@@ -230,7 +230,9 @@ public struct StoredUsage: Hashable, Sendable {
 
     /// Every tenant the store knows of.
     public var tenantNames: Set<String> {
-        Set(self.counts.keys.map(\.tenant)).union(self.tenants.keys).union(self.certificates.keys).union(self.backlogs.keys)
+        Set(self.counts.keys.map(\.tenant)).union(self.tenants.keys).union(self.certificates.keys).union(
+            self.backlogs.keys
+        )
     }
 
     /// The same usage with every value in range. What a store holds is read as data, not
@@ -249,7 +251,9 @@ public struct StoredUsage: Hashable, Sendable {
             return times
         }
         clean.certificates = self.certificates.mapValues { $0.map(\.sanitized) }
-        clean.backlogs = self.backlogs.mapValues { Backlog(tokens: max($0.tokens, 0), oldestRecorded: $0.oldestRecorded.map(UsageTimestamp.clamped)) }
+        clean.backlogs = self.backlogs.mapValues {
+            Backlog(tokens: max($0.tokens, 0), oldestRecorded: $0.oldestRecorded.map(UsageTimestamp.clamped))
+        }
         return clean
     }
 }

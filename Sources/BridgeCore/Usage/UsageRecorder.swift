@@ -49,7 +49,13 @@ public final class UsageRecorder: Sendable {
 
     /// A provider connection's handshake completed on the gateway (`poll == false`) or the
     /// feedback port (`poll == true`).
-    public func connected(tenant: String, tlsVersion: String?, address: String?, certificate: SeenCertificate?, feedback: Bool) {
+    public func connected(
+        tenant: String,
+        tlsVersion: String?,
+        address: String?,
+        certificate: SeenCertificate?,
+        feedback: Bool
+    ) {
         let time = self.nowSeconds
         let day = UsageDay(unixSeconds: time)
         self.state.withLock { state in

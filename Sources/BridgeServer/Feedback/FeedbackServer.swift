@@ -59,7 +59,9 @@ public final class FeedbackServer: Sendable {
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "apns-bridge.feedback")
     ) async throws -> FeedbackServer {
-        let tls = try tlsContext ?? LegacyTLSContext(configuration: configuration.tls, tenantResolver: tenantResolver, logger: logger)
+        let tls =
+            try tlsContext
+            ?? LegacyTLSContext(configuration: configuration.tls, tenantResolver: tenantResolver, logger: logger)
         let registry = ConnectionRegistry(gauge: GatewayMetrics.shared.feedbackConnections)
         let tasks = ConnectionTasks()
         let serverChannel = try await LegacyListener.bind(
@@ -91,7 +93,10 @@ public final class FeedbackServer: Sendable {
             tasks: tasks,
             logger: logger
         )
-        logger.info("feedback service listening", metadata: ["address": "\(server.localAddress)", "proxy_protocol_from": "\(configuration.proxyProtocol)"])
+        logger.info(
+            "feedback service listening",
+            metadata: ["address": "\(server.localAddress)", "proxy_protocol_from": "\(configuration.proxyProtocol)"]
+        )
         return server
     }
 

@@ -69,7 +69,10 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         self.cancelTimers()
         let action = self.connection.channelInactive()
         if action == .decode {
-            self.logger.debug("provider connection gone", metadata: ["buffered_bytes": "\(self.connection.bufferedBytes)"])
+            self.logger.debug(
+                "provider connection gone",
+                metadata: ["buffered_bytes": "\(self.connection.bufferedBytes)"]
+            )
         }
         self.execute(action)
         context.fireChannelInactive()
@@ -83,7 +86,10 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         case let channelEvent as ChannelEvent where channelEvent == .inputClosed:
             let action = self.connection.inputClosed()
             if action == .decode {
-                self.logger.debug("provider closed its side", metadata: ["buffered_bytes": "\(self.connection.bufferedBytes)"])
+                self.logger.debug(
+                    "provider closed its side",
+                    metadata: ["buffered_bytes": "\(self.connection.bufferedBytes)"]
+                )
             }
             self.execute(action)
         case let idle as IdleStateHandler.IdleStateEvent where idle == .read:
@@ -134,7 +140,9 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         case .close:
             self.context?.close(promise: nil)
         case .startGraceTimer:
-            self.graceTimeout = self.eventLoop?.assumeIsolated().scheduleTask(in: gracePeriod ?? self.configuration.shutdownGracePeriod) {
+            self.graceTimeout = self.eventLoop?.assumeIsolated().scheduleTask(
+                in: gracePeriod ?? self.configuration.shutdownGracePeriod
+            ) {
                 self.execute(self.connection.shutdownGraceExpired())
             }
         case .farewell(let farewell):
@@ -170,7 +178,10 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         // must not eat into the time a provider has to send its first frame.
         if let idle = self.configuration.idleTimeout {
             do {
-                try context.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: idle), position: .before(self))
+                try context.pipeline.syncOperations.addHandler(
+                    IdleStateHandler(readTimeout: idle),
+                    position: .before(self)
+                )
             } catch {
                 self.logger.error("could not start the idle timer; closing", metadata: ["error": "\(error)"])
                 context.close(promise: nil)
@@ -208,7 +219,11 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
 
     /// `failureReason` labels the failure metric when the frame is refused here; `command` is
     /// the frame's (`nil` when it could not be decoded).
-    private func handle(_ action: ProviderSessionStateMachine.FrameReceivedAction, command: NotificationFrame.Command?, failureReason: String) {
+    private func handle(
+        _ action: ProviderSessionStateMachine.FrameReceivedAction,
+        command: NotificationFrame.Command?,
+        failureReason: String
+    ) {
         switch action {
         case .forward(let sequence, let notification):
             self.forward(sequence, notification, command: command, checkingResends: false)
@@ -245,7 +260,11 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         self.dependencies.inFlight.started()
         let outcome =
             checkingResends
-            ? self.dependencies.resendRecords.forwardUnlessAnswered(notification, to: self.dependencies.upstream, on: eventLoop)
+            ? self.dependencies.resendRecords.forwardUnlessAnswered(
+                notification,
+                to: self.dependencies.upstream,
+                on: eventLoop
+            )
             : self.dependencies.upstream.send(notification, on: eventLoop)
         outcome
             .hop(to: eventLoop)
@@ -330,7 +349,10 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         case .unchanged:
             break
         case .channelsChanged(let channels):
-            self.logger.info("the reloaded configuration changed this tenant's channels", metadata: ["channels": "\(channels.count)"])
+            self.logger.info(
+                "the reloaded configuration changed this tenant's channels",
+                metadata: ["channels": "\(channels.count)"]
+            )
         case .removed(let tenantResolves, let credentialsRemain, let then):
             self.logger.notice(
                 "the reloaded configuration removed this connection's tenant or its credentials; closing it with status 10",
@@ -355,13 +377,19 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
                 GatewayMetrics.shared.failureAfterClose()
                 self.logger.warning(
                     "notification failed after the provider closed its connection; nobody to tell",
-                    metadata: ["status": "\(farewell.status)", "packet": "\(farewell.packet.map { "\($0)" } ?? "none (command 0)")"]
+                    metadata: [
+                        "status": "\(farewell.status)",
+                        "packet": "\(farewell.packet.map { "\($0)" } ?? "none (command 0)")",
+                    ]
                 )
             }
             return
         }
         if farewell.status == .shutdown {
-            self.logger.info("closing provider connection for shutdown", metadata: ["packet": "\(farewell.packet.map { "\($0)" } ?? "none")"])
+            self.logger.info(
+                "closing provider connection for shutdown",
+                metadata: ["packet": "\(farewell.packet.map { "\($0)" } ?? "none")"]
+            )
         } else {
             self.logger.info(
                 "notification failed; closing provider connection",
@@ -384,7 +412,10 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         self.dependencies.inFlight.track(stored)
         stored.hop(to: context.eventLoop).assumeIsolated().whenComplete { result in
             if case .failure(let error) = result {
-                self.logger.error("could not store resend records; resends may be duplicated", metadata: ["error": "\(error)"])
+                self.logger.error(
+                    "could not store resend records; resends may be duplicated",
+                    metadata: ["error": "\(error)"]
+                )
             }
             guard let context = self.context, context.channel.isActive else { return }
             if let packet = farewell.packet {

@@ -77,7 +77,9 @@ public final class GatewayServer: Sendable {
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "apns-bridge.gateway")
     ) async throws -> GatewayServer {
-        let tls = try tlsContext ?? LegacyTLSContext(configuration: configuration.tls, tenantResolver: tenantResolver, logger: logger)
+        let tls =
+            try tlsContext
+            ?? LegacyTLSContext(configuration: configuration.tls, tenantResolver: tenantResolver, logger: logger)
         let inFlight = InFlightWork()
         let dependencies = GatewayConnectionHandler.Dependencies(
             upstream: upstream,
@@ -116,7 +118,10 @@ public final class GatewayServer: Sendable {
             tasks: tasks,
             logger: logger
         )
-        logger.info("gateway listening", metadata: ["address": "\(server.localAddress)", "proxy_protocol_from": "\(configuration.proxyProtocol)"])
+        logger.info(
+            "gateway listening",
+            metadata: ["address": "\(server.localAddress)", "proxy_protocol_from": "\(configuration.proxyProtocol)"]
+        )
         return server
     }
 
@@ -141,7 +146,10 @@ public final class GatewayServer: Sendable {
         }
         let remaining = Duration.nanoseconds(bound.nanoseconds) - (ContinuousClock.now - started)
         if !(await self.inFlight.waitUntilIdle(timeout: max(remaining, .milliseconds(100)))) {
-            self.logger.warning("shutting down with notifications still in flight", metadata: ["in_flight": "\(self.inFlight.count)"])
+            self.logger.warning(
+                "shutting down with notifications still in flight",
+                metadata: ["in_flight": "\(self.inFlight.count)"]
+            )
         }
         await self.tasks.finish()
     }
@@ -155,7 +163,10 @@ public final class GatewayServer: Sendable {
     /// Returns when every connection has seen the review: from then on, the connections being
     /// closed forward nothing new.
     public func reviewTenants(credentials: Set<String>) async {
-        let event = GatewayTenantReviewEvent(gracePeriod: self.configuration.shutdownGracePeriod, credentials: credentials)
+        let event = GatewayTenantReviewEvent(
+            gracePeriod: self.configuration.shutdownGracePeriod,
+            credentials: credentials
+        )
         for channel in self.registry.openChannels {
             try? await channel.eventLoop.submit {
                 channel.pipeline.fireUserInboundEventTriggered(event)

@@ -43,7 +43,8 @@ package final class ConnectionRegistry: Sendable {
         var isShuttingDown = false
 
         mutating func handshakeEnded(_ id: ObjectIdentifier) {
-            guard let address = self.handshaking.removeValue(forKey: id), address != ConnectionRegistry.unattributed else { return }
+            guard let address = self.handshaking.removeValue(forKey: id), address != ConnectionRegistry.unattributed
+            else { return }
             let remaining = self.handshakingPerAddress[address, default: 1] - 1
             self.handshakingPerAddress[address] = remaining > 0 ? remaining : nil
         }
@@ -83,7 +84,8 @@ package final class ConnectionRegistry: Sendable {
             if connections.isShuttingDown { return .shuttingDown }
             if connections.channels.count >= limits.maximumConnections { return .connections }
             if connections.handshaking.count >= limits.maximumHandshakes { return .handshakes }
-            if attributed, connections.handshakingPerAddress[address, default: 0] >= limits.maximumHandshakesPerAddress {
+            if attributed, connections.handshakingPerAddress[address, default: 0] >= limits.maximumHandshakesPerAddress
+            {
                 return .handshakesPerAddress
             }
             connections.channels[id] = channel

@@ -29,13 +29,22 @@ public final class GatewayMetrics: Sendable {
     private let errorResponses = LabelledCounters(label: "apns_bridge_error_responses_total", labelNames: ["status"])
     /// Connections closed at accept: `reason` is `connections` (the connection cap),
     /// `handshakes` (too many handshakes in progress) or `handshakes_per_address`.
-    private let refusedConnections = LabelledCounters(label: "apns_bridge_refused_connections_total", labelNames: ["listener", "reason"])
+    private let refusedConnections = LabelledCounters(
+        label: "apns_bridge_refused_connections_total",
+        labelNames: ["listener", "reason"]
+    )
     /// Handshakes that failed because the client offers no TLS version the listener accepts
     /// (TLS 1.0 only without `tls.allowLegacyTLS`, TLS 1.3 only without `tls.allowTLS13`).
-    private let refusedTLSVersions = LabelledCounters(label: "apns_bridge_refused_tls_versions_total", labelNames: ["listener"])
+    private let refusedTLSVersions = LabelledCounters(
+        label: "apns_bridge_refused_tls_versions_total",
+        labelNames: ["listener"]
+    )
     /// Connections from a configured load balancer closed for their PROXY protocol header:
     /// `reason` is `missing` (not a header), `malformed` or `timeout`.
-    private let refusedProxyHeaders = LabelledCounters(label: "apns_bridge_refused_proxy_headers_total", labelNames: ["listener", "reason"])
+    private let refusedProxyHeaders = LabelledCounters(
+        label: "apns_bridge_refused_proxy_headers_total",
+        labelNames: ["listener", "reason"]
+    )
 
     /// Outcomes by tenant, one set per tenant name (made at handshake, not per notification).
     private let tenantOutcomes = Mutex<[String: TenantOutcomeCounters]>([:])
@@ -88,7 +97,9 @@ public final class GatewayMetrics: Sendable {
     func partialFrameDropped() { self.partialFrames.increment() }
     func connectionRefused(listener: String, reason: String) { self.refusedConnections.increment([listener, reason]) }
     func tlsVersionRefused(listener: String) { self.refusedTLSVersions.increment([listener]) }
-    func proxyHeaderRefused(listener: String, reason: String) { self.refusedProxyHeaders.increment([listener, reason]) }
+    func proxyHeaderRefused(listener: String, reason: String) {
+        self.refusedProxyHeaders.increment([listener, reason])
+    }
 
     /// A notification refused here: `reason` is `local` (a validation rule) or `malformed` (an
     /// unreadable frame).

@@ -139,7 +139,9 @@ final class RefusalLog: Sendable {
         GatewayMetrics.shared.handshakeRefused()
         guard let suppressed = self.certificates.admit() else { return }
         self.logger.warning(
-            resumed ? "refusing a resumed TLS session's client certificate" : "refusing a client certificate during the TLS handshake",
+            resumed
+                ? "refusing a resumed TLS session's client certificate"
+                : "refusing a client certificate during the TLS handshake",
             metadata: [
                 "listener": "\(self.listener)",
                 "reason": "\(reason)",

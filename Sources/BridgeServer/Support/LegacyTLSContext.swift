@@ -43,8 +43,13 @@ public final class LegacyTLSContext: Sendable {
         self.current.withLock { $0 = next }
     }
 
-    private static func make(_ configuration: LegacyTLSConfiguration, tenantResolver: any TenantResolver) throws -> Current {
-        let roots = try configuration.clientCertificateAuthorities.map { try Certificate(derEncoded: try $0.toDERBytes()) }
+    private static func make(
+        _ configuration: LegacyTLSConfiguration,
+        tenantResolver: any TenantResolver
+    ) throws -> Current {
+        let roots = try configuration.clientCertificateAuthorities.map {
+            try Certificate(derEncoded: try $0.toDERBytes())
+        }
         return Current(
             sslContext: try configuration.makeServerContext(),
             verifier: ClientCertificateVerifier(
@@ -60,7 +65,12 @@ public final class LegacyTLSContext: Sendable {
     /// certificate) goes into `peer` before the handshake completes. The check (swift-certificates'
     /// verifier is async) runs as one of the listener's `tasks`; a listener that is closing
     /// refuses the handshake.
-    func makeServerHandler(peer: VerifiedPeer, tasks: ConnectionTasks, refusals: RefusalLog, remoteAddress address: SocketAddress?) -> NIOSSLServerHandler {
+    func makeServerHandler(
+        peer: VerifiedPeer,
+        tasks: ConnectionTasks,
+        refusals: RefusalLog,
+        remoteAddress address: SocketAddress?
+    ) -> NIOSSLServerHandler {
         let current = self.current.withLock { $0 }
         let verifier = current.verifier
         peer.use(verifier)
@@ -99,17 +109,28 @@ struct ClientCertificateVerifier: Sendable {
 
     /// The check of a full handshake: the chain, then the tenant.
     func verify(_ chain: [NIOSSLCertificate]) async -> Verdict {
-        guard let leaf = chain.first, let leafDER = try? leaf.toDERBytes(), let provider = try? ProviderCertificate(derBytes: leafDER) else {
+        guard let leaf = chain.first, let leafDER = try? leaf.toDERBytes(),
+            let provider = try? ProviderCertificate(derBytes: leafDER)
+        else {
             return .refused("no readable client certificate")
         }
         if !self.pinnedFingerprints.contains(provider.fingerprint) {
-            guard !self.roots.isEmpty else { return .refused("not pinned, and no client CA is configured: \(Self.subject(provider))") }
-            guard let parsedLeaf = try? Certificate(derEncoded: leafDER) else { return .refused("unreadable certificate") }
+            guard !self.roots.isEmpty else {
+                return .refused("not pinned, and no client CA is configured: \(Self.subject(provider))")
+            }
+            guard let parsedLeaf = try? Certificate(derEncoded: leafDER) else {
+                return .refused("unreadable certificate")
+            }
             let intermediates = chain.dropFirst().compactMap { try? Certificate(derEncoded: $0.toDERBytes()) }
             var verifier = Verifier(rootCertificates: CertificateStore(self.roots)) {
                 RFC5280Policy()  // expiry checked against the time of validation
             }
-            guard case .validCertificate = await verifier.validate(leaf: parsedLeaf, intermediates: CertificateStore(intermediates)) else {
+            guard
+                case .validCertificate = await verifier.validate(
+                    leaf: parsedLeaf,
+                    intermediates: CertificateStore(intermediates)
+                )
+            else {
                 return .refused("does not chain to a configured client CA (or has expired): \(Self.subject(provider))")
             }
         }
@@ -125,11 +146,14 @@ struct ClientCertificateVerifier: Sendable {
     /// the chain's intermediates are not part of a session), must not have expired since, and
     /// must resolve to a tenant now, as at a full handshake.
     func verifyResumed(_ leaf: NIOSSLCertificate?, now: Date = Date()) -> Verdict {
-        guard let leaf, let leafDER = try? leaf.toDERBytes(), let provider = try? ProviderCertificate(derBytes: leafDER) else {
+        guard let leaf, let leafDER = try? leaf.toDERBytes(), let provider = try? ProviderCertificate(derBytes: leafDER)
+        else {
             return .refused("a resumed session without a readable client certificate")
         }
         guard self.trustedLeaves.contains(provider.fingerprint) else {
-            return .refused("a resumed session whose certificate this server context never trusted: \(Self.subject(provider))")
+            return .refused(
+                "a resumed session whose certificate this server context never trusted: \(Self.subject(provider))"
+            )
         }
         guard Double(leaf.notValidAfter) > now.timeIntervalSince1970 else {
             return .refused("a resumed session whose certificate has expired: \(Self.subject(provider))")
@@ -140,7 +164,9 @@ struct ClientCertificateVerifier: Sendable {
     private func resolveTenant(_ leaf: NIOSSLCertificate, _ provider: ProviderCertificate) -> Verdict {
         guard let tenant = self.tenantResolver.tenant(for: leaf) else {
             if let userID = provider.userID, !Tenant.isValidTopic(userID) {
-                return .refused("its UID= is not a valid bundle id and would become the apns-topic: \(Self.subject(provider))")
+                return .refused(
+                    "its UID= is not a valid bundle id and would become the apns-topic: \(Self.subject(provider))"
+                )
             }
             return .refused("no tenant matches: \(Self.subject(provider))")
         }

@@ -105,8 +105,23 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
         self.logger = logger
     }
 
-    package convenience init(peer: VerifiedPeer, registry: ConnectionRegistry?, timeout: TimeAmount, port: Port, usage: UsageRecorder?, logger: Logger) {
-        self.init(peer: peer, registry: registry, timeout: timeout, port: port, usage: usage, refusals: nil, logger: logger)
+    package convenience init(
+        peer: VerifiedPeer,
+        registry: ConnectionRegistry?,
+        timeout: TimeAmount,
+        port: Port,
+        usage: UsageRecorder?,
+        logger: Logger
+    ) {
+        self.init(
+            peer: peer,
+            registry: registry,
+            timeout: timeout,
+            port: port,
+            usage: usage,
+            refusals: nil,
+            logger: logger
+        )
     }
 
     /// A handshake that fails for want of a common TLS version is counted and logged (rate-limited).

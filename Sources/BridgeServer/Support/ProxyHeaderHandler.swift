@@ -57,7 +57,11 @@ final class ProxyHeaderHandler: ChannelInboundHandler, RemovableChannelHandler {
     private func startTimer(context: ChannelHandlerContext) {
         guard self.timer == nil, !self.finished else { return }
         self.timer = context.eventLoop.assumeIsolated().scheduleTask(in: self.timeout) {
-            self.refuse(.timeout, "no whole PROXY header within \(self.timeout.nanoseconds / 1_000_000) ms", context: context)
+            self.refuse(
+                .timeout,
+                "no whole PROXY header within \(self.timeout.nanoseconds / 1_000_000) ms",
+                context: context
+            )
         }
     }
 

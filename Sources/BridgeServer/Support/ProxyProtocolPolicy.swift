@@ -1,7 +1,8 @@
+import NIOCore
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import NIOCore
 
 /// Which peers of a legacy listener are load balancers that write a PROXY protocol header
 /// before the client's bytes (docs/scaling.md#proxy-protocol). Off (no networks) by default.
@@ -45,11 +46,15 @@ public struct IPNetwork: Sendable, Hashable, CustomStringConvertible {
     /// longer than the address.
     public init?(_ text: String) {
         let parts = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
-        guard let address = try? SocketAddress(ipAddress: String(parts[0]), port: 0), let bytes = Self.bytes(of: address) else { return nil }
+        guard let address = try? SocketAddress(ipAddress: String(parts[0]), port: 0),
+            let bytes = Self.bytes(of: address)
+        else { return nil }
         let bits = bytes.count * 8
         var prefix = bits
         if parts.count == 2 {
-            guard let length = Int(parts[1]), parts[1].allSatisfy(\.isNumber), (0...bits).contains(length) else { return nil }
+            guard let length = Int(parts[1]), parts[1].allSatisfy(\.isNumber), (0...bits).contains(length) else {
+                return nil
+            }
             prefix = length
         }
         self.bytes = Self.masked(bytes, prefix: prefix)
@@ -57,14 +62,17 @@ public struct IPNetwork: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String {
-        let address = self.bytes.count == 4 ? self.bytes.map(String.init).joined(separator: ".") : Self.ipv6Text(self.bytes)
+        let address =
+            self.bytes.count == 4 ? self.bytes.map(String.init).joined(separator: ".") : Self.ipv6Text(self.bytes)
         return "\(address)/\(self.prefixLength)"
     }
 
     /// Whether `address` lies in this network.
     public func contains(_ address: SocketAddress) -> Bool {
         guard var candidate = Self.bytes(of: address) else { return false }
-        if self.bytes.count == 4, candidate.count == 16, candidate.prefix(12).elementsEqual([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF]) {
+        if self.bytes.count == 4, candidate.count == 16,
+            candidate.prefix(12).elementsEqual([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF])
+        {
             candidate = Array(candidate.suffix(4))
         }
         guard candidate.count == self.bytes.count else { return false }
@@ -94,6 +102,8 @@ public struct IPNetwork: Sendable, Hashable, CustomStringConvertible {
     }
 
     private static func ipv6Text(_ bytes: [UInt8]) -> String {
-        stride(from: 0, to: 16, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }.joined(separator: ":")
+        stride(from: 0, to: 16, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }.joined(
+            separator: ":"
+        )
     }
 }

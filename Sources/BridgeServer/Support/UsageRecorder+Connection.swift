@@ -6,7 +6,13 @@ extension UsageRecorder {
     /// A handshake completed on one of the legacy listeners: the TLS version and source address
     /// of the connection (the client's, behind a load balancer that sends a PROXY header), and
     /// the provider certificate, go to the migration view.
-    func connected(tenant: String, context: ChannelHandlerContext, address: SocketAddress?, certificate: NIOSSLCertificate?, feedback: Bool) {
+    func connected(
+        tenant: String,
+        context: ChannelHandlerContext,
+        address: SocketAddress?,
+        certificate: NIOSSLCertificate?,
+        feedback: Bool
+    ) {
         let handler = try? context.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self)
         self.connected(
             tenant: tenant,

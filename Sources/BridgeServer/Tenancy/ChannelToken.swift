@@ -36,10 +36,13 @@ public enum ChannelToken {
     public static func isValidChannelID(_ id: String) -> Bool {
         guard !id.isEmpty, id.utf8.count <= 1024, id.utf8.count % 4 == 0 else { return false }
         let body = id.utf8.prefix { $0 != UInt8(ascii: "=") }
-        guard id.utf8.count - body.count <= 2, id.utf8.dropFirst(body.count).allSatisfy({ $0 == UInt8(ascii: "=") }) else { return false }
+        guard id.utf8.count - body.count <= 2, id.utf8.dropFirst(body.count).allSatisfy({ $0 == UInt8(ascii: "=") })
+        else { return false }
         return body.allSatisfy { byte in
-            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
-                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "/")
+            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "+")
+                || byte == UInt8(ascii: "/")
         }
     }
 }

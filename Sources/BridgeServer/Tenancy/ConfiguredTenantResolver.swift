@@ -88,7 +88,9 @@ public struct ConfiguredTenantResolver: TenantResolver {
                 channels: rule.channels
             )
         }
-        guard self.acceptsUnlistedCertificates, let userID = certificate.userID, Tenant.isValidTopic(userID) else { return nil }
+        guard self.acceptsUnlistedCertificates, let userID = certificate.userID, Tenant.isValidTopic(userID) else {
+            return nil
+        }
         return Tenant(
             name: userID,
             topic: userID,

@@ -56,13 +56,20 @@ public struct ProviderCertificate: Hashable, Sendable {
         self.hasProductionMarker = certificate.extensions[oid: Self.productionMarker] != nil
         self.topics = certificate.extensions[oid: Self.topicsExtension].map { Self.topics(in: $0.value) } ?? []
         // swift-certificates prints RFC 4514 with the UID attribute as its OID.
-        self.subject = String(describing: certificate.subject).replacingOccurrences(of: "0.9.2342.19200300.100.1.1=", with: "UID=")
+        self.subject = String(describing: certificate.subject).replacingOccurrences(
+            of: "0.9.2342.19200300.100.1.1=",
+            with: "UID="
+        )
         self.notValidAfter = certificate.notValidAfter
     }
 
     /// What the migration view keeps of it.
     public var seen: SeenCertificate {
-        SeenCertificate(fingerprint: self.fingerprint, subject: self.subject, notAfter: Int64(self.notValidAfter.timeIntervalSince1970))
+        SeenCertificate(
+            fingerprint: self.fingerprint,
+            subject: self.subject,
+            notAfter: Int64(self.notValidAfter.timeIntervalSince1970)
+        )
     }
 
     public init(_ certificate: NIOSSLCertificate) throws {

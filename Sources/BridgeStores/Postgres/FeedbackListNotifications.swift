@@ -28,7 +28,8 @@ enum FeedbackListNotifications {
         for entry in entries {
             let fingerprint = FeedbackListFilter.fingerprint(entry.deviceToken)
             let hex = String(fingerprint, radix: 16)
-            let line = String(repeating: "0", count: 16 - hex.count) + hex + " \(entry.environment.rawValue) \(entry.tenant)\n"
+            let line =
+                String(repeating: "0", count: 16 - hex.count) + hex + " \(entry.environment.rawValue) \(entry.tenant)\n"
             if current.utf8.count + line.utf8.count > Self.maximumPayloadBytes, !current.isEmpty {
                 payloads.append(current)
                 current = ""
@@ -47,7 +48,10 @@ enum FeedbackListNotifications {
                 let fingerprint = UInt64(fields[0], radix: 16),
                 let environment = APNsEnvironment(rawValue: String(fields[1]))
             else { continue }
-            filter.insert(fingerprint: fingerprint, on: FeedbackListFilter.List(tenant: String(fields[2]), environment: environment))
+            filter.insert(
+                fingerprint: fingerprint,
+                on: FeedbackListFilter.List(tenant: String(fields[2]), environment: environment)
+            )
         }
     }
 

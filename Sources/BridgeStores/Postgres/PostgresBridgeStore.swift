@@ -76,7 +76,10 @@ public final class PostgresBridgeStore: BridgeStore {
         self.heartbeat = heartbeat
         self.configuration = configuration
         self.logger = logger
-        let batcher = FeedbackWriteBatcher(maximumQueued: configuration.maximumQueuedFeedbackChanges, filter: feedbackListFilter) { batch in
+        let batcher = FeedbackWriteBatcher(
+            maximumQueued: configuration.maximumQueuedFeedbackChanges,
+            filter: feedbackListFilter
+        ) { batch in
             try await Self.retryingConflicts(logger: logger) {
                 try await client.withTransaction(logger: logger) { connection in
                     try await Self.write(batch, on: connection, now: configuration.nowSeconds, logger: logger)
@@ -102,7 +105,12 @@ public final class PostgresBridgeStore: BridgeStore {
         _ body: (PostgresBridgeStore) async throws -> Result
     ) async throws -> Result {
         try await withThrowingTaskGroup(of: Void.self) { group in
-            let store = try await Self.connect(url: url, configuration: configuration, maximumConnections: maximumConnections, logger: logger) { work in
+            let store = try await Self.connect(
+                url: url,
+                configuration: configuration,
+                maximumConnections: maximumConnections,
+                logger: logger
+            ) { work in
                 group.addTask { await work.run() }
             }
             return try await store.closing(after: body)
@@ -118,7 +126,12 @@ public final class PostgresBridgeStore: BridgeStore {
         maximumConnections: Int = 20,
         logger: Logger = Logger(label: "apns-bridge.store")
     ) async throws -> PostgresBridgeStore {
-        try await Self.connect(url: url, configuration: configuration, maximumConnections: maximumConnections, logger: logger) { work in
+        try await Self.connect(
+            url: url,
+            configuration: configuration,
+            maximumConnections: maximumConnections,
+            logger: logger
+        ) { work in
             Task { await work.run() }
         }
     }
@@ -147,7 +160,12 @@ public final class PostgresBridgeStore: BridgeStore {
             // either read or notified.
             let (listening, listeningContinuation) = AsyncThrowingStream.makeStream(of: Void.self)
             let listen = BackgroundWork {
-                await FeedbackListNotifications.listen(client: client, filter: feedbackListFilter, logger: logger, listening: listeningContinuation)
+                await FeedbackListNotifications.listen(
+                    client: client,
+                    filter: feedbackListFilter,
+                    logger: logger,
+                    listening: listeningContinuation
+                )
             }
             listener = listen
             start(listen)
@@ -160,7 +178,12 @@ public final class PostgresBridgeStore: BridgeStore {
             throw error
         }
         let heartbeat = BackgroundWork {
-            await Self.renewHeartbeat(instanceID: instanceID, client: client, every: configuration.instanceHeartbeatInterval, logger: logger)
+            await Self.renewHeartbeat(
+                instanceID: instanceID,
+                client: client,
+                every: configuration.instanceHeartbeatInterval,
+                logger: logger
+            )
         }
         start(heartbeat)
         let store = PostgresBridgeStore(
@@ -177,7 +200,8 @@ public final class PostgresBridgeStore: BridgeStore {
         logger.info(
             "store opened",
             metadata: [
-                "backend": "postgresql", "url": "\(Self.redacted(url))", "feedback_entries": "\(feedbackListFilter.count)",
+                "backend": "postgresql", "url": "\(Self.redacted(url))",
+                "feedback_entries": "\(feedbackListFilter.count)",
                 "instance": "\(instanceID)",
             ]
         )
@@ -189,7 +213,12 @@ public final class PostgresBridgeStore: BridgeStore {
     /// marked unknown and their resends are forwarded again on any instance at once. The
     /// background work stops. A second call does nothing.
     public func close() async {
-        guard !self.isClosed.withLock({ closed in defer { closed = true }; return closed }) else { return }
+        guard
+            !self.isClosed.withLock({ closed in
+                defer { closed = true }
+                return closed
+            })
+        else { return }
         await self.batcher.close()
         self.batcher.finish()
         await self.committer.stop()
@@ -205,7 +234,10 @@ public final class PostgresBridgeStore: BridgeStore {
                 )
                 var orphaned = 0
                 for try await _ in rows { orphaned += 1 }
-                try await connection.query("DELETE FROM bridge_instances WHERE id = \(self.instanceID)", logger: self.logger)
+                try await connection.query(
+                    "DELETE FROM bridge_instances WHERE id = \(self.instanceID)",
+                    logger: self.logger
+                )
                 if orphaned > 0 {
                     self.logger.notice(
                         "resend records still pending at close: their resends will be forwarded again",
@@ -216,7 +248,10 @@ public final class PostgresBridgeStore: BridgeStore {
         } catch {
             // The other instances see this one's heartbeat stop: after the lease its records
             // count as unknown all the same.
-            self.logger.warning("could not give up this instance's identity", metadata: ["error": "\(String(reflecting: error))"])
+            self.logger.warning(
+                "could not give up this instance's identity",
+                metadata: ["error": "\(String(reflecting: error))"]
+            )
         }
         await self.listener.stop()
         await self.clientRun.stop()
@@ -225,7 +260,12 @@ public final class PostgresBridgeStore: BridgeStore {
     /// Renews the heartbeat (the database's clock, so instances' clocks need not agree) until
     /// cancelled. A row another instance removed (this one looked dead, say after a long
     /// partition) is written again: from then on its pending records are live again.
-    private static func renewHeartbeat(instanceID: String, client: PostgresClient, every interval: Duration, logger: Logger) async {
+    private static func renewHeartbeat(
+        instanceID: String,
+        client: PostgresClient,
+        every interval: Duration,
+        logger: Logger
+    ) async {
         while !Task.isCancelled {
             do {
                 try await Task.sleep(for: interval)
@@ -239,7 +279,10 @@ public final class PostgresBridgeStore: BridgeStore {
             } catch is CancellationError {
                 return
             } catch {
-                logger.warning("could not renew this instance's heartbeat", metadata: ["error": "\(String(reflecting: error))"])
+                logger.warning(
+                    "could not renew this instance's heartbeat",
+                    metadata: ["error": "\(String(reflecting: error))"]
+                )
             }
         }
     }
@@ -254,7 +297,8 @@ public final class PostgresBridgeStore: BridgeStore {
                     "SELECT id, tenant, environment, token FROM feedback_entries WHERE id > \(after) ORDER BY id LIMIT 10000",
                     logger: logger
                 )
-                for try await (id, tenant, environment, token) in rows.decode((Int64, String, String, ByteBuffer).self) {
+                for try await (id, tenant, environment, token) in rows.decode((Int64, String, String, ByteBuffer).self)
+                {
                     last = id
                     guard let environment = APNsEnvironment(rawValue: environment) else { continue }
                     found(token, FeedbackListFilter.List(tenant: tenant, environment: environment))
@@ -277,18 +321,28 @@ public final class PostgresBridgeStore: BridgeStore {
     }
 
     private static func parse(url: String) throws -> (configuration: PostgresClient.Configuration, endpoint: Endpoint) {
-        guard let components = URLComponents(string: url), components.scheme == "postgres" || components.scheme == "postgresql" else {
+        guard let components = URLComponents(string: url),
+            components.scheme == "postgres" || components.scheme == "postgresql"
+        else {
             throw StoreError.invalidURL("expected postgres://user:password@host:port/database")
         }
         guard let user = components.user, !user.isEmpty else {
             throw StoreError.invalidURL("no user name")
         }
         let database = components.path.isEmpty ? nil : String(components.path.dropFirst())
-        let query = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
+        let query = Dictionary(
+            (components.queryItems ?? []).map { ($0.name, $0.value ?? "") },
+            uniquingKeysWith: { $1 }
+        )
         if let socketDirectory = query["host"], socketDirectory.hasPrefix("/") {
             let port = components.port ?? 5432
             let path = "\(socketDirectory)/.s.PGSQL.\(port)"
-            let configuration = PostgresClient.Configuration(unixSocketPath: path, username: user, password: components.password, database: database)
+            let configuration = PostgresClient.Configuration(
+                unixSocketPath: path,
+                username: user,
+                password: components.password,
+                database: database
+            )
             return (configuration, .unixSocket(path))
         }
         guard let host = components.host, !host.isEmpty else {
@@ -345,9 +399,15 @@ public final class PostgresBridgeStore: BridgeStore {
     private static func migrate(_ client: PostgresClient, logger: Logger) async throws {
         try await client.withTransaction(logger: logger) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLockID))", logger: logger)
-            try await connection.query("CREATE TABLE IF NOT EXISTS apns_bridge_schema (version integer NOT NULL)", logger: logger)
+            try await connection.query(
+                "CREATE TABLE IF NOT EXISTS apns_bridge_schema (version integer NOT NULL)",
+                logger: logger
+            )
             var version = 0
-            for try await found in try await connection.query("SELECT max(version) FROM apns_bridge_schema", logger: logger).decode(Int?.self) {
+            for try await found in try await connection.query(
+                "SELECT max(version) FROM apns_bridge_schema",
+                logger: logger
+            ).decode(Int?.self) {
                 version = found ?? 0
             }
             if version > Self.schemaVersion {
@@ -431,7 +491,9 @@ public final class PostgresBridgeStore: BridgeStore {
         while true {
             do {
                 return try await body()
-            } catch let error as PSQLError where attempt < 5 && ["40P01", "40001"].contains(error.serverInfo?[.sqlState] ?? "") {
+            } catch let error as PSQLError
+                where attempt < 5 && ["40P01", "40001"].contains(error.serverInfo?[.sqlState] ?? "")
+            {
                 logger.debug("store transaction conflict; retrying", metadata: ["attempt": "\(attempt)"])
                 attempt += 1
                 try await Task.sleep(for: .milliseconds(10 * attempt))
@@ -445,7 +507,12 @@ public final class PostgresBridgeStore: BridgeStore {
         self.batcher.submit(change, on: eventLoop)
     }
 
-    private static func write(_ batch: FeedbackWriteBatcher.Batch, on connection: PostgresConnection, now: Int64, logger: Logger) async throws {
+    private static func write(
+        _ batch: FeedbackWriteBatcher.Batch,
+        on connection: PostgresConnection,
+        now: Int64,
+        logger: Logger
+    ) async throws {
         var entries = batch.entries
         var removals = batch.removals
         // One order for every instance's row locks: fewer deadlocks between them.
@@ -471,7 +538,10 @@ public final class PostgresBridgeStore: BridgeStore {
             )
             // Delivered when this transaction commits, to every instance listening (this one too).
             for payload in FeedbackListNotifications.payloads(for: entries) {
-                try await connection.query("SELECT pg_notify(\(FeedbackListNotifications.channel), \(payload))", logger: logger)
+                try await connection.query(
+                    "SELECT pg_notify(\(FeedbackListNotifications.channel), \(payload))",
+                    logger: logger
+                )
             }
         }
         if !removals.isEmpty {
@@ -506,7 +576,9 @@ public final class PostgresBridgeStore: BridgeStore {
     ) async throws -> FeedbackDrainResult {
         let claim = DrainClaim.make()
         let lengthFilter = options.only32ByteTokens ? "AND octet_length(token) = 32" : ""
-        return try await FeedbackDrainLoop.run(batchSize: options.batchSize, deliver: deliver, finish: finish) { batch, deleting in
+        return try await FeedbackDrainLoop.run(batchSize: options.batchSize, deliver: deliver, finish: finish) {
+            batch,
+            deleting in
             // Delivered batches go in the same statement (one transaction) as the next claim; the
             // rows it deletes are claimed ones, the rows the claim takes unclaimed ones. (The
             // release below leaves the deleted batches' rows to the DELETE: a row two parts of one
@@ -548,7 +620,8 @@ public final class PostgresBridgeStore: BridgeStore {
         }
     }
 
-    public func pendingEntries(tenant: String, environment: APNsEnvironment, limit: Int) async throws -> [FeedbackEntry] {
+    public func pendingEntries(tenant: String, environment: APNsEnvironment, limit: Int) async throws -> [FeedbackEntry]
+    {
         var entries: [FeedbackEntry] = []
         let rows = try await self.client.query(
             """
@@ -559,14 +632,23 @@ public final class PostgresBridgeStore: BridgeStore {
             logger: self.logger
         )
         for try await (token, timestamp) in rows.decode((ByteBuffer, Int64).self) {
-            entries.append(FeedbackEntry(tenant: tenant, environment: environment, deviceToken: token, timestamp: UInt32(clamping: timestamp)))
+            entries.append(
+                FeedbackEntry(
+                    tenant: tenant,
+                    environment: environment,
+                    deviceToken: token,
+                    timestamp: UInt32(clamping: timestamp)
+                )
+            )
         }
         return entries
     }
 
     public func pendingCount() async throws -> Int {
         var count: Int64 = 0
-        for try await found in try await self.client.query("SELECT count(*) FROM feedback_entries", logger: self.logger).decode(Int64.self) {
+        for try await found in try await self.client.query("SELECT count(*) FROM feedback_entries", logger: self.logger)
+            .decode(Int64.self)
+        {
             count = found
         }
         return Int(count)
@@ -626,7 +708,11 @@ public final class PostgresBridgeStore: BridgeStore {
         }
     }
 
-    public func resolve(_ key: ResendRecordKey, outcome: NotificationOutcome, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+    public func resolve(
+        _ key: ResendRecordKey,
+        outcome: NotificationOutcome,
+        on eventLoop: any EventLoop
+    ) -> EventLoopFuture<Void> {
         guard self.mayHoldLiveRecords(tenant: key.tenant) else { return eventLoop.makeSucceededVoidFuture() }
         let (kind, value) = StoredOutcome.encode(outcome)
         let hash = key.storageHash
@@ -728,7 +814,9 @@ public final class PostgresBridgeStore: BridgeStore {
             for try await _ in try await self.client.query(query, logger: self.logger) { n += 1 }
             return n
         }
-        let entries = try await count("DELETE FROM feedback_entries WHERE recorded_at < \(retentionStart) AND claim IS NULL RETURNING id")
+        let entries = try await count(
+            "DELETE FROM feedback_entries WHERE recorded_at < \(retentionStart) AND claim IS NULL RETURNING id"
+        )
         let records = try await count(
             "DELETE FROM resend_records WHERE expires_at < \(nowMilliseconds) OR (claimed AND outcome IS NOT NULL) RETURNING id"
         )
@@ -736,8 +824,11 @@ public final class PostgresBridgeStore: BridgeStore {
             "UPDATE feedback_entries SET claim = NULL, claim_batch = NULL, claimed_at = NULL WHERE claimed_at < \(leaseStart) RETURNING id"
         )
         // Instances that crashed: gone for longer than a record lives, so no record names them.
-        let gone = Double((self.configuration.instanceLease + self.configuration.resendRecordWindow).milliseconds) / 1000
-        _ = try await count("DELETE FROM bridge_instances WHERE heartbeat_at < now() - make_interval(secs => \(gone)) RETURNING id")
+        let gone =
+            Double((self.configuration.instanceLease + self.configuration.resendRecordWindow).milliseconds) / 1000
+        _ = try await count(
+            "DELETE FROM bridge_instances WHERE heartbeat_at < now() - make_interval(secs => \(gone)) RETURNING id"
+        )
         let usage = try await PostgresUsage.removeExpired(
             before: UsageDay(unixSeconds: nowSeconds - self.configuration.usageRetention.milliseconds / 1000),
             client: self.client,

@@ -33,7 +33,9 @@ enum PostgresUsage {
     /// Adds a batch in one transaction. Rows are written in one order on every instance, so two
     /// instances' batches do not deadlock on each other.
     static func write(_ batch: UsageBatch, on connection: PostgresConnection, logger: Logger) async throws {
-        let counts = batch.counts.sorted { ($0.key.tenant, $0.key.day.number, $0.key.counter) < ($1.key.tenant, $1.key.day.number, $1.key.counter) }
+        let counts = batch.counts.sorted {
+            ($0.key.tenant, $0.key.day.number, $0.key.counter) < ($1.key.tenant, $1.key.day.number, $1.key.counter)
+        }
         if !counts.isEmpty {
             let tenants = counts.map(\.key.tenant)
             let days = counts.map { Int32($0.key.day.number) }
@@ -48,7 +50,9 @@ enum PostgresUsage {
                 logger: logger
             )
         }
-        let addresses = batch.addresses.sorted { ($0.tenant, $0.day.number, $0.address) < ($1.tenant, $1.day.number, $1.address) }
+        let addresses = batch.addresses.sorted {
+            ($0.tenant, $0.day.number, $0.address) < ($1.tenant, $1.day.number, $1.address)
+        }
         if !addresses.isEmpty {
             let tenants = addresses.map(\.tenant)
             let days = addresses.map { Int32($0.day.number) }
@@ -76,7 +80,9 @@ enum PostgresUsage {
                 logger: logger
             )
         }
-        for (key, sighting) in batch.certificates.sorted(by: { ($0.key.tenant, $0.key.fingerprint) < ($1.key.tenant, $1.key.fingerprint) }) {
+        for (key, sighting) in batch.certificates.sorted(by: {
+            ($0.key.tenant, $0.key.fingerprint) < ($1.key.tenant, $1.key.fingerprint)
+        }) {
             try await connection.query(
                 """
                 INSERT INTO usage_certificates (tenant, fingerprint, subject, not_after, first_seen, last_seen)
@@ -91,7 +97,12 @@ enum PostgresUsage {
         }
     }
 
-    static func read(from firstDay: UsageDay, tenant: String?, client: PostgresClient, logger: Logger) async throws -> StoredUsage {
+    static func read(
+        from firstDay: UsageDay,
+        tenant: String?,
+        client: PostgresClient,
+        logger: Logger
+    ) async throws -> StoredUsage {
         var usage = StoredUsage()
         let day = Int32(firstDay.number)
         // `tenant IS NULL OR …`: one statement for all tenants and for one.
@@ -126,9 +137,13 @@ enum PostgresUsage {
             """,
             logger: logger
         )
-        for try await (name, fingerprint, subject, notAfter, firstSeen, lastSeen) in certificates.decode((String, String, String, Int64, Int64, Int64).self) {
+        for try await (name, fingerprint, subject, notAfter, firstSeen, lastSeen) in certificates.decode(
+            (String, String, String, Int64, Int64, Int64).self
+        ) {
             let certificate = SeenCertificate(fingerprint: fingerprint, subject: subject, notAfter: notAfter)
-            usage.certificates[name, default: []].append(.init(certificate: certificate, firstSeen: firstSeen, lastSeen: lastSeen))
+            usage.certificates[name, default: []].append(
+                .init(certificate: certificate, firstSeen: firstSeen, lastSeen: lastSeen)
+            )
         }
         let backlogs = try await client.query(
             """
@@ -202,12 +217,17 @@ public struct PostgresUsageReader: UsageSource {
 
     private static func checkSchema(_ client: PostgresClient, logger: Logger) async throws {
         var hasSchema = false
-        for try await found in try await client.query("SELECT to_regclass('apns_bridge_schema') IS NOT NULL", logger: logger).decode(Bool.self) {
+        for try await found in try await client.query(
+            "SELECT to_regclass('apns_bridge_schema') IS NOT NULL",
+            logger: logger
+        ).decode(Bool.self) {
             hasSchema = found
         }
         var version = 0
         if hasSchema {
-            for try await found in try await client.query("SELECT max(version) FROM apns_bridge_schema", logger: logger).decode(Int?.self) {
+            for try await found in try await client.query("SELECT max(version) FROM apns_bridge_schema", logger: logger)
+                .decode(Int?.self)
+            {
                 version = found ?? 0
             }
         }
@@ -234,7 +254,10 @@ extension BridgeStoreLocation {
             return try await PostgresUsageReader.withReader(url: location, logger: logger) { try await body($0) }
         }
         if location.hasPrefix("sqlite:") {
-            let reader = try await SQLiteUsageReader.open(path: String(location.dropFirst("sqlite:".count)), logger: logger)
+            let reader = try await SQLiteUsageReader.open(
+                path: String(location.dropFirst("sqlite:".count)),
+                logger: logger
+            )
             do {
                 let result = try await body(reader)
                 await reader.close()

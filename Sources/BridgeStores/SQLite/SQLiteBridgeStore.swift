@@ -69,7 +69,10 @@ public final class SQLiteBridgeStore: BridgeStore {
         self.logger = logger
         self.horizons = horizons
         self.feedbackListFilter = feedbackListFilter
-        let batcher = FeedbackWriteBatcher(maximumQueued: configuration.maximumQueuedFeedbackChanges, filter: feedbackListFilter) { batch in
+        let batcher = FeedbackWriteBatcher(
+            maximumQueued: configuration.maximumQueuedFeedbackChanges,
+            filter: feedbackListFilter
+        ) { batch in
             try await lock.withLock {
                 if Self.statementCount(batch) == 1 {
                     // One statement is atomic by itself: no BEGIN and COMMIT around it, which are
@@ -96,7 +99,12 @@ public final class SQLiteBridgeStore: BridgeStore {
         logger: Logger = Logger(label: "apns-bridge.store"),
         _ body: (SQLiteBridgeStore) async throws -> Result
     ) async throws -> Result {
-        let store = try await Self.openWithoutCommits(path: path, configuration: configuration, synchronous: synchronous, logger: logger)
+        let store = try await Self.openWithoutCommits(
+            path: path,
+            configuration: configuration,
+            synchronous: synchronous,
+            logger: logger
+        )
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await store.committer.run() }
             return try await store.closing(after: body)
@@ -113,7 +121,12 @@ public final class SQLiteBridgeStore: BridgeStore {
         synchronous: Synchronous = .full,
         logger: Logger = Logger(label: "apns-bridge.store")
     ) async throws -> SQLiteBridgeStore {
-        let store = try await Self.openWithoutCommits(path: path, configuration: configuration, synchronous: synchronous, logger: logger)
+        let store = try await Self.openWithoutCommits(
+            path: path,
+            configuration: configuration,
+            synchronous: synchronous,
+            logger: logger
+        )
         Task { await store.committer.run() }
         return store
     }
@@ -134,7 +147,10 @@ public final class SQLiteBridgeStore: BridgeStore {
                 "UPDATE feedback_entries SET claim = NULL, claim_batch = NULL, claimed_at = NULL WHERE claim IS NOT NULL RETURNING id"
             ).count
             if released > 0 {
-                logger.notice("released feedback entries claimed by an unfinished drain of a previous run", metadata: ["entries": "\(released)"])
+                logger.notice(
+                    "released feedback entries claimed by an unfinished drain of a previous run",
+                    metadata: ["entries": "\(released)"]
+                )
             }
             let orphaned = try await connection.query(
                 "UPDATE resend_records SET outcome = ?, outcome_value = 0 WHERE outcome IS NULL RETURNING id",
@@ -150,7 +166,9 @@ public final class SQLiteBridgeStore: BridgeStore {
             for row in try await connection.query(
                 "SELECT tenant, max(expires_at) AS until FROM resend_records WHERE claimed = 0 GROUP BY tenant"
             ) {
-                guard let tenant = row.column("tenant")?.string, let until = row.column("until")?.integer else { continue }
+                guard let tenant = row.column("tenant")?.string, let until = row.column("until")?.integer else {
+                    continue
+                }
                 horizons.extend(tenant: tenant, until: Int64(until))
             }
             let feedbackListFilter = FeedbackListFilter()
@@ -179,7 +197,12 @@ public final class SQLiteBridgeStore: BridgeStore {
 
     /// Commits what is queued and closes the file. A second call does nothing.
     public func close() async {
-        guard !self.isClosed.withLock({ closed in defer { closed = true }; return closed }) else { return }
+        guard
+            !self.isClosed.withLock({ closed in
+                defer { closed = true }
+                return closed
+            })
+        else { return }
         await self.batcher.close()
         self.batcher.finish()
         await self.committer.stop()
@@ -247,7 +270,10 @@ public final class SQLiteBridgeStore: BridgeStore {
         logger.info("store schema created", metadata: ["backend": "sqlite", "version": "1"])
     }
 
-    static func transaction<Result>(_ connection: SQLiteConnection, _ body: () async throws -> Result) async throws -> Result {
+    static func transaction<Result>(
+        _ connection: SQLiteConnection,
+        _ body: () async throws -> Result
+    ) async throws -> Result {
         _ = try await connection.query("BEGIN IMMEDIATE")
         do {
             let result = try await body()
@@ -274,7 +300,11 @@ public final class SQLiteBridgeStore: BridgeStore {
         return statements(batch.entries.count) + statements(batch.removals.count)
     }
 
-    private static func write(_ batch: FeedbackWriteBatcher.Batch, to connection: SQLiteConnection, now: Int64) async throws {
+    private static func write(
+        _ batch: FeedbackWriteBatcher.Batch,
+        to connection: SQLiteConnection,
+        now: Int64
+    ) async throws {
         let entries = batch.entries
         let removals = batch.removals
         for start in stride(from: 0, to: entries.count, by: Self.rowsPerStatement) {
@@ -282,7 +312,10 @@ public final class SQLiteBridgeStore: BridgeStore {
             var binds: [SQLiteData] = []
             binds.reserveCapacity(chunk.count * 5)
             for entry in chunk {
-                binds += [.text(entry.tenant), .text(entry.environment.rawValue), .blob(entry.deviceToken), .integer(Int(entry.timestamp)), .integer(Int(now))]
+                binds += [
+                    .text(entry.tenant), .text(entry.environment.rawValue), .blob(entry.deviceToken),
+                    .integer(Int(entry.timestamp)), .integer(Int(now)),
+                ]
             }
             // A newer timestamp replaces the entry and cancels a claim on it: the drain serving
             // the older one must not delete the newer.
@@ -317,7 +350,11 @@ public final class SQLiteBridgeStore: BridgeStore {
 
     /// Rebuilds `filter` from every entry's token, 10,000 rows per turn of the lock (a million
     /// entries never sit in memory as rows, and writers get their turns between).
-    private static func rebuild(_ filter: FeedbackListFilter, connection: SQLiteConnection, lock: AsyncSerialLock) async throws {
+    private static func rebuild(
+        _ filter: FeedbackListFilter,
+        connection: SQLiteConnection,
+        lock: AsyncSerialLock
+    ) async throws {
         try await filter.rebuild { found in
             var after = 0
             while true {
@@ -351,7 +388,9 @@ public final class SQLiteBridgeStore: BridgeStore {
     ) async throws -> FeedbackDrainResult {
         let claim = DrainClaim.make()
         let lengthFilter = options.only32ByteTokens ? "AND length(token) = 32" : ""
-        return try await FeedbackDrainLoop.run(batchSize: options.batchSize, deliver: deliver, finish: finish) { batch, deleting in
+        return try await FeedbackDrainLoop.run(batchSize: options.batchSize, deliver: deliver, finish: finish) {
+            batch,
+            deleting in
             let rows = try await self.lock.withLock {
                 try await Self.transaction(self.connection) {
                     if let deleting {
@@ -403,7 +442,8 @@ public final class SQLiteBridgeStore: BridgeStore {
         )
     }
 
-    public func pendingEntries(tenant: String, environment: APNsEnvironment, limit: Int) async throws -> [FeedbackEntry] {
+    public func pendingEntries(tenant: String, environment: APNsEnvironment, limit: Int) async throws -> [FeedbackEntry]
+    {
         try await self.lock.withLock {
             try await self.connection.query(
                 "SELECT token, timestamp FROM feedback_entries WHERE tenant = ? AND environment = ? AND claim IS NULL ORDER BY id LIMIT ?",
@@ -440,8 +480,10 @@ public final class SQLiteBridgeStore: BridgeStore {
                         let (kind, value) = record.outcome.map(StoredOutcome.encode) ?? (-1, 0)
                         _ = try await self.connection.query(
                             "INSERT INTO resend_records (key_hash, tenant, expires_at, outcome, outcome_value) VALUES (?, ?, ?, ?, ?)",
-                            [.blob(record.key.storageHash), .text(record.key.tenant), .integer(Int(expiresAt)),
-                             kind < 0 ? .null : .integer(Int(kind)), .integer(Int(value))]
+                            [
+                                .blob(record.key.storageHash), .text(record.key.tenant), .integer(Int(expiresAt)),
+                                kind < 0 ? .null : .integer(Int(kind)), .integer(Int(value)),
+                            ]
                         )
                     }
                 }
@@ -453,7 +495,11 @@ public final class SQLiteBridgeStore: BridgeStore {
         self.horizons.mayHoldLiveRecords(tenant: tenant, now: self.configuration.nowMilliseconds)
     }
 
-    public func resolve(_ key: ResendRecordKey, outcome: NotificationOutcome, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+    public func resolve(
+        _ key: ResendRecordKey,
+        outcome: NotificationOutcome,
+        on eventLoop: any EventLoop
+    ) -> EventLoopFuture<Void> {
         guard self.mayHoldLiveRecords(tenant: key.tenant) else { return eventLoop.makeSucceededVoidFuture() }
         let (kind, value) = StoredOutcome.encode(outcome)
         return eventLoop.makeFutureWithTask {
@@ -494,9 +540,14 @@ public final class SQLiteBridgeStore: BridgeStore {
             while outcomeRow.column("outcome")?.isNull ?? true {
                 if self.configuration.nowMilliseconds > expiresAt { return .outcomeUnknown }
                 try await Task.sleep(for: self.configuration.resendOutcomePollInterval)
-                guard let next = try await self.lock.withLock({
-                    try await self.connection.query("SELECT outcome, outcome_value FROM resend_records WHERE id = ?", [.integer(id)]).first
-                }) else { return .outcomeUnknown }
+                guard
+                    let next = try await self.lock.withLock({
+                        try await self.connection.query(
+                            "SELECT outcome, outcome_value FROM resend_records WHERE id = ?",
+                            [.integer(id)]
+                        ).first
+                    })
+                else { return .outcomeUnknown }
                 outcomeRow = next
             }
             return StoredOutcome.claim(
@@ -515,7 +566,8 @@ public final class SQLiteBridgeStore: BridgeStore {
         let leaseStart = nowSeconds - self.configuration.claimLease.milliseconds / 1000
         let sweep = try await self.lock.withLock {
             let entries = try await self.connection.query(
-                "DELETE FROM feedback_entries WHERE recorded_at < ? AND claim IS NULL RETURNING id", [.integer(Int(retentionStart))]
+                "DELETE FROM feedback_entries WHERE recorded_at < ? AND claim IS NULL RETURNING id",
+                [.integer(Int(retentionStart))]
             ).count
             let records = try await self.connection.query(
                 "DELETE FROM resend_records WHERE expires_at < ? OR (claimed = 1 AND outcome IS NOT NULL) RETURNING id",
@@ -529,7 +581,12 @@ public final class SQLiteBridgeStore: BridgeStore {
                 before: UsageDay(unixSeconds: nowSeconds - self.configuration.usageRetention.milliseconds / 1000),
                 connection: self.connection
             )
-            return StoreSweep(feedbackEntries: entries, resendRecords: records, releasedClaims: claims, usageRows: usage)
+            return StoreSweep(
+                feedbackEntries: entries,
+                resendRecords: records,
+                releasedClaims: claims,
+                usageRows: usage
+            )
         }
         // Entries served, removed or expired since the last sweep leave the filter.
         try await Self.rebuild(self.feedbackListFilter, connection: self.connection, lock: self.lock)

@@ -56,7 +56,10 @@ enum SQLiteUsage {
                     last_seen = coalesce(max(last_seen, excluded.last_seen), last_seen, excluded.last_seen),
                     last_poll = coalesce(max(last_poll, excluded.last_poll), last_poll, excluded.last_poll)
                 """,
-                [.text(tenant), Self.optional(times.firstSeen), Self.optional(times.lastSeen), Self.optional(times.lastPoll)]
+                [
+                    .text(tenant), Self.optional(times.firstSeen), Self.optional(times.lastSeen),
+                    Self.optional(times.lastPoll),
+                ]
             )
         }
         for (key, sighting) in batch.certificates {
@@ -69,13 +72,15 @@ enum SQLiteUsage {
                 """,
                 [
                     .text(key.tenant), .text(key.fingerprint), .text(sighting.certificate.subject),
-                    .integer(Int(sighting.certificate.notAfter)), .integer(Int(sighting.firstSeen)), .integer(Int(sighting.lastSeen)),
+                    .integer(Int(sighting.certificate.notAfter)), .integer(Int(sighting.firstSeen)),
+                    .integer(Int(sighting.lastSeen)),
                 ]
             )
         }
     }
 
-    static func read(from firstDay: UsageDay, tenant: String?, connection: SQLiteConnection) async throws -> StoredUsage {
+    static func read(from firstDay: UsageDay, tenant: String?, connection: SQLiteConnection) async throws -> StoredUsage
+    {
         var usage = StoredUsage()
         let onlyTenant = tenant == nil ? "" : " AND tenant = ?"
         let tenantBinding: [SQLiteData] = tenant.map { [.text($0)] } ?? []
@@ -96,7 +101,10 @@ enum SQLiteUsage {
             usage.distinctAddresses[name] = count
         }
         let whereTenant = tenant == nil ? "" : " WHERE tenant = ?"
-        for row in try await connection.query("SELECT tenant, first_seen, last_seen, last_poll FROM usage_tenants\(whereTenant)", tenantBinding) {
+        for row in try await connection.query(
+            "SELECT tenant, first_seen, last_seen, last_poll FROM usage_tenants\(whereTenant)",
+            tenantBinding
+        ) {
             guard let name = row.column("tenant")?.string else { continue }
             usage.tenants[name] = .init(
                 firstSeen: row.column("first_seen")?.integer.map(Int64.init),
@@ -113,7 +121,9 @@ enum SQLiteUsage {
                 let firstSeen = row.column("first_seen")?.integer, let lastSeen = row.column("last_seen")?.integer
             else { continue }
             let certificate = SeenCertificate(fingerprint: fingerprint, subject: subject, notAfter: Int64(notAfter))
-            usage.certificates[name, default: []].append(.init(certificate: certificate, firstSeen: Int64(firstSeen), lastSeen: Int64(lastSeen)))
+            usage.certificates[name, default: []].append(
+                .init(certificate: certificate, firstSeen: Int64(firstSeen), lastSeen: Int64(lastSeen))
+            )
         }
         for row in try await connection.query(
             "SELECT tenant, count(*) AS n, min(recorded_at) AS oldest FROM feedback_entries\(whereTenant) GROUP BY tenant",

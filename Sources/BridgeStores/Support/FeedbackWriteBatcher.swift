@@ -89,7 +89,9 @@ final class FeedbackWriteBatcher: Sendable {
     func submit(_ change: FeedbackChange, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
         switch change {
         case .registered(let key):
-            guard self.filter.mayContain(key.deviceToken, on: key.list) else { return eventLoop.makeSucceededVoidFuture() }
+            guard self.filter.mayContain(key.deviceToken, on: key.list) else {
+                return eventLoop.makeSucceededVoidFuture()
+            }
         case .unregistered(let entry):
             self.filter.insert(entry.deviceToken, on: entry.key.list)
         }
@@ -103,7 +105,10 @@ final class FeedbackWriteBatcher: Sendable {
             change = .registered(key)
         }
         let promise = eventLoop.makePromise(of: Void.self)
-        enum Decision { case refuse(any Error), queued, startCommitting }
+        enum Decision {
+            case refuse(any Error)
+            case queued, startCommitting
+        }
         let decision: Decision = self.state.withLock { state in
             if state.isClosed { return .refuse(StoreClosed()) }
             if var existing = state.queued[key] {
@@ -111,7 +116,9 @@ final class FeedbackWriteBatcher: Sendable {
                 existing.promises.append(promise)
                 state.queued[key] = existing
             } else {
-                guard state.queued.count < self.maximumQueued else { return .refuse(QueueFull(limit: self.maximumQueued)) }
+                guard state.queued.count < self.maximumQueued else {
+                    return .refuse(QueueFull(limit: self.maximumQueued))
+                }
                 state.queued[key] = QueuedChange(change: change, promises: [promise])
             }
             if state.isCommitting { return .queued }
@@ -146,7 +153,8 @@ final class FeedbackWriteBatcher: Sendable {
 
     private func commitUntilEmpty() async {
         while true {
-            let (batch, closeWaiters) = self.state.withLock { state -> ([QueuedChange], [CheckedContinuation<Void, Never>]) in
+            let (batch, closeWaiters) = self.state.withLock {
+                state -> ([QueuedChange], [CheckedContinuation<Void, Never>]) in
                 let batch = Array(state.queued.values)
                 state.queued.removeAll(keepingCapacity: true)
                 guard batch.isEmpty else { return (batch, []) }
@@ -155,7 +163,7 @@ final class FeedbackWriteBatcher: Sendable {
                 return ([], state.closeWaiters)
             }
             if batch.isEmpty {
-                closeWaiters.forEach { $0.resume() }
+                for waiter in closeWaiters { waiter.resume() }
                 return
             }
             do {
@@ -164,15 +172,21 @@ final class FeedbackWriteBatcher: Sendable {
                 for entry in committed.entries {
                     self.filter.insert(entry.deviceToken, on: entry.key.list)
                 }
-                for queued in batch { queued.promises.forEach { $0.succeed() } }
+                for queued in batch {
+                    for promise in queued.promises { promise.succeed() }
+                }
             } catch {
-                for queued in batch { queued.promises.forEach { $0.fail(error) } }
+                for queued in batch {
+                    for promise in queued.promises { promise.fail(error) }
+                }
             }
         }
     }
 
     private static func merge(_ earlier: FeedbackChange, _ later: FeedbackChange) -> FeedbackChange {
-        if case .unregistered(let first) = earlier, case .unregistered(let second) = later, first.timestamp > second.timestamp {
+        if case .unregistered(let first) = earlier, case .unregistered(let second) = later,
+            first.timestamp > second.timestamp
+        {
             return earlier
         }
         return later

@@ -49,7 +49,12 @@ extension ResendRecordKey {
         bytes.writeBytes(tenant)
         bytes.writeInteger(UInt32(self.deviceToken.readableBytes))
         bytes.writeImmutableBuffer(self.deviceToken)
-        bytes.writeMultipleIntegers(self.payloadDigest.bytes.0, self.payloadDigest.bytes.1, self.payloadDigest.bytes.2, self.payloadDigest.bytes.3)
+        bytes.writeMultipleIntegers(
+            self.payloadDigest.bytes.0,
+            self.payloadDigest.bytes.1,
+            self.payloadDigest.bytes.2,
+            self.payloadDigest.bytes.3
+        )
         bytes.writeInteger(self.priority)
         bytes.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
         return ByteBuffer(bytes: hasher.finalize())

@@ -75,7 +75,12 @@ public struct LegacyProtocolError: Error, Hashable, Sendable, CustomStringConver
     }
 
     static func itemRunsPastFrame(itemID: UInt8, length: UInt16) -> Self {
-        Self(.itemRunsPastFrame(itemID: itemID, length: length), status: .protocolError, identifier: .zero, command: .itemized)
+        Self(
+            .itemRunsPastFrame(itemID: itemID, length: length),
+            status: .protocolError,
+            identifier: .zero,
+            command: .itemized
+        )
     }
 
     static func truncatedItemHeader() -> Self {
@@ -83,7 +88,12 @@ public struct LegacyProtocolError: Error, Hashable, Sendable, CustomStringConver
     }
 
     static func badItemLength(itemID: UInt8, length: UInt16) -> Self {
-        Self(.badItemLength(itemID: itemID, length: length), status: .protocolError, identifier: .zero, command: .itemized)
+        Self(
+            .badItemLength(itemID: itemID, length: length),
+            status: .protocolError,
+            identifier: .zero,
+            command: .itemized
+        )
     }
 
     static func badPriority(_ priority: UInt8) -> Self {
@@ -107,9 +117,13 @@ public struct LegacyProtocolError: Error, Hashable, Sendable, CustomStringConver
         let what: String
         switch self.code {
         case .unknownCommand(let command): what = "unknown command \(command)"
-        case .frameTooLong(let length): what = "frame length \(length) over the limit of \(LegacyProtocolLimits.maximumFrameLength)"
-        case .tokenTooLong(let length): what = "token length \(length) over the limit of \(LegacyProtocolLimits.maximumTokenLength)"
-        case .payloadTooLong(let length): what = "payload length \(length) over the largest any topic accepts, \(LegacyProtocolLimits.largestAcceptedPayloadLength)"
+        case .frameTooLong(let length):
+            what = "frame length \(length) over the limit of \(LegacyProtocolLimits.maximumFrameLength)"
+        case .tokenTooLong(let length):
+            what = "token length \(length) over the limit of \(LegacyProtocolLimits.maximumTokenLength)"
+        case .payloadTooLong(let length):
+            what =
+                "payload length \(length) over the largest any topic accepts, \(LegacyProtocolLimits.largestAcceptedPayloadLength)"
         case .itemRunsPastFrame(let id, let length): what = "item \(id) of length \(length) runs past its frame"
         case .truncatedItemHeader: what = "item header cut off by the end of its frame"
         case .badItemLength(let id, let length): what = "item \(id) has the wrong length \(length)"

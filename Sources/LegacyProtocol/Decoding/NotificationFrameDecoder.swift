@@ -48,7 +48,15 @@ public struct NotificationFrameDecoder: NIOSingleStepByteToMessageDecoder {
         guard tokenLength <= LegacyProtocolLimits.maximumTokenLength else {
             throw LegacyProtocolError.tokenTooLong(tokenLength, identifier: .zero, command: .simple)
         }
-        guard let (token, payload) = try Self.readTokenAndPayload(&buffer, headerLength: 3, tokenLength: tokenLength, identifier: .zero, command: .simple) else {
+        guard
+            let (token, payload) = try Self.readTokenAndPayload(
+                &buffer,
+                headerLength: 3,
+                tokenLength: tokenLength,
+                identifier: .zero,
+                command: .simple
+            )
+        else {
             return nil
         }
         return NotificationFrame(command: .simple, deviceToken: token, payload: payload)
@@ -107,7 +115,12 @@ public struct NotificationFrameDecoder: NIOSingleStepByteToMessageDecoder {
         let payloadLengthIndex = start + headerLength + Int(tokenLength)
         guard let payloadLength = buffer.getInteger(at: payloadLengthIndex, as: UInt16.self) else { return nil }
         guard payloadLength <= LegacyProtocolLimits.largestAcceptedPayloadLength else {
-            throw LegacyProtocolError.payloadTooLong(payloadLength, tokenLength: tokenLength, identifier: identifier, command: command)
+            throw LegacyProtocolError.payloadTooLong(
+                payloadLength,
+                tokenLength: tokenLength,
+                identifier: identifier,
+                command: command
+            )
         }
         let frameLength = headerLength + Int(tokenLength) + 2 + Int(payloadLength)
         guard buffer.readableBytes >= frameLength else { return nil }

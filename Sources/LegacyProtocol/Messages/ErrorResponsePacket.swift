@@ -36,10 +36,12 @@ extension ByteBuffer {
     /// Reads one error-response packet, or returns `nil` (consuming nothing) when fewer than
     /// 6 bytes are readable or the first byte is not command 8.
     public mutating func readErrorResponse() -> ErrorResponsePacket? {
-        guard let (command, status, identifier) = self.getMultipleIntegers(
-            at: self.readerIndex,
-            as: (UInt8, UInt8, UInt32).self
-        ), command == ErrorResponsePacket.command else {
+        guard
+            let (command, status, identifier) = self.getMultipleIntegers(
+                at: self.readerIndex,
+                as: (UInt8, UInt8, UInt32).self
+            ), command == ErrorResponsePacket.command
+        else {
             return nil
         }
         self.moveReaderIndex(forwardBy: ErrorResponsePacket.length)

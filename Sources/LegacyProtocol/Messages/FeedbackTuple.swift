@@ -31,7 +31,10 @@ extension FeedbackTuple {
     /// record, so no tuple straddles two records: some clients (both Go libraries) read one
     /// tuple per `Read`, which returns at most the rest of one record (docs/protocol.md,
     /// "Feedback service").
-    public static func recordSizedBuffers(_ tuples: some Collection<FeedbackTuple>, allocator: ByteBufferAllocator) -> [ByteBuffer] {
+    public static func recordSizedBuffers(
+        _ tuples: some Collection<FeedbackTuple>,
+        allocator: ByteBufferAllocator
+    ) -> [ByteBuffer] {
         // A capacity hint: the size of a batch of classic 38-byte tuples, at most one record.
         let capacity = Swift.min(Self.maximumRecordPlaintext, tuples.count * 38)
         var buffers: [ByteBuffer] = []
@@ -74,7 +77,9 @@ public struct FeedbackTupleDecoder: NIOSingleStepByteToMessageDecoder {
     }
 
     public mutating func decode(buffer: inout ByteBuffer) throws -> FeedbackTuple? {
-        guard let (timestamp, tokenLength) = buffer.getMultipleIntegers(at: buffer.readerIndex, as: (UInt32, UInt16).self) else {
+        guard
+            let (timestamp, tokenLength) = buffer.getMultipleIntegers(at: buffer.readerIndex, as: (UInt32, UInt16).self)
+        else {
             return nil
         }
         guard tokenLength <= self.maximumTokenLength else {

@@ -12,7 +12,9 @@ extension NotificationFrame {
         if tokenLength == 0 {
             return .missingDeviceToken
         }
-        if tokenLength < LegacyProtocolLimits.minimumTokenLength || tokenLength > LegacyProtocolLimits.maximumTokenLength {
+        if tokenLength < LegacyProtocolLimits.minimumTokenLength
+            || tokenLength > LegacyProtocolLimits.maximumTokenLength
+        {
             return .invalidTokenSize
         }
         if !hasTopic {

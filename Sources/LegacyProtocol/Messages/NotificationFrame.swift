@@ -112,9 +112,15 @@ extension ByteBuffer {
                 self.writeImmutableBuffer(frame.payload)
             }
             self.writeMultipleIntegers(
-                NotificationItemID.identifier, UInt16(4), frame.identifier.rawValue,
-                NotificationItemID.expiration, UInt16(4), frame.expiration,
-                NotificationItemID.priority, UInt16(1), frame.priority
+                NotificationItemID.identifier,
+                UInt16(4),
+                frame.identifier.rawValue,
+                NotificationItemID.expiration,
+                UInt16(4),
+                frame.expiration,
+                NotificationItemID.priority,
+                UInt16(1),
+                frame.priority
             )
             self.setInteger(UInt32(self.writerIndex - lengthIndex - 4), at: lengthIndex)
         }

@@ -42,7 +42,9 @@ public enum ProxyHeaderParser {
         let view = buffer.readableBytesView
         let searched = view.prefix(Self.maximumVersion1Length)
         guard let lf = searched.firstIndex(of: 0x0A) else {
-            if view.count >= Self.maximumVersion1Length { throw .malformedVersion1("no CRLF within \(Self.maximumVersion1Length) bytes") }
+            if view.count >= Self.maximumVersion1Length {
+                throw .malformedVersion1("no CRLF within \(Self.maximumVersion1Length) bytes")
+            }
             return nil
         }
         let lineEnd = lf - view.startIndex
@@ -59,7 +61,9 @@ public enum ProxyHeaderParser {
             header = ProxyHeader(version: .one, source: nil)
         case "TCP4", "TCP6":
             guard fields.count == 6 else { throw .malformedVersion1("\(fields.count) fields, not 6") }
-            guard let port = Self.port(fields[4]), Self.port(fields[5]) != nil else { throw .malformedVersion1("a port that is not 0–65535") }
+            guard let port = Self.port(fields[4]), Self.port(fields[5]) != nil else {
+                throw .malformedVersion1("a port that is not 0–65535")
+            }
             guard let source = try? SocketAddress(ipAddress: String(fields[2]), port: port),
                 (try? SocketAddress(ipAddress: String(fields[3]), port: 0)) != nil
             else { throw .malformedVersion1("an address that does not parse") }
@@ -75,7 +79,8 @@ public enum ProxyHeaderParser {
 
     /// A port as version 1 writes it: decimal, no sign, no leading zero (but "0").
     private static func port(_ text: Substring) -> Int? {
-        guard (1...5).contains(text.count), text.allSatisfy({ $0.isASCII && $0.isNumber }), text == "0" || !text.hasPrefix("0"),
+        guard (1...5).contains(text.count), text.allSatisfy({ $0.isASCII && $0.isNumber }),
+            text == "0" || !text.hasPrefix("0"),
             let value = Int(text), value <= 65_535
         else { return nil }
         return value
@@ -113,7 +118,10 @@ public enum ProxyHeaderParser {
             for index in stride(from: 0, to: 16, by: 2) {
                 groups.append(String(UInt16(bytes[index]) << 8 | UInt16(bytes[index + 1]), radix: 16))
             }
-            return ProxyHeader(version: .two, source: try? SocketAddress(ipAddress: groups.joined(separator: ":"), port: port))
+            return ProxyHeader(
+                version: .two,
+                source: try? SocketAddress(ipAddress: groups.joined(separator: ":"), port: port)
+            )
         default:
             // UNSPEC, UDP, UNIX: nothing the bridge can use as a client address.
             return ProxyHeader(version: .two, source: nil)

@@ -97,7 +97,9 @@ public final class APNsChannelManagementClient: Sendable {
 
     /// Creates a channel; returns its id (`201`, `apns-channel-id`).
     public func create(bundleID: String, messageStoragePolicy: APNsMessageStoragePolicy) async throws -> String {
-        let body = ByteBuffer(string: "{\"message-storage-policy\":\(messageStoragePolicy.rawValue),\"push-type\":\"LiveActivity\"}")
+        let body = ByteBuffer(
+            string: "{\"message-storage-policy\":\(messageStoragePolicy.rawValue),\"push-type\":\"LiveActivity\"}"
+        )
         let request = APNsRequest.channelManagement(
             method: "POST",
             path: Self.channelsPath(bundleID),
@@ -182,7 +184,12 @@ public final class APNsChannelManagementClient: Sendable {
         case .answered(let response) where response.isSuccess:
             return response
         case .answered(let response):
-            throw APNsChannelManagementError(status: response.status, reason: response.reason, requestID: request.apnsID, detail: "")
+            throw APNsChannelManagementError(
+                status: response.status,
+                reason: response.reason,
+                requestID: request.apnsID,
+                detail: ""
+            )
         case .unanswered(let failure, let lastResponse):
             throw APNsChannelManagementError(
                 status: lastResponse?.status,
@@ -193,8 +200,14 @@ public final class APNsChannelManagementClient: Sendable {
         }
     }
 
-    private func decode<Body: Decodable>(_ type: Body.Type, from response: APNsResponse, request: APNsRequest) throws -> Body {
-        guard let body = response.body, let decoded = try? JSONDecoder().decode(Body.self, from: Data(body.readableBytesView)) else {
+    private func decode<Body: Decodable>(
+        _ type: Body.Type,
+        from response: APNsResponse,
+        request: APNsRequest
+    ) throws -> Body {
+        guard let body = response.body,
+            let decoded = try? JSONDecoder().decode(Body.self, from: Data(body.readableBytesView))
+        else {
             throw APNsChannelManagementError(
                 status: response.status,
                 reason: nil,

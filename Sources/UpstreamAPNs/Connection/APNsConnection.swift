@@ -50,7 +50,11 @@ final class APNsConnection: Sendable {
                     #if NGHTTP2Engine
                     if configuration.engine == .nghttp2 {
                         try sync.addHandler(
-                            NGHTTP2ConnectionHandler(configuration: configuration, readyPromise: readyPromise, logger: finalLogger)
+                            NGHTTP2ConnectionHandler(
+                                configuration: configuration,
+                                readyPromise: readyPromise,
+                                logger: finalLogger
+                            )
                         )
                         return
                     }
@@ -70,7 +74,11 @@ final class APNsConnection: Sendable {
                     http2.contentLengthValidation = .disabled
                     try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: http2))
                     try sync.addHandler(
-                        APNsConnectionHandler(configuration: configuration, readyPromise: readyPromise, logger: finalLogger)
+                        APNsConnectionHandler(
+                            configuration: configuration,
+                            readyPromise: readyPromise,
+                            logger: finalLogger
+                        )
                     )
                 }
             }
@@ -94,7 +102,11 @@ final class APNsConnection: Sendable {
                     #else
                     handler = try channel.pipeline.syncOperations.handler(type: APNsConnectionHandler.self)
                     #endif
-                    return APNsConnection(id: id, channel: channel, handler: NIOLoopBound(handler, eventLoop: channel.eventLoop))
+                    return APNsConnection(
+                        id: id,
+                        channel: channel,
+                        handler: NIOLoopBound(handler, eventLoop: channel.eventLoop)
+                    )
                 }
             }
     }
@@ -111,12 +123,27 @@ final class APNsConnection: Sendable {
 
     /// Sends a request; `completion` is called once, on the connection's event loop. Its answer
     /// deadline counts from now, on the connection's loop, as the request is written.
-    func send(_ request: APNsRequest, authorization: String?, deadlines: AttemptDeadlines, completion: @escaping APNsResponseHandler) {
+    func send(
+        _ request: APNsRequest,
+        authorization: String?,
+        deadlines: AttemptDeadlines,
+        completion: @escaping APNsResponseHandler
+    ) {
         if self.eventLoop.inEventLoop {
-            self.handler.value.send(request, authorization: authorization, deadline: deadlines.answerDeadline(writtenAt: .now()), completion: completion)
+            self.handler.value.send(
+                request,
+                authorization: authorization,
+                deadline: deadlines.answerDeadline(writtenAt: .now()),
+                completion: completion
+            )
         } else {
             self.eventLoop.execute {
-                self.handler.value.send(request, authorization: authorization, deadline: deadlines.answerDeadline(writtenAt: .now()), completion: completion)
+                self.handler.value.send(
+                    request,
+                    authorization: authorization,
+                    deadline: deadlines.answerDeadline(writtenAt: .now()),
+                    completion: completion
+                )
             }
         }
     }

@@ -88,7 +88,12 @@ package final class APNsConnectionHandler: ChannelInboundHandler {
 
     /// Writes the request on a new stream; the stream is reset, and the completion handler told
     /// interrupted, if no answer has come by `deadline`.
-    package func send(_ request: APNsRequest, authorization: String?, deadline: NIODeadline, completion: @escaping APNsResponseHandler) {
+    package func send(
+        _ request: APNsRequest,
+        authorization: String?,
+        deadline: NIODeadline,
+        completion: @escaping APNsResponseHandler
+    ) {
         guard let context else {
             completion(.failure(.unprocessed("the connection is closing")))
             return
@@ -107,12 +112,19 @@ package final class APNsConnectionHandler: ChannelInboundHandler {
         let headers = self.headerEncoder.headers(for: request, authorization: authorization)
         let hasBody = request.payload.readableBytes > 0
         context.write(
-            self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: !hasBody)))),
+            self.wrapOutboundOut(
+                HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: !hasBody)))
+            ),
             promise: nil
         )
         if hasBody {
             context.write(
-                self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(request.payload), endStream: true)))),
+                self.wrapOutboundOut(
+                    HTTP2Frame(
+                        streamID: streamID,
+                        payload: .data(.init(data: .byteBuffer(request.payload), endStream: true))
+                    )
+                ),
                 promise: nil
             )
         }
@@ -165,7 +177,10 @@ package final class APNsConnectionHandler: ChannelInboundHandler {
     package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted(let negotiated) = tlsEvent {
             if negotiated != "h2" {
-                self.logger.error("the upstream did not agree to HTTP/2 (ALPN h2)", metadata: ["alpn": "\(negotiated ?? "none")"])
+                self.logger.error(
+                    "the upstream did not agree to HTTP/2 (ALPN h2)",
+                    metadata: ["alpn": "\(negotiated ?? "none")"]
+                )
                 context.close(promise: nil)
             }
         } else if let closed = event as? StreamClosedEvent {
@@ -202,7 +217,8 @@ package final class APNsConnectionHandler: ChannelInboundHandler {
             let completion = self.state.headersReceived(
                 on: frame.streamID,
                 status: status,
-                apnsID: status == nil ? nil : headers.headers.first(name: "apns-id") ?? headers.headers.first(name: "apns-request-id"),
+                apnsID: status == nil
+                    ? nil : headers.headers.first(name: "apns-id") ?? headers.headers.first(name: "apns-request-id"),
                 uniqueID: status == nil ? nil : headers.headers.first(name: "apns-unique-id"),
                 channelID: status == nil ? nil : headers.headers.first(name: "apns-channel-id"),
                 endStream: headers.endStream
@@ -281,7 +297,9 @@ package final class APNsConnectionHandler: ChannelInboundHandler {
 
     /// One timer per connection while streams are open, rather than one per request.
     private func scheduleDeadlineSweep(context: ChannelHandlerContext) {
-        self.deadlineSweep = context.eventLoop.assumeIsolated().scheduleTask(in: self.configuration.deadlineSweepInterval) {
+        self.deadlineSweep = context.eventLoop.assumeIsolated().scheduleTask(
+            in: self.configuration.deadlineSweepInterval
+        ) {
             self.sweepExpiredStreams()
         }
     }
@@ -300,7 +318,10 @@ package final class APNsConnectionHandler: ChannelInboundHandler {
             )
             self.configuration.metrics.streamsTimedOut(expired.count)
             for (streamID, completion) in expired {
-                context.write(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.cancel))), promise: nil)
+                context.write(
+                    self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.cancel))),
+                    promise: nil
+                )
                 self.complete(completion)
             }
             context.flush()
@@ -325,12 +346,17 @@ package final class APNsConnectionHandler: ChannelInboundHandler {
         case .close:
             self.logger.warning(
                 "upstream did not answer a PING; replacing the connection",
-                metadata: ["interval": "\(self.configuration.pingInterval)", "open_streams": "\(self.state.openStreams)"]
+                metadata: [
+                    "interval": "\(self.configuration.pingInterval)", "open_streams": "\(self.state.openStreams)",
+                ]
             )
             context.close(promise: nil)
         case .send(let data):
             self.schedulePing(context: context)
-            context.writeAndFlush(self.wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(data, ack: false))), promise: nil)
+            context.writeAndFlush(
+                self.wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(data, ack: false))),
+                promise: nil
+            )
         }
     }
 }

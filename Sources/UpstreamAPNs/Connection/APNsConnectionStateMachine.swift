@@ -223,7 +223,8 @@ package struct APNsConnectionStateMachine<Request> {
     }
 
     /// A DATA frame of an answer (an error body); kept up to the maximum body length.
-    package mutating func dataReceived(on streamID: HTTP2StreamID, _ bytes: ByteBuffer, endStream: Bool) -> Completion? {
+    package mutating func dataReceived(on streamID: HTTP2StreamID, _ bytes: ByteBuffer, endStream: Bool) -> Completion?
+    {
         guard self.streams[streamID] != nil else { return nil }
         var bytes = bytes
         let room = self.configuration.maximumResponseBodyLength - self.streams[streamID]!.body.readableBytes
@@ -234,7 +235,11 @@ package struct APNsConnectionStateMachine<Request> {
     }
 
     /// NIOHTTP2 reports a stream closed; `reason` is `nil` for a normal end.
-    package mutating func streamClosed(_ streamID: HTTP2StreamID, reason: HTTP2ErrorCode?, now: NIODeadline) -> Completion? {
+    package mutating func streamClosed(
+        _ streamID: HTTP2StreamID,
+        reason: HTTP2ErrorCode?,
+        now: NIODeadline
+    ) -> Completion? {
         guard let stream = self.streams[streamID] else { return nil }
         guard let reason else {
             // Closed normally: NIOHTTP2 may report the close before it hands over the frame
@@ -286,7 +291,15 @@ package struct APNsConnectionStateMachine<Request> {
         guard self.phase != .closed else { return [] }
         var expired: [(streamID: HTTP2StreamID, completion: Completion)] = []
         for (streamID, stream) in self.streams where stream.deadline <= now {
-            expired.append((streamID, Completion(request: stream.request, result: .failure(.interrupted("no answer before the request's deadline; stream reset")))))
+            expired.append(
+                (
+                    streamID,
+                    Completion(
+                        request: stream.request,
+                        result: .failure(.interrupted("no answer before the request's deadline; stream reset"))
+                    )
+                )
+            )
         }
         for (streamID, _) in expired {
             self.streams.removeValue(forKey: streamID)
@@ -324,9 +337,17 @@ package struct APNsConnectionStateMachine<Request> {
     private mutating func complete(_ streamID: HTTP2StreamID) -> Completion? {
         guard let stream = self.streams.removeValue(forKey: streamID) else { return nil }
         guard let status = stream.status else {
-            return Completion(request: stream.request, result: .failure(.interrupted("the stream ended without a status")))
+            return Completion(
+                request: stream.request,
+                result: .failure(.interrupted("the stream ended without a status"))
+            )
         }
-        var response = APNsResponse(status: status, apnsID: stream.apnsID, uniqueID: stream.uniqueID, channelID: stream.channelID)
+        var response = APNsResponse(
+            status: status,
+            apnsID: stream.apnsID,
+            uniqueID: stream.uniqueID,
+            channelID: stream.channelID
+        )
         if stream.body.readableBytes > 0 {
             if status < 300 {
                 response.body = stream.body  // a channel management answer

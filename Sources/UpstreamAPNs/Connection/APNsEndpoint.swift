@@ -24,8 +24,14 @@ public struct APNsEndpoint: Sendable {
     public static let broadcastSandbox = APNsEndpoint(host: "api-broadcast.sandbox.push.apple.com")
     /// Channel management (`/1/apps/<bundle id>/channels`): Apple serves it on ports 2196
     /// (production) and 2195 (development).
-    public static let channelManagementProduction = APNsEndpoint(host: "api-manage-broadcast.push.apple.com", port: 2196)
-    public static let channelManagementSandbox = APNsEndpoint(host: "api-manage-broadcast.sandbox.push.apple.com", port: 2195)
+    public static let channelManagementProduction = APNsEndpoint(
+        host: "api-manage-broadcast.push.apple.com",
+        port: 2196
+    )
+    public static let channelManagementSandbox = APNsEndpoint(
+        host: "api-manage-broadcast.sandbox.push.apple.com",
+        port: 2195
+    )
 
     var authority: String {
         self.port == 443 ? self.serverHostname : "\(self.serverHostname):\(self.port)"

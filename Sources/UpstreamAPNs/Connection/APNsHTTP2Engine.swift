@@ -35,7 +35,12 @@ public enum APNsHTTP2Engine: String, Sendable, Hashable, CaseIterable, CustomStr
 /// What ``APNsConnection`` needs of either engine's handler, on the connection's event loop.
 package protocol APNsConnectionDriver: AnyObject {
     func setEvents(_ events: APNsConnectionHandler.Events)
-    func send(_ request: APNsRequest, authorization: String?, deadline: NIODeadline, completion: @escaping APNsResponseHandler)
+    func send(
+        _ request: APNsRequest,
+        authorization: String?,
+        deadline: NIODeadline,
+        completion: @escaping APNsResponseHandler
+    )
 }
 
 extension APNsConnectionHandler: APNsConnectionDriver {}

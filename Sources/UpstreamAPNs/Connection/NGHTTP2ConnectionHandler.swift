@@ -68,7 +68,11 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
     private var fieldBytes: [UInt8] = []
     private var fieldSpans: [FieldSpan] = []
 
-    package init(configuration: APNsConnectionHandler.Configuration, readyPromise: EventLoopPromise<Void>, logger: Logger) {
+    package init(
+        configuration: APNsConnectionHandler.Configuration,
+        readyPromise: EventLoopPromise<Void>,
+        logger: Logger
+    ) {
         self.configuration = configuration
         self.readyPromise = readyPromise
         self.logger = logger
@@ -85,7 +89,12 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
 
     /// Submits the request on a new stream; the stream is reset, and the completion handler
     /// told interrupted, if no answer has come by `deadline`.
-    package func send(_ request: APNsRequest, authorization: String?, deadline: NIODeadline, completion: @escaping APNsResponseHandler) {
+    package func send(
+        _ request: APNsRequest,
+        authorization: String?,
+        deadline: NIODeadline,
+        completion: @escaping APNsResponseHandler
+    ) {
         guard let context, let session else {
             completion(.failure(.unprocessed("the connection is closing")))
             return
@@ -106,7 +115,10 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
         guard submitted == Int32(streamID) else {
             // nghttp2 numbers streams 1, 3, 5, … as the state machine does; anything else is a
             // failure to submit (or a bug): the request was not written.
-            self.logger.error("nghttp2 did not take the request", metadata: ["stream": "\(streamID)", "result": "\(submitted)"])
+            self.logger.error(
+                "nghttp2 did not take the request",
+                metadata: ["stream": "\(streamID)", "result": "\(submitted)"]
+            )
             if let failed = self.state.streamClosed(streamID, reason: .refusedStream, now: .now()) {
                 self.complete(failed)
             }
@@ -126,7 +138,12 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
     /// shared ``APNsRequestHeaderEncoder`` straight into two scratch arrays the handler keeps,
     /// so no `HPACKHeaders` is built and nothing is allocated per request once they have grown.
     /// Returns the stream id, or a negative nghttp2 error.
-    private func submit(_ request: APNsRequest, authorization: String?, hasBody: Bool, to session: OpaquePointer) -> Int32 {
+    private func submit(
+        _ request: APNsRequest,
+        authorization: String?,
+        hasBody: Bool,
+        to session: OpaquePointer
+    ) -> Int32 {
         self.fieldBytes.removeAll(keepingCapacity: true)
         self.fieldSpans.removeAll(keepingCapacity: true)
         let noIndex = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
@@ -140,8 +157,18 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
             // (what `.nonIndexable` asks); NO_INDEX would make them never-indexed. Other names
             // it would add to the table: there NO_INDEX (never indexed, the same size as
             // "without indexing") keeps each request's apns-id out of it, as Apple asks.
-            let flags = indexing == .indexable || (indexing == .nonIndexable && (name == ":path" || name == "content-length")) ? none : noIndex
-            self.fieldSpans.append(FieldSpan(name: nameStart, nameLength: valueStart - nameStart, value: valueStart, valueLength: self.fieldBytes.count - valueStart, flags: flags))
+            let flags =
+                indexing == .indexable || (indexing == .nonIndexable && (name == ":path" || name == "content-length"))
+                ? none : noIndex
+            self.fieldSpans.append(
+                FieldSpan(
+                    name: nameStart,
+                    nameLength: valueStart - nameStart,
+                    value: valueStart,
+                    valueLength: self.fieldBytes.count - valueStart,
+                    flags: flags
+                )
+            )
         }
         let spans = self.fieldSpans
         return self.fieldBytes.withUnsafeMutableBufferPointer { storage in
@@ -161,7 +188,12 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
                 }
                 var provider = nghttp2_data_provider()
                 provider.read_callback = { _, streamID, buffer, length, flags, _, userData in
-                    NGHTTP2ConnectionHandler.from(userData).readBody(of: streamID, into: buffer!, length: length, flags: flags!)
+                    NGHTTP2ConnectionHandler.from(userData).readBody(
+                        of: streamID,
+                        into: buffer!,
+                        length: length,
+                        flags: flags!
+                    )
                 }
                 return nghttp2_submit_request(session, nil, nva.baseAddress, spans.count, &provider, nil)
             }
@@ -178,7 +210,12 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
     }
 
     /// nghttp2 asks for (more of) a body: copied from ``payloads``, the end marked once empty.
-    private func readBody(of streamID: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>) -> Int {
+    private func readBody(
+        of streamID: Int32,
+        into buffer: UnsafeMutablePointer<UInt8>,
+        length: Int,
+        flags: UnsafeMutablePointer<UInt32>
+    ) -> Int {
         guard var payload = self.payloads[streamID] else {
             flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
             return 0
@@ -291,7 +328,10 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
     package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted(let negotiated) = tlsEvent {
             if negotiated != "h2" {
-                self.logger.error("the upstream did not agree to HTTP/2 (ALPN h2)", metadata: ["alpn": "\(negotiated ?? "none")"])
+                self.logger.error(
+                    "the upstream did not agree to HTTP/2 (ALPN h2)",
+                    metadata: ["alpn": "\(negotiated ?? "none")"]
+                )
                 context.close(promise: nil)
             }
         }
@@ -313,7 +353,10 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
         }
         self.inNghttp2 = false
         if consumed < 0 {
-            self.logger.warning("the upstream broke the HTTP/2 protocol; closing the connection", metadata: ["error": "\(Self.errorText(Int32(consumed)))"])
+            self.logger.warning(
+                "the upstream broke the HTTP/2 protocol; closing the connection",
+                metadata: ["error": "\(Self.errorText(Int32(consumed)))"]
+            )
             self.runCompletions()
             context.close(promise: nil)
             return
@@ -361,8 +404,22 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
         var callbacks: OpaquePointer?
         guard nghttp2_session_callbacks_new(&callbacks) == 0 else { return nil }
         defer { nghttp2_session_callbacks_del(callbacks) }
-        nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, userData in
-            NGHTTP2ConnectionHandler.from(userData).headerReceived(frame!, name: name!, nameLength: nameLength, value: value!, valueLength: valueLength)
+        nghttp2_session_callbacks_set_on_header_callback(callbacks) {
+            _,
+            frame,
+            name,
+            nameLength,
+            value,
+            valueLength,
+            _,
+            userData in
+            NGHTTP2ConnectionHandler.from(userData).headerReceived(
+                frame!,
+                name: name!,
+                nameLength: nameLength,
+                value: value!,
+                valueLength: valueLength
+            )
             return 0
         }
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, userData in
@@ -370,7 +427,10 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
             return 0
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, userData in
-            NGHTTP2ConnectionHandler.from(userData).dataReceived(on: streamID, UnsafeRawBufferPointer(start: data, count: length))
+            NGHTTP2ConnectionHandler.from(userData).dataReceived(
+                on: streamID,
+                UnsafeRawBufferPointer(start: data, count: length)
+            )
             return 0
         }
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
@@ -445,13 +505,20 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
             }
         case NGHTTP2_DATA.rawValue:
             // The end of a body is told by the DATA frame, not by its last chunk.
-            if endStream, let completion = self.state.dataReceived(on: HTTP2StreamID(header.stream_id), ByteBuffer(), endStream: true) {
+            if endStream,
+                let completion = self.state.dataReceived(
+                    on: HTTP2StreamID(header.stream_id),
+                    ByteBuffer(),
+                    endStream: true
+                )
+            {
                 self.completions.append(completion)
             }
         case NGHTTP2_SETTINGS.rawValue where header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0:
             let settings = frame.pointee.settings
             var maximum: Int?
-            for index in 0..<settings.niv where settings.iv[index].settings_id == Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue) {
+            for index in 0..<settings.niv
+            where settings.iv[index].settings_id == Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue) {
                 maximum = Int(settings.iv[index].value)
             }
             if let maximum {
@@ -467,14 +534,18 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
             let goAway = frame.pointee.goaway
             var reason: APNsReason?
             if let opaque = goAway.opaque_data, goAway.opaque_data_len > 0 {
-                reason = APNsErrorBody.parse(ByteBuffer(bytes: UnsafeBufferPointer(start: opaque, count: goAway.opaque_data_len)))?.reason
+                reason =
+                    APNsErrorBody.parse(
+                        ByteBuffer(bytes: UnsafeBufferPointer(start: opaque, count: goAway.opaque_data_len))
+                    )?.reason
             }
             let lastStreamID = HTTP2StreamID(goAway.last_stream_id)
             self.configuration.metrics.goAwayReceived()
             self.logger.warning(
                 "upstream sent GOAWAY",
                 metadata: [
-                    "reason": "\(reason?.rawValue ?? "none")", "error_code": "\(HTTP2ErrorCode(networkCode: Int(goAway.error_code)))",
+                    "reason": "\(reason?.rawValue ?? "none")",
+                    "error_code": "\(HTTP2ErrorCode(networkCode: Int(goAway.error_code)))",
                     "last_stream_id": "\(lastStreamID)", "open_streams": "\(self.state.openStreams)",
                 ]
             )
@@ -535,7 +606,9 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
 
     /// One timer per connection while streams are open, rather than one per request.
     private func scheduleDeadlineSweep(context: ChannelHandlerContext) {
-        self.deadlineSweep = context.eventLoop.assumeIsolated().scheduleTask(in: self.configuration.deadlineSweepInterval) {
+        self.deadlineSweep = context.eventLoop.assumeIsolated().scheduleTask(
+            in: self.configuration.deadlineSweepInterval
+        ) {
             self.sweepExpiredStreams()
         }
     }
@@ -554,7 +627,12 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
             self.configuration.metrics.streamsTimedOut(expired.count)
             for (streamID, completion) in expired {
                 self.payloads.removeValue(forKey: Int32(streamID))
-                _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), Int32(streamID), NGHTTP2_CANCEL.rawValue)
+                _ = nghttp2_submit_rst_stream(
+                    session,
+                    UInt8(NGHTTP2_FLAG_NONE.rawValue),
+                    Int32(streamID),
+                    NGHTTP2_CANCEL.rawValue
+                )
                 self.complete(completion)
             }
             self.flushOutput()
@@ -579,14 +657,20 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
         case .close:
             self.logger.warning(
                 "upstream did not answer a PING; replacing the connection",
-                metadata: ["interval": "\(self.configuration.pingInterval)", "open_streams": "\(self.state.openStreams)"]
+                metadata: [
+                    "interval": "\(self.configuration.pingInterval)", "open_streams": "\(self.state.openStreams)",
+                ]
             )
             context.close(promise: nil)
         case .send(let data):
             self.schedulePing(context: context)
             var opaque = data.bytes
             _ = withUnsafeBytes(of: &opaque) { bytes in
-                nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), bytes.bindMemory(to: UInt8.self).baseAddress)
+                nghttp2_submit_ping(
+                    session,
+                    UInt8(NGHTTP2_FLAG_NONE.rawValue),
+                    bytes.bindMemory(to: UInt8.self).baseAddress
+                )
             }
             self.flushOutput()
         }

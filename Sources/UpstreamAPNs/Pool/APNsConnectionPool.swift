@@ -91,7 +91,12 @@ final class APNsConnectionPool: Sendable {
         on eventLoop: any EventLoop,
         completion: @escaping @Sendable (AttemptResult) -> Void
     ) {
-        let pending = PendingAttempt(request: request, authorization: authorization, deadlines: deadlines, completion: completion)
+        let pending = PendingAttempt(
+            request: request,
+            authorization: authorization,
+            deadlines: deadlines,
+            completion: completion
+        )
         let action = self.state.withLock { state in
             var random = SystemRandomNumberGenerator()
             return state.place(pending, avoiding: avoid, deadline: deadlines.queued, using: &random)
@@ -141,7 +146,10 @@ final class APNsConnectionPool: Sendable {
                 self.openConnection(id)
             }
         case .openAfter(let delay):
-            self.logger.info("reconnecting to the upstream after a backoff", metadata: ["delay_ms": "\(delay.nanoseconds / 1_000_000)"])
+            self.logger.info(
+                "reconnecting to the upstream after a backoff",
+                metadata: ["delay_ms": "\(delay.nanoseconds / 1_000_000)"]
+            )
             self.group.any().scheduleTask(in: delay) {
                 self.execute(self.state.withLock { $0.reconnectDue() })
             }
@@ -159,7 +167,8 @@ final class APNsConnectionPool: Sendable {
     private func send(_ placement: StateMachine.Placement) {
         let id = placement.connectionID
         let pending = placement.request
-        placement.connection.send(pending.request, authorization: pending.authorization, deadlines: pending.deadlines) { result in
+        placement.connection.send(pending.request, authorization: pending.authorization, deadlines: pending.deadlines) {
+            result in
             let attempt = AttemptResult(connectionID: id, result: result)
             self.execute(self.state.withLock { $0.streamFinished(on: id, answered: attempt.isAnswer) })
             pending.completion(attempt)
@@ -189,7 +198,10 @@ final class APNsConnectionPool: Sendable {
             case .failure(let error):
                 self.logger.warning(
                     "could not connect to the upstream",
-                    metadata: ["endpoint": "\(self.configuration.endpoint.host):\(self.configuration.endpoint.port)", "error": "\(error)"]
+                    metadata: [
+                        "endpoint": "\(self.configuration.endpoint.host):\(self.configuration.endpoint.port)",
+                        "error": "\(error)",
+                    ]
                 )
                 let action = self.state.withLock { state in
                     var random = SystemRandomNumberGenerator()

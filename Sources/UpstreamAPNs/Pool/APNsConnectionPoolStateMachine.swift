@@ -107,8 +107,11 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
 
     /// Each connection's requests in flight and stream limit, and the queue.
     package var snapshot: String {
-        let connections = self.entries.sorted { $0.key < $1.key }.map { "#\($0.key): \($0.value.inFlight)/\($0.value.limit)" }
-        return "connections [\(connections.joined(separator: ", "))], queued \(self.waiters.count), connecting \(self.connecting)"
+        let connections = self.entries.sorted { $0.key < $1.key }.map {
+            "#\($0.key): \($0.value.inFlight)/\($0.value.limit)"
+        }
+        return
+            "connections [\(connections.joined(separator: ", "))], queued \(self.waiters.count), connecting \(self.connecting)"
     }
 
     // MARK: Requests
@@ -163,7 +166,9 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
             var kept = CircularBuffer<Waiter>(initialCapacity: self.waiters.count)
             for waiter in self.waiters {
                 if waiter.deadline <= now {
-                    action.fail.append((waiter.request, .unprocessed("no upstream connection had room before the deadline")))
+                    action.fail.append(
+                        (waiter.request, .unprocessed("no upstream connection had room before the deadline"))
+                    )
                 } else {
                     kept.append(waiter)
                 }
@@ -237,7 +242,10 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         return action
     }
 
-    package mutating func connectionClosed(_ connectionID: Int, using random: inout some RandomNumberGenerator) -> Action {
+    package mutating func connectionClosed(
+        _ connectionID: Int,
+        using random: inout some RandomNumberGenerator
+    ) -> Action {
         var action = Action()
         guard let entry = self.entries.removeValue(forKey: connectionID) else { return action }
         if !entry.hasAnswered {
@@ -293,7 +301,9 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
             guard let id = self.pickConnection(avoiding: waiter.avoid) else { break }
             self.waiters.removeFirst()
             self.entries[id]!.inFlight += 1
-            placements.append(Placement(request: waiter.request, connectionID: id, connection: self.entries[id]!.connection))
+            placements.append(
+                Placement(request: waiter.request, connectionID: id, connection: self.entries[id]!.connection)
+            )
         }
         return placements
     }
@@ -316,7 +326,8 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
     /// Base × 2^(failures−1), capped, then a random point in its upper half: spreads the
     /// reconnects of many bridges.
     private func backoff(using random: inout some RandomNumberGenerator) -> TimeAmount {
-        let exponential = self.configuration.reconnectBackoffBase.nanoseconds << Int64(min(self.consecutiveFailures - 1, 20))
+        let exponential =
+            self.configuration.reconnectBackoffBase.nanoseconds << Int64(min(self.consecutiveFailures - 1, 20))
         let capped = min(exponential, self.configuration.reconnectBackoffLimit.nanoseconds)
         return .nanoseconds(Int64.random(in: (capped / 2)...max(capped / 2, capped), using: &random))
     }

@@ -35,7 +35,8 @@ package struct RequestRetryStateMachine: Sendable {
         /// Unprocessed attempts sent again without a delay, before the backoff applies.
         package var immediateRetries: Int = 2
 
-        package init(budget: TimeAmount, requestTimeout: TimeAmount, backoffBase: TimeAmount, backoffLimit: TimeAmount) {
+        package init(budget: TimeAmount, requestTimeout: TimeAmount, backoffBase: TimeAmount, backoffLimit: TimeAmount)
+        {
             self.budget = budget
             self.requestTimeout = requestTimeout
             self.backoffBase = backoffBase
@@ -134,13 +135,23 @@ package struct RequestRetryStateMachine: Sendable {
         if failure.kind == .refused {
             // The server blames the request itself: another attempt, here or on another
             // connection, would fail the same way (and might cost that connection).
-            return self.finish(.unanswered(APNsSendFailure(kind: .refusedByServer, detail: "\(failure)"), lastResponse: self.lastResponse))
+            return self.finish(
+                .unanswered(
+                    APNsSendFailure(kind: .refusedByServer, detail: "\(failure)"),
+                    lastResponse: self.lastResponse
+                )
+            )
         }
         let immediate = failure.kind == .unprocessed && self.immediateRetriesUsed < self.policy.immediateRetries
         let delay = immediate ? .zero : self.backoff(using: &random)
         guard self.mayRetry(after: delay, now: now, unixTime: unixTime) else {
             let detail = "\(self.attempts) attempt(s), the last \(failure)"
-            return self.finish(.unanswered(APNsSendFailure(kind: .retryBudgetExhausted, detail: detail), lastResponse: self.lastResponse))
+            return self.finish(
+                .unanswered(
+                    APNsSendFailure(kind: .retryBudgetExhausted, detail: detail),
+                    lastResponse: self.lastResponse
+                )
+            )
         }
         if immediate { self.immediateRetriesUsed += 1 }
         return .retry(after: delay, freshToken: false)
