@@ -63,6 +63,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
+        // `swift package generate-documentation --target UpstreamAPNs`: the client's DocC
+        // catalog, built in CI with warnings as errors. A plugin only: nothing of it is linked.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
     targets: [
         // Wire formats of the legacy binary interface. NIOCore only: no sockets, no TLS.

@@ -9,13 +9,13 @@ import Synchronization
 /// An HTTP/2 client of Apple's provider API for one endpoint (an environment's host) and one
 /// set of credentials.
 ///
-/// A request goes over a pool of long-lived connections (``APNsConnectionPool``). The client
+/// A request goes over a pool of long-lived HTTP/2 connections. The client
 /// keeps one pool per event loop, for as many loops as it has connections (two connections on
 /// two loops: one pool of one connection on each), and sends a request with the pool of the
 /// caller's loop: the request, its answer and the caller stay on one thread, without a hop
 /// between loops. When that pool has no free stream (or the caller's loop has no pool), the
 /// request goes to a pool that has one. Each attempt's
-/// answer or failure is fed to a ``RequestRetryStateMachine``, which decides between finishing
+/// answer or failure is fed to the request's retry state machine, which decides between finishing
 /// and trying again (429 and 5xx after a backoff, unprocessed streams at once, an expired
 /// provider token with a fresh one), within the retry budget. The client reports one
 /// ``APNsSendResult`` per request; what an answer means to the caller is the caller's business.
@@ -82,8 +82,14 @@ public final class APNsClient: Sendable {
     /// Set by ``shutdown()``: no attempt starts after it.
     private let isShutDown = Atomic<Bool>(false)
 
-    /// - Parameter metricsFactory: where the client's metrics go; swift-metrics' global factory
-    ///   unless given.
+    /// - Parameters:
+    ///   - endpoint: the host and port of one environment (``APNsEndpoint``).
+    ///   - configuration: connections, streams, timeouts, the retry budget and the metric names.
+    ///   - credentials: a provider token signer or a client certificate.
+    ///   - group: the event loops the connections run on.
+    ///   - logger: where the client logs (connections, GOAWAYs, credential problems).
+    ///   - metricsFactory: where the client's metrics go; swift-metrics' global factory unless
+    ///     given.
     public init(
         endpoint: APNsEndpoint,
         configuration: Configuration = Configuration(),

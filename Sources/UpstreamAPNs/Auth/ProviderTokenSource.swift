@@ -35,8 +35,13 @@ public final class ProviderTokenSource: Sendable {
         var mints = 0
     }
 
-    /// - Parameter metricsPrefix: the start of the minted-token counter's name, as the
-    ///   clients' (``APNsClient/Configuration/metricsPrefix``).
+    /// - Parameters:
+    ///   - signer: signs the ES256 tokens (the team id, key id and private key).
+    ///   - logger: where each mint is logged (key id and reason, never the token).
+    ///   - metricsFactory: where the minted-token counter goes.
+    ///   - metricsPrefix: the start of the minted-token counter's name, as the clients'
+    ///     (``APNsClient/Configuration/metricsPrefix``).
+    ///   - now: the clock tokens are dated and aged by.
     public init(
         signer: ProviderTokenSigner,
         logger: Logger,

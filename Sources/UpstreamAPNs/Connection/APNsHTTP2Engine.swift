@@ -2,13 +2,13 @@ import NIOCore
 
 /// Which HTTP/2 implementation a client's connections run on.
 ///
-/// - `nio`: swift-nio-http2 (`NIOHTTP2Handler` + ``APNsConnectionHandler``), in every build.
-/// - `nghttp2`: libnghttp2 in memory mode (``NGHTTP2ConnectionHandler``), in builds with the
+/// - `nio`: swift-nio-http2's `NIOHTTP2Handler`, in every build.
+/// - `nghttp2`: libnghttp2 in memory mode, in builds with the
 ///   `NGHTTP2Engine` package trait (`swift build --traits NGHTTP2Engine`, Debian
 ///   `libnghttp2-dev`). About a third of the bridge's CPU per notification went to NIOHTTP2 and
 ///   its HPACK (docs/performance.md).
 ///
-/// Both drive the same ``APNsConnectionStateMachine``, so a request behaves alike on either.
+/// Both drive the same connection state machine, so a request behaves alike on either.
 public enum APNsHTTP2Engine: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
     case nio
     case nghttp2

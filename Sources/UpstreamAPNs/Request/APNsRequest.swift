@@ -78,6 +78,10 @@ public struct APNsRequest: Sendable {
     ///   - method: `POST` (create), `GET` (read one, or all with the `all-channels` path),
     ///     `DELETE`.
     ///   - path: `/1/apps/<bundle id>/channels` or `/1/apps/<bundle id>/all-channels`.
+    ///   - channelID: the channel a read or a delete is about (`apns-channel-id`); `nil` to
+    ///     create one or list them all.
+    ///   - requestID: the `apns-request-id` header.
+    ///   - body: the JSON body of a create (its message storage policy and push type).
     public static func channelManagement(
         method: String,
         path: String,
