@@ -117,6 +117,12 @@ struct GatewayConnectionHandlerTests {
             self.channel.embeddedEventLoop.run()
         }
 
+        /// Ends the test: closes the channel (if the handler has not) and tells whether anything
+        /// was left unread in either direction.
+        func finish() throws -> EmbeddedChannel.LeftOverState {
+            try self.channel.finish(acceptAlreadyClosed: true)
+        }
+
         /// Everything the handler wrote to the provider so far.
         func written() throws -> ByteBuffer {
             var all = ByteBuffer()
@@ -152,6 +158,7 @@ struct GatewayConnectionHandlerTests {
         #expect(connection.closes.modes == [.output, .all])
         #expect(!connection.channel.isActive)
         #expect(connection.inFlight.count == 0)
+        #expect(try connection.finish().isClean, "nothing left unread in either direction")
     }
 
     @Test(
@@ -171,6 +178,7 @@ struct GatewayConnectionHandlerTests {
         #expect(connection.channel.isActive, "only a read timeout counts")
         connection.channel.pipeline.fireUserInboundEventTriggered(IdleStateHandler.IdleStateEvent.read)
         #expect(!connection.channel.isActive)
+        #expect(try connection.finish().isClean, "nothing left unread in either direction")
     }
 
     @Test(
@@ -196,6 +204,7 @@ struct GatewayConnectionHandlerTests {
         connection.answer(2, .accepted)
         connection.channel.embeddedEventLoop.advanceTime(by: connection.configuration.errorDrainTime)
         #expect(!connection.channel.isActive)
+        #expect(try connection.finish().isClean, "nothing left unread in either direction")
     }
 
     @Test("Shutdown with nothing in flight: status 10 at once")
@@ -204,6 +213,7 @@ struct GatewayConnectionHandlerTests {
         connection.channel.pipeline.fireUserInboundEventTriggered(GatewayShutdownEvent(gracePeriod: .seconds(10)))
         var written = try connection.written()
         #expect(written.readErrorResponse() == ErrorResponsePacket(status: .shutdown, identifier: .zero))
+        #expect(try connection.finish().isClean, "nothing left unread in either direction")
     }
 
     @Test("A 410: the token goes on the feedback list, and the connection that ended closes once the entry is stored")
@@ -216,5 +226,6 @@ struct GatewayConnectionHandlerTests {
         #expect(connection.feedback.allEntries.count == 1)
         #expect(!connection.channel.isActive, "everything answered after the end of input: closed")
         #expect(try connection.written().readableBytes == 0, "a 410 is no error-response")
+        #expect(try connection.finish().isClean, "nothing left unread in either direction")
     }
 }

@@ -61,6 +61,7 @@ struct ProviderHandshakeHandlerTests {
         setup.channel.embeddedEventLoop.advanceTime(by: .seconds(1))
         #expect(!setup.channel.isActive)
         #expect(setup.port.verified.isEmpty)
+        #expect(try setup.channel.finish(acceptAlreadyClosed: true).isClean, "nothing left unread in either direction")
     }
 
     @Test(
@@ -81,6 +82,7 @@ struct ProviderHandshakeHandlerTests {
         }
         setup.channel.embeddedEventLoop.advanceTime(by: .seconds(60))
         #expect(setup.channel.isActive, "the handshake timer is cancelled")
+        #expect(try setup.channel.finish(acceptAlreadyClosed: true).isClean, "nothing left unread in either direction")
     }
 
     @Test("A handshake without a verified tenant is closed, and the port's handler never starts")
@@ -89,5 +91,6 @@ struct ProviderHandshakeHandlerTests {
         setup.channel.pipeline.fireUserInboundEventTriggered(TLSUserEvent.handshakeCompleted(negotiatedProtocol: nil))
         #expect(!setup.channel.isActive)
         #expect(setup.port.verified.isEmpty)
+        #expect(try setup.channel.finish(acceptAlreadyClosed: true).isClean, "nothing left unread in either direction")
     }
 }
