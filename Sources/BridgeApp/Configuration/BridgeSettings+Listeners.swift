@@ -16,7 +16,7 @@ extension BridgeSettings {
             privateKey: try settings.requiredFile(.tlsPrivateKey, why: "the PEM private key of tls.certificate"),
             clientCAs: try settings.list(.tlsClientCA).map { path in
                 guard FileManager.default.isReadableFile(atPath: path) else {
-                    throw ConfigurationError(key: ConfigurationKey.tlsClientCA.name, "cannot read the file \(path)")
+                    throw ConfigurationError(.tlsClientCA, "cannot read the file \(path)")
                 }
                 return path
             }
@@ -113,20 +113,20 @@ extension BridgeSettings {
         do {
             chain = try NIOSSLCertificate.fromPEMFile(files.certificate)
         } catch {
-            throw ConfigurationError(key: "tls.certificate", "\(files.certificate) holds no PEM certificate: \(error)")
+            throw ConfigurationError(.tlsCertificate, "\(files.certificate) holds no PEM certificate: \(error)")
         }
         let key: NIOSSLPrivateKey
         do {
             key = try NIOSSLPrivateKey(file: files.privateKey, format: .pem)
         } catch {
-            throw ConfigurationError(key: "tls.privateKey", "\(files.privateKey) holds no PEM private key")
+            throw ConfigurationError(.tlsPrivateKey, "\(files.privateKey) holds no PEM private key")
         }
         var authorities: [NIOSSLCertificate] = []
         for path in files.clientCAs {
             do {
                 authorities += try NIOSSLCertificate.fromPEMFile(path)
             } catch {
-                throw ConfigurationError(key: "tls.clientCA", "\(path) holds no PEM certificate: \(error)")
+                throw ConfigurationError(.tlsClientCA, "\(path) holds no PEM certificate: \(error)")
             }
         }
         let configuration = LegacyTLSConfiguration(

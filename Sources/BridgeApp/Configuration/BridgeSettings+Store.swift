@@ -32,14 +32,14 @@ extension BridgeSettings {
     static func checkStoreLocation(_ location: String) throws {
         if location.hasPrefix("sqlite:") {
             let path = String(location.dropFirst("sqlite:".count))
-            guard !path.isEmpty else { throw ConfigurationError(key: "store.url", "sqlite: needs a file path") }
+            guard !path.isEmpty else { throw ConfigurationError(.storeURL, "sqlite: needs a file path") }
             let directory =
                 (path as NSString).deletingLastPathComponent.isEmpty
                 ? "." : (path as NSString).deletingLastPathComponent
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue
             else {
-                throw ConfigurationError(key: "store.url", "the folder \(directory) of \(path) does not exist")
+                throw ConfigurationError(.storeURL, "the folder \(directory) of \(path) does not exist")
             }
             // SQLite writes its journal beside the file: a file must be creatable there. Asking
             // for write permission is not enough (root may write to /proc, where nothing can be
@@ -54,7 +54,7 @@ extension BridgeSettings {
             try? FileManager.default.removeItem(atPath: probe)
             if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
                 guard !isDirectory.boolValue else {
-                    throw ConfigurationError(key: "store.url", "\(path) is a folder, not a database file")
+                    throw ConfigurationError(.storeURL, "\(path) is a folder, not a database file")
                 }
                 let type =
                     (try? FileManager.default.attributesOfItem(atPath: (path as NSString).resolvingSymlinksInPath))?[
@@ -67,19 +67,19 @@ extension BridgeSettings {
                     )
                 }
                 guard let handle = FileHandle(forReadingAtPath: path) else {
-                    throw ConfigurationError(key: "store.url", "cannot read \(path)")
+                    throw ConfigurationError(.storeURL, "cannot read \(path)")
                 }
                 defer { try? handle.close() }
                 let header = (try? handle.read(upToCount: 16)) ?? Data()
                 if !header.isEmpty, header != Data("SQLite format 3\0".utf8) {
-                    throw ConfigurationError(key: "store.url", "\(path) exists and is not an SQLite database")
+                    throw ConfigurationError(.storeURL, "\(path) exists and is not an SQLite database")
                 }
             }
         } else {
             do {
                 _ = try PostgresBridgeStore.clientConfiguration(url: location)
             } catch {
-                throw ConfigurationError(key: "store.url", "\(BridgeStoreLocation.redacted(location)): \(error)")
+                throw ConfigurationError(.storeURL, "\(BridgeStoreLocation.redacted(location)): \(error)")
             }
         }
     }

@@ -18,6 +18,15 @@ public struct ConfigurationError: Error, CustomStringConvertible, Equatable {
     public var description: String {
         "configuration key \(self.key) (environment \(SettingsReader.environmentVariable(for: self.key))): \(self.message)"
     }
+    /// A refusal about a key of the schema (ConfigurationSchema.swift).
+    init(_ key: ConfigurationKey, _ message: String) {
+        self.init(key: key.name, message)
+    }
+
+    /// A refusal about the configuration file as a whole (`--config`), not one key in it.
+    static func configurationFile(_ message: String) -> ConfigurationError {
+        ConfigurationError(key: "--config", message)
+    }
 }
 
 /// Reads the bridge's settings from one place where flags, then environment variables, then
@@ -65,7 +74,7 @@ public struct SettingsReader: Sendable {
         var fileShapes: [String: YAMLShape] = [:]
         if let file {
             guard FileManager.default.isReadableFile(atPath: file) else {
-                throw ConfigurationError(key: "--config", "cannot read \(file)")
+                throw ConfigurationError.configurationFile("cannot read \(file)")
             }
             do {
                 providers.append(try await FileProvider<YAMLSnapshot>(filePath: .init(file)))
@@ -73,7 +82,7 @@ public struct SettingsReader: Sendable {
                 setKeys += try Self.keys(ofYAML: text)
                 fileShapes = try Self.shapes(ofYAML: text)
             } catch {
-                throw ConfigurationError(key: "--config", "\(file) is not a valid configuration file: \(error)")
+                throw ConfigurationError.configurationFile("\(file) is not a valid configuration file: \(error)")
             }
         }
         self.reader = ConfigReader(providers: providers)

@@ -69,7 +69,7 @@ public enum BridgeRuntime {
         do {
             credentialSet = try settings.makeCredentials(logger: logger)
         } catch {
-            throw ConfigurationError(key: "credentials", "cannot open the upstream credentials: \(error)")
+            throw ConfigurationError(.credentials, "cannot open the upstream credentials: \(error)")
         }
         // Every listen address can be bound: checked before the store is opened or anything is
         // up, so a port in use leaves nothing half-started.
@@ -205,7 +205,7 @@ public enum BridgeRuntime {
         do {
             configFileWatch = try await ReloadService.watch(source?.file, every: settings.watchInterval, logger: logger)
         } catch {
-            throw ConfigurationError(key: "--config", "cannot watch \(source?.file ?? ""): \(error)")
+            throw ConfigurationError.configurationFile("cannot watch \(source?.file ?? ""): \(error)")
         }
         // SIGHUP is trapped before the bridge says it is ready.
         let reloadSignals = await UnixSignalsSequence(trapping: .sighup)

@@ -129,7 +129,7 @@ public actor ConfigurationReloader {
             }
             return outcome
         } catch {
-            let refusal = error as? ConfigurationError ?? ConfigurationError(key: "--config", "\(error)")
+            let refusal = error as? ConfigurationError ?? ConfigurationError.configurationFile("\(error)")
             Self.refused.increment()
             Self.lastSucceeded.record(0)
             logger.error(
@@ -169,7 +169,7 @@ public actor ConfigurationReloader {
         } catch {
             for client in clients.values { client.shutdown() }
             throw error as? ConfigurationError
-                ?? ConfigurationError(key: "credentials", "cannot open the upstream credentials: \(error)")
+                ?? ConfigurationError(.credentials, "cannot open the upstream credentials: \(error)")
         }
         let tlsChanged =
             next.changedKeys(comparedWith: self.running).contains { $0.hasPrefix("tls.") }
@@ -185,7 +185,7 @@ public actor ConfigurationReloader {
         } catch {
             self.tenants.replace(with: previousTenants)
             for client in clients.values { client.shutdown() }
-            throw ConfigurationError(key: "tls.certificate", "cannot use the new TLS settings: \(error)")
+            throw ConfigurationError(.tlsCertificate, "cannot use the new TLS settings: \(error)")
         }
         outcome.applied += Self.tenantChanges(from: previousTenants, to: next.tenants)
         if tlsChanged {
