@@ -4,6 +4,7 @@ import BridgeTestSupport
 import DevelopmentPKI
 import LegacyProtocol
 import Logging
+import MetricsTestKit
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
@@ -66,6 +67,8 @@ struct GatewayConnectionHandlerTests {
         let inFlight = InFlightWork()
         let configuration: GatewayConfiguration
         let closes = CloseRecorder()
+        /// The handler's metrics, made from a factory the test reads.
+        let metrics = TestMetrics()
 
         init(configure: (inout GatewayConfiguration) -> Void = { _ in }) throws {
             let pki = try DevelopmentCA()
@@ -80,7 +83,8 @@ struct GatewayConnectionHandlerTests {
                     resendRecords: self.resendRecords,
                     feedback: self.feedback,
                     tenantResolver: CertificateSubjectTenantResolver(environment: .sandbox),
-                    inFlight: self.inFlight
+                    inFlight: self.inFlight,
+                    metrics: GatewayMetrics(factory: self.metrics)
                 ),
                 logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
             )
@@ -158,6 +162,17 @@ struct GatewayConnectionHandlerTests {
         #expect(connection.closes.modes == [.output, .all])
         #expect(!connection.channel.isActive)
         #expect(connection.inFlight.count == 0)
+        #expect(connection.metrics.counterTotal(label: "apns_bridge_notifications_received_total") == 2)
+        #expect(
+            connection.metrics.counterTotal(label: "apns_bridge_error_responses_total", dimensions: [("status", "8")])
+                == 1
+        )
+        #expect(
+            connection.metrics.counterTotal(
+                label: "apns_bridge_notifications_total",
+                dimensions: [("tenant", Connection.tenantName), ("outcome", "accepted")]
+            ) == 1
+        )
         #expect(try connection.finish().isClean, "nothing left unread in either direction")
     }
 

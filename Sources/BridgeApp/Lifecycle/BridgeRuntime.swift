@@ -186,8 +186,13 @@ public enum BridgeRuntime {
         for (name, credentials) in credentialSet {
             clients[name] = try makeClient(name, credentials)
         }
-        CertificateExpiry.shared.update(CertificateExpiry.dates(settings, credentials: credentialSet))
-        BridgeGauges.shared.buildInfo(version: BridgeVersion.version, engine: settings.upstream.client.engine.rawValue)
+        // The process's own metrics, made once (after the metrics system's bootstrap) and handed
+        // to what counts into them.
+        let gatewayMetrics = GatewayMetrics()
+        let gauges = BridgeGauges()
+        let expiry = CertificateExpiry()
+        expiry.update(CertificateExpiry.dates(settings, credentials: credentialSet))
+        gauges.buildInfo(version: BridgeVersion.version, engine: settings.upstream.client.engine.rawValue)
         logger.info(
             "upstream HTTP/2 engine",
             metadata: ["engine": "\(settings.upstream.client.engine)", "available": "\(BridgeVersion.engines)"]
@@ -196,8 +201,7 @@ public enum BridgeRuntime {
         let tenants = ReloadableTenantResolver(settings.tenants)
         // Every series the dashboard and the alert rules name exists from the first scrape.
         let knownTenants = settings.tenants.rules.map(\.name)
-        GatewayMetrics.shared.prepareSeries(tenants: knownTenants)
-        ConfigurationReloader.prepareSeries()
+        gatewayMetrics.prepareSeries(tenants: knownTenants)
         let migration = MigrationView(recorder: UsageRecorder(), store: store, logger: logger)
         await migration.updateGauges(knownTenants: knownTenants)
         // Read now, before the listeners: a change from here on is a change.
@@ -220,6 +224,7 @@ public enum BridgeRuntime {
             listeners: listeners,
             logLevel: logLevel,
             makeClient: makeClient,
+            expiry: expiry,
             logger: logger
         )
         let statusPage = metrics.map {
@@ -229,10 +234,11 @@ public enum BridgeRuntime {
                 upstream: upstream,
                 listeners: listeners,
                 store: store,
-                migration: migration
+                migration: migration,
+                expiry: expiry
             )
         }
-        let readiness = Readiness(upstream: upstream, tenants: tenants)
+        let readiness = Readiness(upstream: upstream, tenants: tenants, gauges: gauges)
 
         let reclaimer = MemoryReclaimer(logger: logger)
         var services: [any Service] = [
@@ -253,7 +259,7 @@ public enum BridgeRuntime {
                 logger: logger
             ) {
                 if let pending = try? await store.pendingCount() {
-                    BridgeGauges.shared.feedbackPending(pending)
+                    gauges.feedbackPending(pending)
                 }
                 await migration.updateGauges(knownTenants: await reloader.settings.tenants.rules.map(\.name))
             },
@@ -313,6 +319,7 @@ public enum BridgeRuntime {
                         tenantResolver: tenants,
                         tlsContext: tls,
                         usage: migration.recorder,
+                        metrics: gatewayMetrics,
                         logger: logger
                     )
                 },
@@ -337,6 +344,7 @@ public enum BridgeRuntime {
                         tenantResolver: tenants,
                         tlsContext: tls,
                         usage: migration.recorder,
+                        metrics: gatewayMetrics,
                         logger: logger
                     )
                 },

@@ -6,6 +6,7 @@ import BridgeUpstream
 struct Readiness: Sendable {
     var upstream: ReloadableUpstream
     var tenants: ReloadableTenantResolver
+    var gauges: BridgeGauges
 
     /// The environments whose connections readiness depends on: the default one and those
     /// configured for tenants.
@@ -58,7 +59,7 @@ struct Readiness: Sendable {
     func updateGauges() {
         for environment in APNsEnvironment.allCases {
             let usable = self.upstream.members.values.reduce(0) { $0 + $1.client.usableConnectionCount(environment) }
-            BridgeGauges.shared.upstreamConnections(environment, usable)
+            self.gauges.upstreamConnections(environment, usable)
         }
     }
 }

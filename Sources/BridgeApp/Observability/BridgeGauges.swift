@@ -3,43 +3,40 @@ import CoreMetrics
 import Prometheus
 
 /// Gauges the runtime sets from what it reads now and then (the store, the pools), rather
-/// than counting as things happen.
+/// than counting as things happen. `serve` makes one and hands it to what sets them.
 final class BridgeGauges: Sendable {
-    static let shared = BridgeGauges()
+    private let factory: any MetricsFactory
+    private let feedbackPending: CoreMetrics.Gauge
+    private let production: CoreMetrics.Gauge
+    private let sandbox: CoreMetrics.Gauge
 
-    private let feedbackPending = CoreMetrics.Gauge(label: "apns_bridge_feedback_pending")
-    private let production = CoreMetrics.Gauge(
-        label: "apns_bridge_upstream_connections",
-        dimensions: [("environment", "production")]
-    )
-    private let sandbox = CoreMetrics.Gauge(
-        label: "apns_bridge_upstream_connections",
-        dimensions: [("environment", "sandbox")]
-    )
-    private let allocatorFree = CoreMetrics.Gauge(label: "apns_bridge_allocator_free_bytes")
-    private let allocatorInUse = CoreMetrics.Gauge(label: "apns_bridge_allocator_in_use_bytes")
-    private let memoryTrims = CoreMetrics.Counter(label: "apns_bridge_memory_trims_total")
-
-    private init() {}
+    init(factory: any MetricsFactory = MetricsSystem.factory) {
+        self.factory = factory
+        self.feedbackPending = CoreMetrics.Gauge(label: "apns_bridge_feedback_pending", factory: factory)
+        self.production = CoreMetrics.Gauge(
+            label: "apns_bridge_upstream_connections",
+            dimensions: [("environment", "production")],
+            factory: factory
+        )
+        self.sandbox = CoreMetrics.Gauge(
+            label: "apns_bridge_upstream_connections",
+            dimensions: [("environment", "sandbox")],
+            factory: factory
+        )
+    }
 
     func feedbackPending(_ count: Int) {
         self.feedbackPending.record(count)
     }
 
-    /// What the C allocator holds (every arena): free (a trim can give it back) and in use.
-    func allocator(freeBytes: Int, inUseBytes: Int) {
-        self.allocatorFree.record(freeBytes)
-        self.allocatorInUse.record(inUseBytes)
-    }
-
-    func memoryTrimmed() {
-        self.memoryTrims.increment()
-    }
-
     /// `apns_bridge_build_info{version, engine} 1`: which build runs, on which HTTP/2 engine.
     func buildInfo(version: String, engine: String) {
-        CoreMetrics.Gauge(label: "apns_bridge_build_info", dimensions: [("version", version), ("engine", engine)])
-            .record(1)
+        CoreMetrics.Gauge(
+            label: "apns_bridge_build_info",
+            dimensions: [("version", version), ("engine", engine)],
+            factory: self.factory
+        )
+        .record(1)
     }
 
     func upstreamConnections(_ environment: APNsEnvironment, _ count: Int) {

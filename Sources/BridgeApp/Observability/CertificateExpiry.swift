@@ -13,7 +13,6 @@ import X509
 /// client CAs (`tls.clientCA`), and each upstream certificate (`credential.NAME`; signing keys
 /// do not expire). Set at start and on every reload.
 final class CertificateExpiry: Sendable {
-    static let shared = CertificateExpiry()
 
     private struct State {
         var dates: [String: Date] = [:]
@@ -21,8 +20,12 @@ final class CertificateExpiry: Sendable {
     }
 
     private let state = Mutex(State())
+    private let factory: any MetricsFactory
 
-    private init() {}
+    /// `serve` makes one: the reloader updates it, the status page reads it.
+    init(factory: any MetricsFactory = MetricsSystem.factory) {
+        self.factory = factory
+    }
 
     /// The expiry dates now, by certificate name.
     var dates: [String: Date] {
@@ -42,7 +45,8 @@ final class CertificateExpiry: Sendable {
                     state.gauges[name]
                     ?? CoreMetrics.Gauge(
                         label: "apns_bridge_certificate_expiry_timestamp_seconds",
-                        dimensions: [("certificate", name)]
+                        dimensions: [("certificate", name)],
+                        factory: self.factory
                     )
                 state.gauges[name] = gauge
                 gauge.record(date.timeIntervalSince1970)

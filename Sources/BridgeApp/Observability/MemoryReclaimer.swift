@@ -1,4 +1,5 @@
 import CMallocStatistics
+import CoreMetrics
 import Foundation
 import Logging
 import Synchronization
@@ -25,10 +26,20 @@ public final class MemoryReclaimer: Sendable {
 
     /// The resident size right after the last trim.
     private let residentAfterLastTrim = Mutex<Int?>(nil)
+    /// What the C allocator holds (every arena): free (a trim can give it back) and in use.
+    private let allocatorFree: CoreMetrics.Gauge
+    private let allocatorInUse: CoreMetrics.Gauge
+    private let trims: CoreMetrics.Counter
 
-    public init(threshold: Int = 16 << 20, logger: Logger) {
+    /// - Parameters:
+    ///   - threshold: free memory in the allocator beyond which a trim is worthwhile.
+    ///   - metricsFactory: where the allocator gauges and the trim counter go.
+    public init(threshold: Int = 16 << 20, logger: Logger, metricsFactory: any MetricsFactory = MetricsSystem.factory) {
         self.threshold = threshold
         self.logger = logger
+        self.allocatorFree = CoreMetrics.Gauge(label: "apns_bridge_allocator_free_bytes", factory: metricsFactory)
+        self.allocatorInUse = CoreMetrics.Gauge(label: "apns_bridge_allocator_in_use_bytes", factory: metricsFactory)
+        self.trims = CoreMetrics.Counter(label: "apns_bridge_memory_trims_total", factory: metricsFactory)
     }
 
     /// What the allocator holds and the resident size, before and after one trim.
@@ -45,7 +56,8 @@ public final class MemoryReclaimer: Sendable {
     public func reclaimIfWorthwhile() -> Trim? {
         let statistics = apns_bridge_malloc_statistics_read()
         guard statistics.available == 1 else { return nil }
-        BridgeGauges.shared.allocator(freeBytes: Int(statistics.free_bytes), inUseBytes: Int(statistics.in_use_bytes))
+        self.allocatorFree.record(Int(statistics.free_bytes))
+        self.allocatorInUse.record(Int(statistics.in_use_bytes))
         guard Int(statistics.free_bytes) >= self.threshold else { return nil }
         let before = Self.residentBytes()
         if let before, let last = self.residentAfterLastTrim.withLock({ $0 }), before < last + self.threshold {
@@ -59,7 +71,7 @@ public final class MemoryReclaimer: Sendable {
             residentBytesAfter: Self.residentBytes()
         )
         self.residentAfterLastTrim.withLock { $0 = trim.residentBytesAfter }
-        BridgeGauges.shared.memoryTrimmed()
+        self.trims.increment()
         self.logger.info(
             "gave memory freed after a burst back to the system",
             metadata: [

@@ -95,6 +95,7 @@ final class StatusPage: Sendable {
     private let listeners: ListenerSet
     private let store: any BridgeStore
     private let migration: MigrationView
+    private let expiry: CertificateExpiry
     private let startedAt = Date()
     private let state = Mutex(State())
 
@@ -104,7 +105,8 @@ final class StatusPage: Sendable {
         upstream: ReloadableUpstream,
         listeners: ListenerSet,
         store: any BridgeStore,
-        migration: MigrationView
+        migration: MigrationView,
+        expiry: CertificateExpiry
     ) {
         self.registry = registry
         self.reloader = reloader
@@ -112,6 +114,7 @@ final class StatusPage: Sendable {
         self.listeners = listeners
         self.store = store
         self.migration = migration
+        self.expiry = expiry
     }
 
     /// Takes a reading of the metrics (every 5 s): the rates of the last minute come from the
@@ -261,7 +264,7 @@ final class StatusPage: Sendable {
 
         // Certificates.
         html += "<h2>Certificates</h2>\n<table><tr><th>certificate</th><th>expires</th><th>days left</th></tr>\n"
-        for (name, date) in CertificateExpiry.shared.dates.sorted(by: { $0.value < $1.value }) {
+        for (name, date) in self.expiry.dates.sorted(by: { $0.value < $1.value }) {
             let days = Int((date.timeIntervalSince(now) / 86_400).rounded(.down))
             html +=
                 "<tr><td>\(Self.escape(name))</td><td>\(Self.time(date))</td><td class=\"n\(days < 14 ? " bad" : "")\">\(days)</td></tr>\n"

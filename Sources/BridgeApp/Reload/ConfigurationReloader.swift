@@ -61,17 +61,14 @@ public actor ConfigurationReloader {
     private let logLevel: LiveLogLevel?
     private let makeClient: @Sendable (String, APNsCredentials) throws -> APNsNotificationUpstream
     private let logger: Logger
+    /// The expiry dates of the certificates in use, updated by every reload.
+    private let expiry: CertificateExpiry
 
-    private static let applied = Counter(label: "apns_bridge_config_reloads_total", dimensions: [("result", "applied")])
-    private static let refused = Counter(label: "apns_bridge_config_reloads_total", dimensions: [("result", "refused")])
-    private static let lastSucceeded = CoreMetrics.Gauge(label: "apns_bridge_config_last_reload_successful")
-
-    /// Makes the reload series (at zero; the last reload "successful" until one is refused), so
-    /// that they exist before the first reload.
-    static func prepareSeries() {
-        _ = (Self.applied, Self.refused)
-        Self.lastSucceeded.record(1)
-    }
+    // Made with the reloader, so the series exist (at zero; the last reload "successful" until
+    // one is refused) before the first reload.
+    private let applied: Counter
+    private let refused: Counter
+    private let lastSucceeded: CoreMetrics.Gauge
 
     init(
         source: SettingsSource?,
@@ -82,6 +79,8 @@ public actor ConfigurationReloader {
         listeners: ListenerSet,
         logLevel: LiveLogLevel?,
         makeClient: @escaping @Sendable (String, APNsCredentials) throws -> APNsNotificationUpstream,
+        expiry: CertificateExpiry,
+        metricsFactory: any MetricsFactory = MetricsSystem.factory,
         logger: Logger
     ) {
         self.source = source
@@ -95,7 +94,22 @@ public actor ConfigurationReloader {
         self.logLevel = logLevel
         self.makeClient = makeClient
         self.logger = logger
-        Self.lastSucceeded.record(1)
+        self.expiry = expiry
+        self.applied = Counter(
+            label: "apns_bridge_config_reloads_total",
+            dimensions: [("result", "applied")],
+            factory: metricsFactory
+        )
+        self.refused = Counter(
+            label: "apns_bridge_config_reloads_total",
+            dimensions: [("result", "refused")],
+            factory: metricsFactory
+        )
+        self.lastSucceeded = CoreMetrics.Gauge(
+            label: "apns_bridge_config_last_reload_successful",
+            factory: metricsFactory
+        )
+        self.lastSucceeded.record(1)
     }
 
     /// The settings in force (for keys that need a restart, the values the bridge started with
@@ -111,8 +125,8 @@ public actor ConfigurationReloader {
         logger[metadataKey: "trigger"] = "\(trigger)"
         do {
             let outcome = try await self.apply()
-            Self.applied.increment()
-            Self.lastSucceeded.record(1)
+            self.applied.increment()
+            self.lastSucceeded.record(1)
             if outcome.applied.isEmpty {
                 logger.info("configuration reloaded: no changes")
             } else {
@@ -130,8 +144,8 @@ public actor ConfigurationReloader {
             return outcome
         } catch {
             let refusal = error as? ConfigurationError ?? ConfigurationError.configurationFile("\(error)")
-            Self.refused.increment()
-            Self.lastSucceeded.record(0)
+            self.refused.increment()
+            self.lastSucceeded.record(0)
             logger.error(
                 "configuration reload refused; the running configuration stays",
                 metadata: ["key": "\(refusal.key)", "error": "\(refusal.message)"]
@@ -211,14 +225,13 @@ public actor ConfigurationReloader {
             outcome.applied.append("log level: \(next.logLevel)")
         }
         var expiries = CertificateExpiry.dates(next, credentials: opened)
-        for (name, date) in CertificateExpiry.shared.dates where name.hasPrefix("credential.") && expiries[name] == nil
-        {
+        for (name, date) in self.expiry.dates where name.hasPrefix("credential.") && expiries[name] == nil {
             let credential = String(name.dropFirst("credential.".count))
             if next.credentials[credential] != nil, !replacedCredentials.contains(credential) {
                 expiries[name] = date  // credentials kept as they were
             }
         }
-        CertificateExpiry.shared.update(expiries)
+        self.expiry.update(expiries)
 
         self.running = next
         self.fileDigests = nextDigests

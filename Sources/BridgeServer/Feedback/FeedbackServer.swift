@@ -56,13 +56,14 @@ public final class FeedbackServer: Sendable {
         tenantResolver: any TenantResolver,
         tlsContext: LegacyTLSContext? = nil,
         usage: UsageRecorder? = nil,
+        metrics: GatewayMetrics = GatewayMetrics(),
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "apns-bridge.feedback")
     ) async throws -> FeedbackServer {
         let tls =
             try tlsContext
             ?? LegacyTLSContext(configuration: configuration.tls, tenantResolver: tenantResolver, logger: logger)
-        let registry = ConnectionRegistry(gauge: GatewayMetrics.shared.feedbackConnections)
+        let registry = ConnectionRegistry(gauge: metrics.feedbackConnections)
         let tasks = ConnectionTasks()
         let serverChannel = try await LegacyListener.bind(
             listener: .feedback,
@@ -75,6 +76,7 @@ public final class FeedbackServer: Sendable {
             handshakeTimeout: configuration.handshakeTimeout,
             usage: usage,
             proxyProtocol: configuration.proxyProtocol,
+            metrics: metrics,
             group: group,
             logger: logger
         ) { connectionLogger in
@@ -83,6 +85,7 @@ public final class FeedbackServer: Sendable {
                 store: store,
                 tasks: tasks,
                 usage: usage,
+                metrics: metrics,
                 logger: connectionLogger
             )
         }
@@ -123,6 +126,7 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
     private let store: any FeedbackStore
     private let tasks: ConnectionTasks
     private let usage: UsageRecorder?
+    private let metrics: GatewayMetrics
     private var logger: Logger
 
     init(
@@ -130,12 +134,14 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
         store: any FeedbackStore,
         tasks: ConnectionTasks,
         usage: UsageRecorder?,
+        metrics: GatewayMetrics,
         logger: Logger
     ) {
         self.configuration = configuration
         self.store = store
         self.tasks = tasks
         self.usage = usage
+        self.metrics = metrics
         self.logger = logger
     }
 
@@ -161,6 +167,7 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
         let configuration = self.configuration
         let logger = self.logger
         let usage = self.usage
+        let metrics = self.metrics
         let started = self.tasks.start {
             do {
                 let result = try await store.drain(
@@ -183,7 +190,7 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
                     if let last = buffers.last {
                         try await channel.writeAndFlush(last)
                     }
-                    GatewayMetrics.shared.feedbackTuplesDelivered(tuples.count)
+                    metrics.feedbackTuplesDelivered(tuples.count)
                 } finish: {
                     try? await channel.close()
                 }

@@ -11,6 +11,7 @@ extension GatewayConnectionHandler {
         var inFlight: InFlightWork
         /// The migration view's counts (`nil`: not kept).
         var usage: UsageRecorder?
+        var metrics: GatewayMetrics
 
         package init(
             upstream: any NotificationUpstream,
@@ -18,7 +19,8 @@ extension GatewayConnectionHandler {
             feedback: any FeedbackRecorder,
             tenantResolver: any TenantResolver,
             inFlight: InFlightWork,
-            usage: UsageRecorder? = nil
+            usage: UsageRecorder? = nil,
+            metrics: GatewayMetrics
         ) {
             self.upstream = upstream
             self.resendRecords = resendRecords
@@ -26,6 +28,7 @@ extension GatewayConnectionHandler {
             self.tenantResolver = tenantResolver
             self.inFlight = inFlight
             self.usage = usage
+            self.metrics = metrics
         }
     }
 }

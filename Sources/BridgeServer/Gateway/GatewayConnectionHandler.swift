@@ -164,7 +164,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         guard let context = self.context else { return }
         self.logger[metadataKey: "tenant"] = "\(tenant.name)"
         self.logger.debug("provider connected")
-        self.outcomes = GatewayMetrics.shared.outcomes(tenant: tenant.name)
+        self.outcomes = self.dependencies.metrics.outcomes(tenant: tenant.name)
         self.usage = self.dependencies.usage?.counters(tenant: tenant.name)
         // Immediate for a store only this process writes; one query for a shared one, so that
         // records another instance wrote before this connection are recognised (docs/protocol.md#resend-records).
@@ -196,10 +196,10 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         while let step = self.connection.nextFrameStep() {
             switch step {
             case .frame(let action, let command):
-                GatewayMetrics.shared.notificationReceived()
+                self.dependencies.metrics.notificationReceived()
                 self.handle(action, command: command, failureReason: "local")
             case .forwardUnlessAnswered(let sequence, let notification, let command):
-                GatewayMetrics.shared.notificationReceived()
+                self.dependencies.metrics.notificationReceived()
                 self.forward(sequence, notification, command: command, checkingResends: true)
             case .malformed(let error, let action):
                 self.logger.info("refusing a malformed frame", metadata: ["error": "\(error)"])
@@ -209,7 +209,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
                     "provider closed the connection in the middle of a frame; that frame is not forwarded",
                     metadata: ["bytes": "\(bytes)"]
                 )
-                GatewayMetrics.shared.partialFrameDropped()
+                self.dependencies.metrics.partialFrameDropped()
             case .closeDrained:
                 self.closeDrained()
             }
@@ -228,12 +228,12 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         case .forward(let sequence, let notification):
             self.forward(sequence, notification, command: command, checkingResends: false)
         case .close(let farewell):
-            GatewayMetrics.shared.refused(farewell.status, reason: failureReason)
+            self.dependencies.metrics.refused(farewell.status, reason: failureReason)
             self.outcomes?.count(.rejected(farewell.status))
             self.usage?.count(command: command, .rejected(farewell.status))
             self.sayFarewell(farewell)
         case .waitForPredecessors(let status):
-            GatewayMetrics.shared.refused(status, reason: failureReason)
+            self.dependencies.metrics.refused(status, reason: failureReason)
             self.outcomes?.count(.rejected(status))
             self.usage?.count(command: command, .rejected(status))
             self.logger.debug("notification failed; waiting for earlier ones", metadata: ["status": "\(status)"])
@@ -250,7 +250,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         command: NotificationFrame.Command?,
         checkingResends: Bool
     ) {
-        GatewayMetrics.shared.forwardStarted()
+        self.dependencies.metrics.forwardStarted()
         let eventLoop = self.eventLoop!
         // For the migration view; decided now, so the closure below holds no more than a flag.
         let channels = notification.tenant.channels
@@ -263,6 +263,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
             ? self.dependencies.resendRecords.forwardUnlessAnswered(
                 notification,
                 to: self.dependencies.upstream,
+                metrics: self.dependencies.metrics,
                 on: eventLoop
             )
             : self.dependencies.upstream.send(notification, on: eventLoop)
@@ -270,7 +271,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
             .hop(to: eventLoop)
             .assumeIsolated()
             .whenSuccess { outcome in
-                GatewayMetrics.shared.forwardFinished()
+                self.dependencies.metrics.forwardFinished()
                 self.outcomes?.count(outcome)
                 self.usage?.count(command: command, outcome, broadcast: broadcast)
                 self.upstreamCompleted(sequence, outcome: outcome)
@@ -289,8 +290,8 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
             if case .add(let entry, _) = write {
                 let token = LogRedaction.token(entry.deviceToken)
                 self.logger.debug("token unregistered upstream", metadata: ["token": "\(token)"])
-                stored.whenSuccess { [logger] in
-                    GatewayMetrics.shared.feedbackEntryRecorded()
+                stored.whenSuccess { [logger, metrics = self.dependencies.metrics] in
+                    metrics.feedbackEntryRecorded()
                     logger.debug("feedback entry stored", metadata: ["token": "\(token)"])
                 }
                 entryStored = stored
@@ -374,7 +375,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         guard let context = self.context, context.channel.isActive, let tenant = self.connection.tenant?.name else {
             self.connection.channelClosed()
             if farewell.status != .shutdown {
-                GatewayMetrics.shared.failureAfterClose()
+                self.dependencies.metrics.failureAfterClose()
                 self.logger.warning(
                     "notification failed after the provider closed its connection; nobody to tell",
                     metadata: [
@@ -422,7 +423,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
                 var bytes = context.channel.allocator.buffer(capacity: ErrorResponsePacket.length)
                 bytes.writeErrorResponse(packet)
                 context.write(self.wrapOutboundOut(bytes), promise: nil)
-                GatewayMetrics.shared.errorResponseSent(packet.status)
+                self.dependencies.metrics.errorResponseSent(packet.status)
             }
             context.flush()
             self.execute(self.connection.farewellRecordsStored())

@@ -6,7 +6,7 @@ import NIOSSL
 
 /// The gateway listener: TLS on port 2195 for legacy providers.
 ///
-/// Start it with ``start(configuration:upstream:resendRecords:feedback:tenantResolver:tlsContext:usage:group:logger:)``,
+/// Start it with ``start(configuration:upstream:resendRecords:feedback:tenantResolver:tlsContext:usage:metrics:group:logger:)``,
 /// run ``run()`` while it serves (each handshake's client-certificate check is one of its child
 /// tasks), and stop it with ``shutdownGracefully()`` (docs/protocol.md#shutdown) or ``close()``, which end
 /// ``run()``.
@@ -74,6 +74,7 @@ public final class GatewayServer: Sendable {
         tenantResolver: any TenantResolver,
         tlsContext: LegacyTLSContext? = nil,
         usage: UsageRecorder? = nil,
+        metrics: GatewayMetrics = GatewayMetrics(),
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "apns-bridge.gateway")
     ) async throws -> GatewayServer {
@@ -87,9 +88,10 @@ public final class GatewayServer: Sendable {
             feedback: feedback,
             tenantResolver: tenantResolver,
             inFlight: inFlight,
-            usage: usage
+            usage: usage,
+            metrics: metrics
         )
-        let registry = ConnectionRegistry(gauge: GatewayMetrics.shared.gatewayConnections)
+        let registry = ConnectionRegistry(gauge: metrics.gatewayConnections)
         let tasks = ConnectionTasks()
 
         let serverChannel = try await LegacyListener.bind(
@@ -104,6 +106,7 @@ public final class GatewayServer: Sendable {
             usage: usage,
             proxyProtocol: configuration.proxyProtocol,
             allowHalfClosure: true,
+            metrics: metrics,
             group: group,
             logger: logger
         ) { connectionLogger in

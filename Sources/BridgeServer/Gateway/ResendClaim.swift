@@ -12,6 +12,7 @@ extension ResendRecordStore {
     func forwardUnlessAnswered(
         _ notification: UpstreamNotification,
         to upstream: any NotificationUpstream,
+        metrics: GatewayMetrics,
         on eventLoop: any EventLoop
     ) -> EventLoopFuture<NotificationOutcome> {
         let key = ResendRecordKey(tenant: notification.tenant.name, frame: notification.frame)
@@ -19,10 +20,10 @@ extension ResendRecordStore {
             .flatMap { claim -> EventLoopFuture<NotificationOutcome> in
                 switch claim {
                 case .answered(let remembered):
-                    GatewayMetrics.shared.resendAnsweredFromRecord()
+                    metrics.resendAnsweredFromRecord()
                     return eventLoop.makeSucceededFuture(remembered)
                 case .outcomeUnknown:
-                    GatewayMetrics.shared.resendForwardedAgain()
+                    metrics.resendForwardedAgain()
                     return upstream.send(notification, on: eventLoop)
                 case .new:
                     return upstream.send(notification, on: eventLoop)

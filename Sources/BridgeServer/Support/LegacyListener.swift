@@ -27,12 +27,13 @@ enum LegacyListener {
         usage: UsageRecorder?,
         proxyProtocol: ProxyProtocolPolicy = .off,
         allowHalfClosure: Bool = false,
+        metrics: GatewayMetrics,
         group: any EventLoopGroup,
         logger: Logger,
         makeHandler: @escaping @Sendable (_ connectionLogger: Logger) -> any ChannelHandler
     ) async throws -> any Channel {
         let name = listener == .gateway ? "gateway" : "feedback"
-        let refusals = RefusalLog(listener: name, logger: logger)
+        let refusals = RefusalLog(listener: name, metrics: metrics, logger: logger)
 
         /// TLS, the handshake half and the port's handler, for the connection's client.
         @Sendable func addConnectionHandlers(
@@ -120,14 +121,16 @@ enum LegacyListener {
 /// - A connection from a configured load balancer without a valid PROXY header.
 final class RefusalLog: Sendable {
     private let listener: String
+    private let metrics: GatewayMetrics
     private let logger: Logger
     private let connections: LogRateLimit
     private let certificates: LogRateLimit
     private let versions: LogRateLimit
     private let proxyHeaders: LogRateLimit
 
-    init(listener: String, logger: Logger, interval: TimeAmount = .seconds(10)) {
+    init(listener: String, metrics: GatewayMetrics, logger: Logger, interval: TimeAmount = .seconds(10)) {
         self.listener = listener
+        self.metrics = metrics
         self.logger = logger
         self.connections = LogRateLimit(interval: interval)
         self.certificates = LogRateLimit(interval: interval)
@@ -136,7 +139,7 @@ final class RefusalLog: Sendable {
     }
 
     func certificateRefused(_ reason: String, resumed: Bool = false, peer: SocketAddress?) {
-        GatewayMetrics.shared.handshakeRefused()
+        self.metrics.handshakeRefused()
         guard let suppressed = self.certificates.admit() else { return }
         self.logger.warning(
             resumed
@@ -152,7 +155,7 @@ final class RefusalLog: Sendable {
     }
 
     func versionRefused(peer: SocketAddress?) {
-        GatewayMetrics.shared.tlsVersionRefused(listener: self.listener)
+        self.metrics.tlsVersionRefused(listener: self.listener)
         guard let suppressed = self.versions.admit() else { return }
         self.logger.warning(
             "refusing a TLS handshake: the client offers no TLS version this listener accepts (TLS 1.2 by default); tls.allowLegacyTLS (APNS_BRIDGE_TLS_ALLOW_LEGACY_TLS=true) accepts TLS 1.0 and 1.1, tls.allowTLS13 accepts TLS 1.3",
@@ -173,7 +176,7 @@ final class RefusalLog: Sendable {
 
     /// A connection from a configured load balancer without a valid PROXY header in time.
     func proxyHeaderRefused(_ refusal: ProxyHeaderHandler.Refusal, detail: String, loadBalancer: SocketAddress?) {
-        GatewayMetrics.shared.proxyHeaderRefused(listener: self.listener, reason: refusal.rawValue)
+        self.metrics.proxyHeaderRefused(listener: self.listener, reason: refusal.rawValue)
         guard let suppressed = self.proxyHeaders.admit() else { return }
         self.logger.warning(
             "refusing a connection from a load balancer: no valid PROXY protocol header (is send-proxy-v2 set on its server lines?)",
@@ -189,7 +192,7 @@ final class RefusalLog: Sendable {
 
     func refused(_ refusal: ConnectionRegistry.Refusal, peer: SocketAddress?, admission: ConnectionAdmission) {
         guard refusal != .shuttingDown else { return }
-        GatewayMetrics.shared.connectionRefused(listener: self.listener, reason: refusal.rawValue)
+        self.metrics.connectionRefused(listener: self.listener, reason: refusal.rawValue)
         guard let suppressed = self.connections.admit() else { return }
         let limit: Int
         switch refusal {

@@ -78,7 +78,7 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
     private let timeout: TimeAmount
     private let port: Port
     private let usage: UsageRecorder?
-    private let refusals: RefusalLog?
+    private let refusals: RefusalLog
     /// The client's address when a PROXY header named it; else the channel's peer.
     private let client: SocketAddress?
     private let logger: Logger
@@ -91,7 +91,7 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
         timeout: TimeAmount,
         port: Port,
         usage: UsageRecorder?,
-        refusals: RefusalLog?,
+        refusals: RefusalLog,
         client: SocketAddress? = nil,
         logger: Logger
     ) {
@@ -119,7 +119,11 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
             timeout: timeout,
             port: port,
             usage: usage,
-            refusals: nil,
+            refusals: RefusalLog(
+                listener: port == .gateway ? "gateway" : "feedback",
+                metrics: GatewayMetrics(),
+                logger: logger
+            ),
             logger: logger
         )
     }
@@ -127,7 +131,7 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
     /// A handshake that fails for want of a common TLS version is counted and logged (rate-limited).
     package func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if !self.completed, RefusalLog.isVersionRefusal(error) {
-            self.refusals?.versionRefused(peer: self.client ?? context.remoteAddress)
+            self.refusals.versionRefused(peer: self.client ?? context.remoteAddress)
         }
         context.fireErrorCaught(error)
     }
@@ -190,11 +194,7 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
             self.logger.debug("resumed TLS session")
             return verified
         case .refused(let why):
-            if let refusals = self.refusals {
-                refusals.certificateRefused(why, resumed: true, peer: self.client ?? context.remoteAddress)
-            } else {
-                GatewayMetrics.shared.handshakeRefused()
-            }
+            self.refusals.certificateRefused(why, resumed: true, peer: self.client ?? context.remoteAddress)
             return nil
         }
     }

@@ -1,20 +1,6 @@
 import CoreMetrics
 import Synchronization
 
-/// Metrics that both sides of the bridge count into (swift-metrics; no-ops until the process
-/// bootstraps a factory).
-public enum NotificationMetrics {
-    /// `apns_bridge_notifications_failed_total{status, reason}`: the legacy status (`none` when
-    /// the provider is told nothing) and why: APNs' reason for failures APNs decides (counted
-    /// by the upstream), `local` or `malformed` for those the gateway decides. The upstream
-    /// (`APNsNotificationUpstream`) counts into counters of the same name made from the
-    /// metrics factory it is given.
-    public static let failed = LabelledCounters(
-        label: "apns_bridge_notifications_failed_total",
-        labelNames: ["status", "reason"]
-    )
-}
-
 /// Counters of one name with a fixed set of label names, made on first use of each label set.
 public final class LabelledCounters: Sendable {
     private let label: String
