@@ -1,12 +1,6 @@
 import LegacyProtocol
 import NIOCore
 
-/// The APNs environment a tenant pushes to.
-public enum APNsEnvironment: String, Hashable, Sendable, CaseIterable {
-    case production
-    case sandbox
-}
-
 /// The app a provider connection pushes for, resolved from its client certificate when the TLS
 /// handshake completes (docs/configuration.md#tenants).
 public struct Tenant: Hashable, Sendable, CustomStringConvertible {

@@ -96,17 +96,3 @@ public enum LegacyHabits {
         public var description: String { "\(self.what) exited \(self.status): \(self.detail)" }
     }
 }
-
-/// One connection of the habits script's `resume`.
-public struct ResumedConnection: Decodable, Sendable {
-    public var reused: Bool
-    /// What the server sent, hex.
-    public var received: String
-}
-
-/// The result of the habits script's `naive-feedback`.
-public struct NaiveFeedbackRead: Decodable, Sendable {
-    public var tuples: Int
-    public var short_reads: Int
-    public var distinct: Int
-}

@@ -48,31 +48,6 @@ public enum TestDatabases {
     }
 }
 
-/// The two store implementations, for tests that run against both.
-public enum StoreKind: String, CaseIterable, Sendable {
-    case sqlite
-    case postgres
-
-    /// A new, empty store location of this kind.
-    public func makeLocation() async throws -> String {
-        switch self {
-        case .sqlite: try TestDatabases.sqliteLocation()
-        case .postgres: try await TestDatabases.postgresLocation()
-        }
-    }
-
-    public func open(
-        _ location: String,
-        configuration: BridgeStoreConfiguration = .init()
-    ) async throws -> any BridgeStore {
-        try await BridgeStoreLocation.open(
-            location,
-            configuration: configuration,
-            logger: Logger.forTests("apns-bridge.test.store")
-        )
-    }
-}
-
 extension StoreKind {
     /// The kinds these tests can reach: SQLite always, PostgreSQL when a test server is set.
     /// (A separate test reports itself skipped when PostgreSQL is missing, and CI fails on a skip.)

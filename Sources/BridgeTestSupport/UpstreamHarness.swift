@@ -25,23 +25,6 @@ extension Logger {
     }
 }
 
-/// A clock tests move by hand (provider-token ages, 410 timestamps).
-public final class TestClock: Sendable {
-    private let current: Mutex<Date>
-
-    public init(_ start: Date = Date()) {
-        self.current = Mutex(start)
-    }
-
-    public var now: Date { self.current.withLock { $0 } }
-
-    public func advance(by interval: TimeInterval) {
-        self.current.withLock { $0 += interval }
-    }
-
-    public var function: @Sendable () -> Date { { self.now } }
-}
-
 /// A ``MockAPNsServer`` on 127.0.0.1 with a throwaway PKI and signing key, and the bridge's
 /// upstream (``APNsNotificationUpstream``, its ``APNsClient``s) using provider tokens against it:
 /// the upstream tests drive this over real TLS and HTTP/2. The client's and the upstream's

@@ -46,36 +46,3 @@ public enum TextLogLine {
         return String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
-
-/// Escapes what could break a log line or pass for a line break: the C0 control characters
-/// (`\n`, `\r` and `\t` by name, the others as `\u{XX}`), DEL, the C1 control characters
-/// (NEL among them), and the Unicode line and paragraph separators. A backslash is doubled, so
-/// an escape in the output always stands for a character that was escaped. Invalid UTF-8 never
-/// reaches a `String` (decoding replaces it with U+FFFD).
-public enum LogLineEscaping {
-    public static func escaped(_ text: String) -> String {
-        // The common case, nothing to escape, costs one scan and no copy.
-        guard text.unicodeScalars.contains(where: Self.needsEscape) else { return text }
-        var result = ""
-        result.reserveCapacity(text.utf8.count + 8)
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\n": result += "\\n"
-            case "\r": result += "\\r"
-            case "\t": result += "\\t"
-            case "\\": result += "\\\\"
-            case _ where Self.needsEscape(scalar):
-                result += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
-            default: result.unicodeScalars.append(scalar)
-            }
-        }
-        return result
-    }
-
-    private static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
-        switch scalar.value {
-        case 0x00...0x1F, 0x7F...0x9F, 0x2028, 0x2029, 0x5C: true
-        default: false
-        }
-    }
-}

@@ -1,33 +1,5 @@
 import LegacyProtocol
 
-/// How one poller of the feedback service is served.
-public struct FeedbackDrainOptions: Hashable, Sendable {
-    /// Entries read from the store and written to the poller at a time.
-    public var batchSize: Int = 1000
-    /// For clients that assume 38-byte tuples: tokens that are not 32 bytes are left out (and
-    /// stay pending until retention removes them).
-    public var only32ByteTokens = false
-
-    public init(batchSize: Int = 1000, only32ByteTokens: Bool = false) {
-        self.batchSize = batchSize
-        self.only32ByteTokens = only32ByteTokens
-    }
-}
-
-/// How a drain ended.
-public struct FeedbackDrainResult: Hashable, Sendable {
-    /// Tuples whose bytes were written and flushed to the poller; their entries are deleted.
-    public var delivered: Int
-    /// `false` when the poller went away (or a write failed) before the end of the list; the
-    /// entries not delivered stay pending for the next poll.
-    public var completed: Bool
-
-    public init(delivered: Int, completed: Bool) {
-        self.delivered = delivered
-        self.completed = completed
-    }
-}
-
 /// The feedback lists (docs/feedback.md): written by the gateway through ``FeedbackRecorder``,
 /// read by the feedback listener through ``drain(tenant:environment:options:deliver:finish:)``.
 public protocol FeedbackStore: FeedbackRecorder {

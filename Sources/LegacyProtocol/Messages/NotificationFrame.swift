@@ -62,15 +62,6 @@ public struct NotificationFrame: Hashable, Sendable {
     }
 }
 
-/// Item ids of a command-2 frame.
-public enum NotificationItemID {
-    public static let deviceToken: UInt8 = 1
-    public static let payload: UInt8 = 2
-    public static let identifier: UInt8 = 3
-    public static let expiration: UInt8 = 4
-    public static let priority: UInt8 = 5
-}
-
 extension ByteBuffer {
     /// Encodes a frame in its own command's format. The identifier, expiration and priority are
     /// left out where the format has no place for them. For command 2 every item is written,

@@ -4,53 +4,6 @@ import Logging
 import NIOCore
 import NIOPosix
 
-/// How long APNs keeps a broadcast for devices that were offline (`message-storage-policy`).
-public enum APNsMessageStoragePolicy: Int, Hashable, Sendable, Codable, CaseIterable, CustomStringConvertible {
-    /// Nothing is stored: a broadcast reaches the devices online now, and must carry
-    /// `apns-expiration: 0` (APNs answers `BadExpirationDate` otherwise).
-    case noMessageStored = 0
-    /// The most recent broadcast is stored for devices that come online later.
-    case mostRecentMessageStored = 1
-
-    public var description: String {
-        switch self {
-        case .noMessageStored: "no-message-stored"
-        case .mostRecentMessageStored: "most-recent-message-stored"
-        }
-    }
-}
-
-/// A channel as the channel management API describes it.
-public struct APNsChannelInfo: Hashable, Sendable {
-    /// Base64, as APNs issued it.
-    public var id: String
-    public var messageStoragePolicy: APNsMessageStoragePolicy?
-    /// `LiveActivity`.
-    public var pushType: String?
-
-    public init(id: String, messageStoragePolicy: APNsMessageStoragePolicy?, pushType: String?) {
-        self.id = id
-        self.messageStoragePolicy = messageStoragePolicy
-        self.pushType = pushType
-    }
-}
-
-/// A channel management request APNs refused, or that got no answer.
-public struct APNsChannelManagementError: Error, Hashable, Sendable, CustomStringConvertible {
-    /// The HTTP status; `nil` when APNs did not answer.
-    public var status: Int?
-    public var reason: APNsReason?
-    public var requestID: String
-    public var detail: String
-
-    public var description: String {
-        var text = self.status.map { "APNs answered \($0)" } ?? "no answer from APNs"
-        if let reason { text += " \(reason)" }
-        if !self.detail.isEmpty { text += ": \(self.detail)" }
-        return text + " (apns-request-id \(self.requestID))"
-    }
-}
-
 /// Apple's channel management API for broadcast push: create, read, list and delete the Live
 /// Activity channels of an app (`/1/apps/<bundle id>/channels` and `/all-channels`).
 ///

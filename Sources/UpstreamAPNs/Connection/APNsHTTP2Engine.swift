@@ -32,15 +32,4 @@ public enum APNsHTTP2Engine: String, Sendable, Hashable, CaseIterable, CustomStr
     public var description: String { self.rawValue }
 }
 
-/// What ``APNsConnection`` needs of either engine's handler, on the connection's event loop.
-package protocol APNsConnectionDriver: AnyObject {
-    func setEvents(_ events: APNsConnectionHandler.Events)
-    func send(
-        _ request: APNsRequest,
-        authorization: String?,
-        deadline: NIODeadline,
-        completion: @escaping APNsResponseHandler
-    )
-}
-
 extension APNsConnectionHandler: APNsConnectionDriver {}

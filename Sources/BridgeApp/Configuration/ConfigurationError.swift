@@ -1,0 +1,30 @@
+import Configuration
+import Foundation
+import Synchronization
+import SystemPackage
+import Yams
+
+/// A configuration value that cannot be used, named by its key (and the environment variable
+/// that sets the same key), so that the operator knows what to fix.
+public struct ConfigurationError: Error, CustomStringConvertible, Equatable {
+    public var key: String
+    public var message: String
+
+    public init(key: String, _ message: String) {
+        self.key = key
+        self.message = message
+    }
+
+    public var description: String {
+        "configuration key \(self.key) (environment \(SettingsReader.environmentVariable(for: self.key))): \(self.message)"
+    }
+    /// A refusal about a key of the schema (ConfigurationSchema.swift).
+    init(_ key: ConfigurationKey, _ message: String) {
+        self.init(key: key.name, message)
+    }
+
+    /// A refusal about the configuration file as a whole (`--config`), not one key in it.
+    static func configurationFile(_ message: String) -> ConfigurationError {
+        ConfigurationError(key: "--config", message)
+    }
+}

@@ -1,0 +1,27 @@
+import LegacyProtocol
+import NIOCore
+
+/// What a claim found for a notification that may be a resend (docs/protocol.md#resend-records).
+public enum ResendClaim: Hashable, Sendable, CustomStringConvertible {
+    /// No live record: the notification is new; forward it.
+    case new
+    /// A resend of a notification APNs answered: report this outcome, send nothing.
+    case answered(NotificationOutcome)
+    /// A resend of a notification whose outcome can no longer arrive: the process that forwarded
+    /// it stopped or crashed with it in flight, or the bridge gave up on it. Forward it again
+    /// (at-least-once, as if there were no bridge); never wait, never invent a failure.
+    case outcomeUnknown
+
+    /// The claim of a record that holds `outcome`.
+    public init(recorded outcome: NotificationOutcome) {
+        self = outcome.isUpstreamAnswer ? .answered(outcome) : .outcomeUnknown
+    }
+
+    public var description: String {
+        switch self {
+        case .new: "new"
+        case .answered(let outcome): "answered(\(outcome))"
+        case .outcomeUnknown: "outcomeUnknown"
+        }
+    }
+}

@@ -1,0 +1,55 @@
+import BridgeCore
+import NIOCore
+import NIOSSL
+
+/// TLS for a legacy listener (docs/protocol.md#tls): the client certificate is always requested and
+/// required, and verified against the configured CA certificates or pinned fingerprints. At most TLS 1.2 unless
+/// TLS 1.3 is allowed; TLS 1.0 and 1.1 only when legacy TLS is allowed.
+public struct LegacyTLSConfiguration: Sendable {
+    public var certificateChain: [NIOSSLCertificate]
+    public var privateKey: NIOSSLPrivateKey
+    /// The CA certificates that client certificates must chain to.
+    public var clientCertificateAuthorities: [NIOSSLCertificate]
+    /// SHA-256 fingerprints (lowercase hex) of client certificates trusted by themselves,
+    /// whoever issued them.
+    public var pinnedFingerprints: Set<String> = []
+    /// Off by default: under TLS 1.3, post-handshake tickets make some legacy clients miss the
+    /// error-response.
+    public var allowTLS13 = false
+    /// TLS 1.0 and 1.1, for clients that speak nothing newer.
+    public var allowLegacyTLS = false
+    /// How long the bridge's close waits for the client's close_notify, reading and dropping
+    /// meanwhile: after an error-response's drain, and after a feedback poll's last tuple
+    /// (docs/protocol.md#closing). A client that only writes sees its writes fail only after the
+    /// drain plus this; a client still writing when the close comes may get a reset before it
+    /// read its packet. NIOSSL's default, 5 s; 0 closes at once.
+    public var closeNotifyWait: TimeAmount = .seconds(5)
+
+    public init(
+        certificateChain: [NIOSSLCertificate],
+        privateKey: NIOSSLPrivateKey,
+        clientCertificateAuthorities: [NIOSSLCertificate]
+    ) {
+        self.certificateChain = certificateChain
+        self.privateKey = privateKey
+        self.clientCertificateAuthorities = clientCertificateAuthorities
+    }
+
+    public func makeServerContext() throws -> NIOSSLContext {
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: self.certificateChain.map { .certificate($0) },
+            privateKey: .privateKey(self.privateKey)
+        )
+        // `.noHostnameVerification` on a server: request and require a client certificate and
+        // verify its chain; clients have no host name to check.
+        tls.certificateVerification = .noHostnameVerification
+        // The chain is checked by ``LegacyTLSContext`` during the handshake; the CA list is still
+        // sent, so that clients with several certificates pick the right one.
+        tls.trustRoots = .certificates(self.clientCertificateAuthorities)
+        tls.sendCANameList = !self.clientCertificateAuthorities.isEmpty
+        tls.minimumTLSVersion = self.allowLegacyTLS ? .tlsv1 : .tlsv12
+        tls.maximumTLSVersion = self.allowTLS13 ? .tlsv13 : .tlsv12
+        tls.shutdownTimeout = self.closeNotifyWait
+        return try NIOSSLContext(configuration: tls)
+    }
+}

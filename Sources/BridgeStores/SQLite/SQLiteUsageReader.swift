@@ -1,0 +1,44 @@
+import BridgeCore
+import Foundation
+import Logging
+import SQLiteNIO
+
+/// Reads the usage of a SQLite store without opening it as a bridge does: no schema change, no
+/// release of claims or records, so it is safe on a file a running bridge has open (WAL lets a
+/// reader in beside the writer).
+public final class SQLiteUsageReader: UsageSource {
+    private let connection: SQLiteConnection
+
+    private init(connection: SQLiteConnection) {
+        self.connection = connection
+    }
+
+    public static func open(path: String, logger: Logger) async throws -> SQLiteUsageReader {
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw StoreError.invalidURL("sqlite:\(path): no such file (has a bridge run with this store?)")
+        }
+        let connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+        do {
+            _ = try await connection.query("PRAGMA busy_timeout = 5000")
+            let version = try await connection.query("PRAGMA user_version").first?.column("user_version")?.integer ?? 0
+            guard version >= 2 else {
+                throw StoreError.noUsage(found: version)
+            }
+            if version > SQLiteBridgeStore.schemaVersion {
+                throw StoreError.schemaTooNew(found: version, known: SQLiteBridgeStore.schemaVersion)
+            }
+            return SQLiteUsageReader(connection: connection)
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    public func usage(from firstDay: UsageDay, tenant: String?) async throws -> StoredUsage {
+        try await SQLiteUsage.read(from: firstDay, tenant: tenant, connection: self.connection)
+    }
+
+    public func close() async {
+        try? await self.connection.close()
+    }
+}

@@ -1,0 +1,32 @@
+import BridgeCore
+import BridgeUpstream
+import Crypto
+import DevelopmentPKI
+import Foundation
+import LegacyClient
+import LegacyProtocol
+import Logging
+import MetricsTestKit
+import MockAPNs
+import NIOCore
+import NIOPosix
+import NIOSSL
+import Synchronization
+import UpstreamAPNs
+
+/// A clock tests move by hand (provider-token ages, 410 timestamps).
+public final class TestClock: Sendable {
+    private let current: Mutex<Date>
+
+    public init(_ start: Date = Date()) {
+        self.current = Mutex(start)
+    }
+
+    public var now: Date { self.current.withLock { $0 } }
+
+    public func advance(by interval: TimeInterval) {
+        self.current.withLock { $0 += interval }
+    }
+
+    public var function: @Sendable () -> Date { { self.now } }
+}

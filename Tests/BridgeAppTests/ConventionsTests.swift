@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+
+/// Conventions the repository keeps, checked against the tree: a newcomer finds a public or
+/// package type by its name, in the folder docs/ARCHITECTURE.md gives for it.
+@Suite("Conventions")
+struct ConventionsTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    /// Each public or package type declared at the top level of a file under Sources/, with
+    /// the file's path relative to the root.
+    static func declaredTypes() throws -> [(type: String, path: String)] {
+        let sources = Self.root.appendingPathComponent("Sources")
+        guard let walker = FileManager.default.enumerator(atPath: sources.path) else { return [] }
+        var found: [(type: String, path: String)] = []
+        for case let relative as String in walker where relative.hasSuffix(".swift") {
+            let text = try String(contentsOf: sources.appendingPathComponent(relative), encoding: .utf8)
+            for line in text.split(separator: "\n", omittingEmptySubsequences: false)
+            where line.hasPrefix("public ") || line.hasPrefix("package ") {
+                if let match = line.wholeMatch(
+                    of: /(?:public|package) (?:final )?(?:struct|class|enum|protocol|actor) ([A-Za-z_][A-Za-z0-9_]*).*/
+                ) {
+                    found.append((String(match.output.1), "Sources/" + relative))
+                }
+            }
+        }
+        return found
+    }
+
+    @Test("Every public or package type is declared in a file named after it")
+    func oneTypePerFile() throws {
+        let types = try Self.declaredTypes()
+        #expect(types.count > 100, "the scan found only \(types.count) types: is it reading the tree?")
+        for (type, path) in types {
+            let file = (path as NSString).lastPathComponent
+            #expect(file == type + ".swift", "\(type) is declared in \(path)")
+        }
+    }
+
+    @Test("docs/ARCHITECTURE.md lists every public or package type under the folder it lives in, and no other")
+    func architectureListsTypes() throws {
+        let architecture = try String(
+            contentsOf: Self.root.appendingPathComponent("docs/ARCHITECTURE.md"),
+            encoding: .utf8
+        )
+        var listed: Set<String> = []
+        for line in architecture.split(separator: "\n") {
+            guard let match = line.wholeMatch(of: /- `(Sources\/[^`]+\/)`: (.*)/) else { continue }
+            for type in match.output.2.matches(of: /`([A-Za-z_][A-Za-z0-9_]*)`/) {
+                listed.insert(String(match.output.1) + String(type.output.1))
+            }
+        }
+        let declared = Set(
+            try Self.declaredTypes().map { ($0.path as NSString).deletingLastPathComponent + "/" + $0.type }
+        )
+        #expect(declared.subtracting(listed).sorted() == [], "declared but not listed in docs/ARCHITECTURE.md")
+        #expect(listed.subtracting(declared).sorted() == [], "listed in docs/ARCHITECTURE.md but not declared there")
+    }
+}
