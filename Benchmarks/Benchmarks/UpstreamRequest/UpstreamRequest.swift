@@ -38,7 +38,10 @@ private func sampleNotification() -> UpstreamNotification {
 
 private func tokenSource() -> ProviderTokenSource {
     let signer = ProviderTokenSigner(key: P256.Signing.PrivateKey(), keyID: "KEY1234567", teamID: "TEAM123456")
-    return ProviderTokenSource(signer: signer, logger: Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() }))
+    return ProviderTokenSource(
+        signer: signer,
+        logger: Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })
+    )
 }
 
 let benchmarks: @Sendable () -> Void = {
@@ -51,7 +54,8 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
-    Benchmark("Request from a frame (path, apns-id, push type)", configuration: apnsBridgeBenchmarkConfiguration()) { benchmark in
+    Benchmark("Request from a frame (path, apns-id, push type)", configuration: apnsBridgeBenchmarkConfiguration()) {
+        benchmark in
         for _ in benchmark.scaledIterations {
             blackHole(APNsNotificationUpstream.request(for: notification, apnsID: ids.next()))
         }
@@ -79,7 +83,10 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     let signer = ProviderTokenSigner(key: P256.Signing.PrivateKey(), keyID: "KEY1234567", teamID: "TEAM123456")
-    Benchmark("Provider token minted (ES256), for comparison", configuration: apnsBridgeBenchmarkConfiguration(scaling: .one)) { benchmark in
+    Benchmark(
+        "Provider token minted (ES256), for comparison",
+        configuration: apnsBridgeBenchmarkConfiguration(scaling: .one)
+    ) { benchmark in
         for _ in benchmark.scaledIterations {
             blackHole(try signer.sign(issuedAt: Date()))
         }
