@@ -176,7 +176,8 @@ struct FeedbackServiceTests {
             // server has settled the drain (deleted what it delivered, released its claim on the
             // rest), what is left is pending and unclaimed, and is what the next poll gets.
             var left = 0
-            try await eventually {
+            // Settling waits for the server's drain task: slow on a loaded debug build.
+            try await eventually(timeout: .seconds(60)) {
                 let total = try await bridge.store.pendingCount()
                 let unclaimed = try await bridge.store.pendingEntries(
                     tenant: UpstreamHarness.topic,
