@@ -32,26 +32,6 @@ public final class MockAPNsLedger: Sendable {
     private struct State {
         var records: [MockAPNsRequestRecord] = []
         var counters = Counters()
-        /// Callers of the `waitFor…` methods, resumed by the change that makes their condition
-        /// hold (or by their timeout).
-        var waiters: [Int: Waiter] = [:]
-        var nextWaiterID = 0
-
-        /// Takes out the waiters whose condition now holds.
-        mutating func satisfiedWaiters() -> [CheckedContinuation<Bool, Never>] {
-            guard !self.waiters.isEmpty else { return [] }
-            var satisfied: [CheckedContinuation<Bool, Never>] = []
-            for (id, waiter) in self.waiters where waiter.condition(self.records, self.counters) {
-                satisfied.append(waiter.continuation)
-                self.waiters[id] = nil
-            }
-            return satisfied
-        }
-    }
-
-    private struct Waiter {
-        var condition: @Sendable ([MockAPNsRequestRecord], Counters) -> Bool
-        var continuation: CheckedContinuation<Bool, Never>
     }
 
     private let state = Mutex(State())
@@ -70,92 +50,54 @@ public final class MockAPNsLedger: Sendable {
     /// Waits until at least `count` requests were accepted (answered 200), or the timeout;
     /// returns whether the count was reached.
     public func waitForAccepted(_ count: Int, timeout: Duration = .seconds(30)) async -> Bool {
-        await self.wait(timeout: timeout) { _, counters in counters.accepted >= count }
+        await self.wait(timeout: timeout) { self.counters.accepted >= count }
     }
 
     /// Waits until at least `count` requests were received (answered or not), or the timeout;
     /// returns whether the count was reached.
     public func waitForReceived(_ count: Int, timeout: Duration = .seconds(30)) async -> Bool {
-        await self.wait(timeout: timeout) { _, counters in counters.received >= count }
+        await self.wait(timeout: timeout) { self.counters.received >= count }
     }
 
     /// Waits until the kept records satisfy `condition`, or the timeout; returns whether they
-    /// did. `condition` is checked now and after each change, under the ledger's lock: it must
-    /// be quick.
+    /// did.
     public func waitForRecords(
         timeout: Duration = .seconds(30),
-        where condition: @escaping @Sendable ([MockAPNsRequestRecord]) -> Bool
+        where condition: ([MockAPNsRequestRecord]) -> Bool
     ) async -> Bool {
-        await self.wait(timeout: timeout) { records, _ in condition(records) }
+        await self.wait(timeout: timeout) { condition(self.records) }
     }
 
-    /// Waits until `condition` holds, checked now and after every change to the ledger (no
-    /// polling), or until `timeout` has passed, or the task is cancelled.
-    private func wait(
-        timeout: Duration,
-        until condition: @escaping @Sendable ([MockAPNsRequestRecord], Counters) -> Bool
-    ) async -> Bool {
-        let id = self.state.withLock { state in
-            state.nextWaiterID += 1
-            return state.nextWaiterID
+    /// Checks `condition` every 5 ms until it holds or `timeout` has passed. Polled, on purpose:
+    /// checking a condition after every record, on the mock's event loop, cost a test that scans
+    /// all records O(n²) on loops other tests share, and their connections timed out.
+    private func wait(timeout: Duration, until condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while !condition() {
+            if ContinuousClock.now >= deadline { return false }
+            try? await Task.sleep(for: .milliseconds(5))
         }
-        return await withTaskGroup(of: Bool?.self) { group in
-            group.addTask {
-                await withTaskCancellationHandler {
-                    await withCheckedContinuation { continuation in
-                        let holdsNow = self.state.withLock { state in
-                            // Checked under the lock: a cancellation either came before (seen
-                            // here) or finds the waiter registered.
-                            if Task.isCancelled || condition(state.records, state.counters) { return true }
-                            state.waiters[id] = Waiter(condition: condition, continuation: continuation)
-                            return false
-                        }
-                        if holdsNow {
-                            continuation.resume(returning: !Task.isCancelled)
-                        }
-                    }
-                } onCancel: {
-                    self.state.withLock { $0.waiters.removeValue(forKey: id) }?.continuation.resume(returning: false)
-                }
-            }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return nil  // the timeout: the waiter is cancelled, and answers false
-            }
-            let first: Bool? = await group.next() ?? nil
-            group.cancelAll()
-            if let first { return first }
-            let waiter: Bool? = await group.next() ?? nil
-            return waiter ?? false
-        }
+        return true
     }
 
     func record(_ record: MockAPNsRequestRecord) {
         self.onAnswer?(record)
-        let satisfied = self.state.withLock { state in
+        self.state.withLock { state in
             state.counters.answered += 1
             if record.wasAccepted { state.counters.accepted += 1 }
             if self.keepsRecords { state.records.append(record) }
-            return state.satisfiedWaiters()
         }
-        for continuation in satisfied { continuation.resume(returning: true) }
     }
 
     func count(_ update: (inout Counters) -> Void) {
-        let satisfied = self.state.withLock { state in
-            update(&state.counters)
-            return state.satisfiedWaiters()
-        }
-        for continuation in satisfied { continuation.resume(returning: true) }
+        self.state.withLock { update(&$0.counters) }
     }
 
     /// Forgets every record and counter.
     public func reset() {
-        let satisfied = self.state.withLock { state in
-            state.records.removeAll()
-            state.counters = Counters()
-            return state.satisfiedWaiters()
+        self.state.withLock {
+            $0.records.removeAll()
+            $0.counters = Counters()
         }
-        for continuation in satisfied { continuation.resume(returning: true) }
     }
 }
