@@ -162,9 +162,7 @@ struct ConfigurationTests {
     func documentedExamples() async throws {
         let files = try Files()
         defer { files.remove() }
-        let examples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-            .appendingPathComponent("docs/examples")
+        let examples = Repository.root.appendingPathComponent("docs/examples")
         let replacements = [
             "/etc/apns-bridge/gateway.pem": files.directory + "/gateway.crt",
             "/etc/apns-bridge/gateway.key": files.directory + "/gateway.key",
@@ -426,9 +424,7 @@ struct UnknownKeyTests {
             "read but not known: \(reader.requestedKeys.subtracting(known).sorted())"
         )
 
-        let docs = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-            .appendingPathComponent("docs/configuration.md")
+        let docs = Repository.root.appendingPathComponent("docs/configuration.md")
         let text = try String(contentsOf: docs, encoding: .utf8)
         // The table "Every key": | `key` | default | `ENVIRONMENT_VARIABLE` | live or restart | meaning |
         var documented: [String: (environment: String, reload: String)] = [:]

@@ -5,8 +5,7 @@ import Testing
 /// package type by its name, in the folder docs/ARCHITECTURE.md gives for it.
 @Suite("Conventions")
 struct ConventionsTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
+    static let root = Repository.root
 
     /// Each public or package type declared at the top level of a file under Sources/, with
     /// the file's path relative to the root.

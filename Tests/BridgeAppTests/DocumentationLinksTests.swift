@@ -7,8 +7,7 @@ import Testing
 /// pointers to documents it does not hold.
 @Suite("Documentation links")
 struct DocumentationLinksTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
+    static let root = Repository.root
 
     /// The files under `directory` (relative to the root) whose names end with one of `suffixes`.
     static func files(under directory: String, endingWith suffixes: [String]) -> [String] {
