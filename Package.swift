@@ -308,7 +308,7 @@ let package = Package(
         // libFuzzer entry point over the libnghttp2 engine (see docs/fuzzing.md).
         .executableTarget(
             name: "UpstreamEngineFuzzer",
-            dependencies: ["UpstreamEngineFuzzing"],
+            dependencies: ["UpstreamAPNs", "UpstreamEngineFuzzing"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,6 +1,7 @@
+import UpstreamAPNs
 import UpstreamEngineFuzzing
 
-/// libFuzzer entry point over the libnghttp2 engine's handler (see ``NGHTTP2EngineFuzzRun``).
+/// libFuzzer entry point over the libnghttp2 engine's handler (see ``UpstreamEngineFuzzRun``).
 /// Without the `NGHTTP2Engine` trait there is nothing to fuzz and each input is a no-op.
 ///
 /// Build and run (docs/fuzzing.md):
@@ -8,7 +9,8 @@ import UpstreamEngineFuzzing
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzUpstreamEngine(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     #if NGHTTP2Engine
-    if let problem = NGHTTP2EngineFuzzRun(input: UnsafeBufferPointer(start: start, count: count)).run() {
+    let input = UnsafeBufferPointer(start: start, count: count)
+    if let problem = UpstreamEngineFuzzRun(input: input, engine: .nghttp2).run() {
         fatalError(problem)
     }
     #endif

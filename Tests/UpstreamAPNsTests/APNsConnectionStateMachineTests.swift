@@ -23,18 +23,41 @@ struct APNsConnectionStateMachineTests {
         return Machine(configuration: configuration)
     }
 
-    /// Starts `request` and returns its stream id.
+    /// Starts `request` and returns its stream id (`nil`: it failed at once).
     static func write(
         _ machine: inout Machine,
         _ request: Int,
         deadline: NIODeadline = start + .seconds(10)
     ) -> HTTP2StreamID? {
-        if case .write(let streamID) = machine.start(request, deadline: deadline) { return streamID }
-        return nil
+        var completions: [Machine.Completion] = []
+        return machine.start(request, deadline: deadline, completing: &completions).write
+    }
+
+    /// Runs one event and returns the one request it ended, if exactly one.
+    static func ended(_ event: (inout [Machine.Completion]) -> Machine.Action) -> Machine.Completion? {
+        var completions: [Machine.Completion] = []
+        _ = event(&completions)
+        return completions.count == 1 ? completions[0] : nil
+    }
+
+    /// Runs one event and returns every request it ended.
+    static func allEnded(_ event: (inout [Machine.Completion]) -> Machine.Action) -> [Machine.Completion] {
+        var completions: [Machine.Completion] = []
+        _ = event(&completions)
+        return completions
     }
 
     static func answer(_ machine: inout Machine, _ streamID: HTTP2StreamID, status: Int = 200) -> Machine.Completion? {
-        machine.headersReceived(on: streamID, status: status, apnsID: "id", uniqueID: nil, endStream: true)
+        Self.ended {
+            machine.headersReceived(
+                on: streamID,
+                status: status,
+                apnsID: "id",
+                uniqueID: nil,
+                endStream: true,
+                completing: &$0
+            )
+        }
     }
 
     @Test(
@@ -43,14 +66,16 @@ struct APNsConnectionStateMachineTests {
     func streamCredits() throws {
         var machine = Self.machine(oneStreamFirst: true, maximumStreams: 500)
         #expect(machine.streamLimit == 0)
-        if case .fail(let request, let failure) = machine.start(1, deadline: Self.start) {
-            #expect(request == 1 && failure.kind == .unprocessed)
+        var failed: [Machine.Completion] = []
+        #expect(machine.start(1, deadline: Self.start, completing: &failed).write == nil)
+        if case .failure(let failure) = failed.first?.result, failed.count == 1 {
+            #expect(failed[0].request == 1 && failure.kind == .unprocessed)
         } else {
-            Issue.record("a request before SETTINGS must not be written")
+            Issue.record("a request before SETTINGS must not be written, and fails at once")
         }
-        #expect(machine.settingsReceived(maximumConcurrentStreams: 1000) == true)
+        #expect(machine.settingsReceived(maximumConcurrentStreams: 1000).becameReady)
         #expect(
-            machine.settingsReceived(maximumConcurrentStreams: 800) == false,
+            !machine.settingsReceived(maximumConcurrentStreams: 800).becameReady,
             "only the first SETTINGS sets the connection up"
         )
         #expect(machine.streamLimit == 1)
@@ -74,13 +99,25 @@ struct APNsConnectionStateMachineTests {
         _ = machine.settingsReceived(maximumConcurrentStreams: nil)
         let streamWritten = Self.write(&machine, 1)
         let stream = try #require(streamWritten)
-        let headers = machine.headersReceived(on: stream, status: 410, apnsID: "a", uniqueID: "u", endStream: false)
-        #expect(headers == nil)
-        let data = machine.dataReceived(
-            on: stream,
-            ByteBuffer(string: #"{"reason":"Unregistered","timestamp":1700000000000}"#),
-            endStream: true
-        )
+        let headers = Self.allEnded {
+            machine.headersReceived(
+                on: stream,
+                status: 410,
+                apnsID: "a",
+                uniqueID: "u",
+                endStream: false,
+                completing: &$0
+            )
+        }
+        #expect(headers.isEmpty)
+        let data = Self.ended {
+            machine.dataReceived(
+                on: stream,
+                ByteBuffer(string: #"{"reason":"Unregistered","timestamp":1700000000000}"#),
+                endStream: true,
+                completing: &$0
+            )
+        }
         let completion = try #require(data)
         let response = try completion.result.get()
         #expect(
@@ -102,10 +139,19 @@ struct APNsConnectionStateMachineTests {
         _ = machine.settingsReceived(maximumConcurrentStreams: nil)
         let streamWritten = Self.write(&machine, 7)
         let stream = try #require(streamWritten)
-        _ = machine.headersReceived(on: stream, status: 400, apnsID: nil, uniqueID: nil, endStream: false)
-        let closed = machine.streamClosed(stream, reason: nil, now: Self.start)
-        #expect(closed == nil)
-        let completions = machine.readComplete()
+        _ = Self.allEnded {
+            machine.headersReceived(
+                on: stream,
+                status: 400,
+                apnsID: nil,
+                uniqueID: nil,
+                endStream: false,
+                completing: &$0
+            )
+        }
+        let closed = Self.allEnded { machine.streamClosed(stream, reason: nil, now: Self.start, completing: &$0) }
+        #expect(closed.isEmpty)
+        let completions = Self.allEnded { machine.readComplete(completing: &$0) }
         #expect(completions.count == 1 && completions.first?.request == 7)
         #expect((try? completions.first?.result.get())?.status == 400)
     }
@@ -118,7 +164,7 @@ struct APNsConnectionStateMachineTests {
         _ = machine.settingsReceived(maximumConcurrentStreams: nil)
         let streams = (1...4).compactMap { Self.write(&machine, $0) }
         #expect(streams.count == 4)
-        let failed = machine.goAwayReceived(lastStreamID: streams[1])
+        let failed = Self.allEnded { machine.goAwayReceived(lastStreamID: streams[1], completing: &$0) }
         #expect(Set(failed.map(\.request)) == [3, 4])
         #expect(
             failed.allSatisfy {
@@ -126,9 +172,7 @@ struct APNsConnectionStateMachineTests {
             }
         )
         #expect(machine.phase == .draining && machine.streamLimit == 0)
-        if case .write = machine.start(5, deadline: Self.start) {
-            Issue.record("a draining connection takes no new stream")
-        }
+        #expect(Self.write(&machine, 5) == nil, "a draining connection takes no new stream")
         #expect(!machine.shouldClose, "two streams are still being answered")
         _ = Self.answer(&machine, streams[0])
         #expect(!machine.shouldClose)
@@ -141,8 +185,8 @@ struct APNsConnectionStateMachineTests {
         var machine = Self.machine()
         _ = machine.settingsReceived(maximumConcurrentStreams: nil)
         let streams = (1...3).compactMap { Self.write(&machine, $0) }
-        _ = machine.goAwayReceived(lastStreamID: streams[2])  // nothing above the last: all processed
-        let completions = machine.closed()
+        _ = Self.allEnded { machine.goAwayReceived(lastStreamID: streams[2], completing: &$0) }  // all processed
+        let completions = Self.allEnded { machine.closed(completing: &$0) }
         #expect(completions.count == 3)
         #expect(
             completions.allSatisfy {
@@ -156,18 +200,12 @@ struct APNsConnectionStateMachineTests {
     func pingHealth() throws {
         var machine = Self.machine()
         _ = machine.settingsReceived(maximumConcurrentStreams: nil)
-        guard case .send = machine.pingDue() else {
-            Issue.record("the first PING is sent")
-            return
-        }
+        #expect(machine.pingDue().ping != nil, "the first PING is sent")
         machine.pingAcknowledged()
-        guard case .send = machine.pingDue() else {
-            Issue.record("an answered PING: the next one is sent")
-            return
-        }
-        #expect(machine.pingDue() == .close)
-        _ = machine.closed()
-        #expect(machine.pingDue() == .none)
+        #expect(machine.pingDue().ping != nil, "an answered PING: the next one is sent")
+        #expect(machine.pingDue() == .init(close: .pingUnanswered))
+        _ = Self.allEnded { machine.closed(completing: &$0) }
+        #expect(machine.pingDue().isEmpty)
     }
 
     @Test("More refused streams than the limit within 30 s drain the connection; spread over time they do not")
@@ -181,7 +219,9 @@ struct APNsConnectionStateMachineTests {
                 Issue.record("request \(request) was not written")
                 return
             }
-            let completion = machine.streamClosed(stream, reason: .refusedStream, now: now)
+            let completion = Self.ended {
+                machine.streamClosed(stream, reason: .refusedStream, now: now, completing: &$0)
+            }
             #expect(
                 { if case .failure(let failure) = completion?.result { failure.kind == .unprocessed } else { false } }()
             )
@@ -194,10 +234,10 @@ struct APNsConnectionStateMachineTests {
                 Issue.record("request \(request) was not written")
                 return
             }
-            _ = machine.streamClosed(stream, reason: .refusedStream, now: now)
+            _ = Self.allEnded { machine.streamClosed(stream, reason: .refusedStream, now: now, completing: &$0) }
         }
         #expect(machine.phase == .draining)
-        #expect(machine.drainReason?.contains("refused") == true)
+        #expect(machine.drainReason == .streamsRefused(count: 4, window: .seconds(30)))
         #expect(machine.shouldClose)
     }
 
@@ -208,15 +248,22 @@ struct APNsConnectionStateMachineTests {
         let earlyWritten = Self.write(&machine, 1, deadline: Self.start + .seconds(1))
         let early = try #require(earlyWritten)
         _ = Self.write(&machine, 2, deadline: Self.start + .seconds(5))
-        #expect(machine.deadlinesPassed(now: Self.start + .milliseconds(999)).isEmpty)
-        let expired = machine.deadlinesPassed(now: Self.start + .seconds(2))
-        #expect(expired.map(\.streamID) == [early])
+        var completions: [Machine.Completion] = []
+        #expect(machine.deadlinesPassed(now: Self.start + .milliseconds(999), completing: &completions).isEmpty)
+        #expect(completions.isEmpty)
+        let expired = machine.deadlinesPassed(now: Self.start + .seconds(2), completing: &completions)
+        #expect(expired.resets == [early], "its stream is reset")
+        #expect(completions.map(\.request) == [1])
         #expect(
-            expired.first.map {
-                if case .failure(let failure) = $0.completion.result { failure.kind == .interrupted } else { false }
+            completions.first.map {
+                if case .failure(let failure) = $0.result { failure.kind == .interrupted } else { false }
             } == true
         )
-        #expect(machine.deadlinesPassed(now: Self.start + .seconds(2)).isEmpty, "reported once")
+        #expect(
+            machine.deadlinesPassed(now: Self.start + .seconds(2), completing: &completions).resets.isEmpty,
+            "reported once"
+        )
+        #expect(completions.count == 1)
         #expect(machine.openStreams == 1)
     }
 
@@ -226,7 +273,9 @@ struct APNsConnectionStateMachineTests {
         _ = machine.settingsReceived(maximumConcurrentStreams: nil)
         let streamWritten = Self.write(&machine, 1)
         let stream = try #require(streamWritten)
-        let completion = machine.streamClosed(stream, reason: .internalError, now: Self.start)
+        let completion = Self.ended {
+            machine.streamClosed(stream, reason: .internalError, now: Self.start, completing: &$0)
+        }
         #expect(
             { if case .failure(let failure) = completion?.result { failure.kind == .interrupted } else { false } }()
         )
@@ -239,7 +288,9 @@ struct APNsConnectionStateMachineTests {
         _ = machine.settingsReceived(maximumConcurrentStreams: nil)
         let streamWritten = Self.write(&machine, 1)
         let stream = try #require(streamWritten)
-        let completion = machine.streamClosed(stream, reason: .protocolError, now: Self.start)
+        let completion = Self.ended {
+            machine.streamClosed(stream, reason: .protocolError, now: Self.start, completing: &$0)
+        }
         #expect({ if case .failure(let failure) = completion?.result { failure.kind == .refused } else { false } }())
         #expect(machine.phase == .active)
     }
@@ -259,32 +310,49 @@ struct APNsConnectionStateMachineTests {
     }
 
     @Test(
-        "Settling after events: each new stream limit is told to the pool once; a drained connection closes, with a warning unless the server's GOAWAY drained it"
+        "Each event's action: a new stream limit is told to the pool once; a drained connection closes once, its reason an own decision unless the server's GOAWAY drained it"
     )
-    func settled() throws {
+    func actions() throws {
         var machine = Self.machine(oneStreamFirst: true, maximumStreams: 500)
         #expect(machine.poolAttached() == 0, "not set up yet")
-        #expect(machine.settled() == .init(), "nothing changed")
-        _ = machine.settingsReceived(maximumConcurrentStreams: 100)
-        #expect(machine.settled() == .init(limitChanged: 1), "one stream until the first success")
-        #expect(machine.settled() == .init(), "told once")
-        let stream = try #require(Self.write(&machine, 1))
-        _ = Self.answer(&machine, stream)
-        #expect(machine.settled() == .init(limitChanged: 100))
+        #expect(
+            machine.settingsReceived(maximumConcurrentStreams: 100) == .init(becameReady: true, limitChanged: 1),
+            "one stream until the first success"
+        )
+        #expect(machine.settingsReceived(maximumConcurrentStreams: 100).isEmpty, "told once")
+        var completions: [Machine.Completion] = []
+        let first = machine.start(1, deadline: Self.start, completing: &completions)
+        #expect(first == .init(write: 1))
+        let answered = machine.headersReceived(
+            on: 1,
+            status: 200,
+            apnsID: nil,
+            uniqueID: nil,
+            endStream: true,
+            completing: &completions
+        )
+        #expect(answered == .init(limitChanged: 100), "the first success lifts the limit")
 
         let open = try #require(Self.write(&machine, 2))
-        machine.drain("stream ids nearly exhausted")
-        #expect(machine.settled() == .init(limitChanged: 0), "draining: nothing new, but a stream is still open")
-        _ = Self.answer(&machine, open)
-        #expect(machine.settled() == .init(close: true, replacing: "stream ids nearly exhausted"))
+        machine.drain(.streamIDsNearlyExhausted)
+        let last = machine.headersReceived(
+            on: open,
+            status: 200,
+            apnsID: nil,
+            uniqueID: nil,
+            endStream: true,
+            completing: &completions
+        )
+        #expect(last == .init(limitChanged: 0, close: .drained(.streamIDsNearlyExhausted)))
+        #expect(last.close?.isOwnDecision == true, "worth a warning")
+        #expect(completions.count == 2)
+        #expect(machine.closed(completing: &completions).close == nil, "the close was asked once")
 
         var goingAway = Self.machine()
         _ = goingAway.settingsReceived(maximumConcurrentStreams: 10)
         _ = goingAway.poolAttached()
-        _ = goingAway.goAwayReceived(lastStreamID: 0)
-        #expect(
-            goingAway.settled() == .init(limitChanged: 0, close: true),
-            "the server's GOAWAY: no warning of our own"
-        )
+        let action = goingAway.goAwayReceived(lastStreamID: 0, completing: &completions)
+        #expect(action == .init(limitChanged: 0, close: .drained(.goAway)))
+        #expect(action.close?.isOwnDecision == false, "the server's GOAWAY: no warning of our own")
     }
 }

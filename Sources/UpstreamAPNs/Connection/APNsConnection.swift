@@ -47,38 +47,11 @@ final class APNsConnection: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: sniHostname))
-                    #if NGHTTP2Engine
-                    if configuration.engine == .nghttp2 {
-                        try sync.addHandler(
-                            NGHTTP2ConnectionHandler(
-                                configuration: configuration,
-                                readyPromise: readyPromise,
-                                logger: finalLogger
-                            )
-                        )
-                        return
-                    }
-                    #endif
-                    var http2 = NIOHTTP2Handler.ConnectionConfiguration()
-                    http2.initialSettings = [
-                        HTTP2Setting(parameter: .enablePush, value: 0),
-                        HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
-                        HTTP2Setting(parameter: .initialWindowSize, value: 65_535),
-                        HTTP2Setting(parameter: .maxHeaderListSize, value: 16_384),
-                    ]
-                    // NIOHTTP2's header-block and content-length checks cost about 7% of the
-                    // bridge's CPU per notification (docs/performance.md). The client writes its
-                    // own header blocks (always valid: the mock and nghttpd tests hold them to it)
-                    // and reads answers field by field, bodies cut at a bound.
-                    http2.headerBlockValidation = .disabled
-                    http2.contentLengthValidation = .disabled
-                    try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: http2))
-                    try sync.addHandler(
-                        APNsConnectionHandler(
-                            configuration: configuration,
-                            readyPromise: readyPromise,
-                            logger: finalLogger
-                        )
+                    try APNsEnginePipeline.addEngine(
+                        to: sync,
+                        configuration: configuration,
+                        readyPromise: readyPromise,
+                        logger: finalLogger
                     )
                 }
             }
@@ -92,16 +65,10 @@ final class APNsConnection: Sendable {
                     channel.close(promise: nil)
                     throw error
                 }.flatMapThrowing {
-                    let handler: any APNsConnectionDriver
-                    #if NGHTTP2Engine
-                    if configuration.engine == .nghttp2 {
-                        handler = try channel.pipeline.syncOperations.handler(type: NGHTTP2ConnectionHandler.self)
-                    } else {
-                        handler = try channel.pipeline.syncOperations.handler(type: APNsConnectionHandler.self)
-                    }
-                    #else
-                    handler = try channel.pipeline.syncOperations.handler(type: APNsConnectionHandler.self)
-                    #endif
+                    let handler = try APNsEnginePipeline.engineHandler(
+                        in: channel.pipeline.syncOperations,
+                        engine: configuration.engine
+                    )
                     return APNsConnection(
                         id: id,
                         channel: channel,

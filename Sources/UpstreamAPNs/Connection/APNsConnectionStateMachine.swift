@@ -3,11 +3,14 @@ import NIOHTTP2
 
 /// The state of one HTTP/2 connection to APNs, without I/O.
 ///
-/// ``APNsConnectionHandler`` feeds it what happens on the connection (a request to start, the
-/// frames of an answer, a stream closed, GOAWAY, a PING due, the connection closed) and executes
-/// what it returns: write a stream, complete or fail a request, reset a stream, send a PING,
-/// close. Time is an input of the events that need it. `Request` is whatever the handler
-/// completes (a promise in production, a number in the tests).
+/// ``APNsConnectionCore`` feeds it what happens on the connection (a request to start, the
+/// frames of an answer, a stream closed, GOAWAY, a PING due, the connection closed), the same
+/// events from either engine. Every event answers one ``Action`` (write the new stream, reset
+/// streams, send a PING, tell the pool a new stream limit, close, and why) and appends the
+/// requests it ended to the caller's `completing` list, which the core runs after the read:
+/// nothing is polled afterwards, and no allocation is made for an answer. Time is an input of
+/// the events that need it. `Request` is whatever the core completes (a closure in production,
+/// a number in the tests).
 ///
 /// ```
 ///   starting ── first SETTINGS ──► active ── GOAWAY / too many refused streams /
@@ -27,6 +30,10 @@ import NIOHTTP2
 /// - **PING health**: a PING still unanswered when the next is due means the connection is dead.
 /// - **REFUSED_STREAM**: more than the limit within the window and the connection drains.
 /// - **Deadlines**: a stream not answered by its deadline is reset and fails as interrupted.
+/// - **Impossible events trap**, as in NIOHTTP2's own state machines: the connection closing
+///   twice (a channel goes inactive once). Frames after the close are possible (a handler before
+///   ours may close the channel in the middle of a read and the rest of the read still arrives):
+///   they find no stream and change nothing.
 package struct APNsConnectionStateMachine<Request> {
     package struct Configuration: Sendable, Hashable {
         /// Our own bound on open streams, whatever the server allows.
@@ -57,37 +64,84 @@ package struct APNsConnectionStateMachine<Request> {
         package var result: Result<APNsResponse, APNsStreamFailure>
     }
 
-    /// What to do with a request the pool hands over.
-    package enum StartAction {
-        /// Write it on this new stream.
-        case write(HTTP2StreamID)
-        /// Do not write it: the connection takes no new streams.
-        case fail(Request, APNsStreamFailure)
-    }
+    /// Why a connection stops taking new streams.
+    package enum DrainReason: Hashable, Sendable, CustomStringConvertible {
+        /// The server's GOAWAY.
+        case goAway
+        /// Stream ids are 31 bits; the connection hands over before they run out.
+        case streamIDsNearlyExhausted
+        /// More `REFUSED_STREAM` resets than the limit within the window.
+        case streamsRefused(count: Int, window: TimeAmount)
 
-    /// What the connection does once an event is handled; both engines' handlers execute it
-    /// the same way (``settled()``).
-    package struct ConnectionAction: Hashable, Sendable {
-        /// Tell the pool this stream limit: it changed since the last one told.
-        package var limitChanged: Int?
-        /// Close the connection: it drained (nothing open, nothing new taken).
-        package var close = false
-        /// Why it is being replaced, when it closes for a reason of its own (not the server's
-        /// GOAWAY): worth a warning.
-        package var replacing: String?
-
-        package init(limitChanged: Int? = nil, close: Bool = false, replacing: String? = nil) {
-            self.limitChanged = limitChanged
-            self.close = close
-            self.replacing = replacing
+        package var description: String {
+            switch self {
+            case .goAway: "GOAWAY"
+            case .streamIDsNearlyExhausted: "stream ids nearly exhausted"
+            case .streamsRefused(let count, let window): "\(count) streams refused within \(window)"
+            }
         }
     }
 
-    package enum PingAction: Hashable, Sendable {
-        case send(HTTP2PingData)
-        /// The last PING was not answered: close the connection.
-        case close
-        case none
+    /// Why the connection closes.
+    package enum CloseReason: Hashable, Sendable {
+        /// It drained: nothing open, nothing new taken.
+        case drained(DrainReason)
+        /// A PING was still unanswered when the next was due: the connection is dead.
+        case pingUnanswered
+
+        /// Whether the connection is replaced for a reason of its own (worth a warning), not
+        /// because the server said goodbye.
+        package var isOwnDecision: Bool { self != .drained(.goAway) }
+    }
+
+    /// What the connection does after an event; ``APNsConnectionCore`` executes it the same way
+    /// for both engines. Empty for most events.
+    package struct Action: Hashable, Sendable {
+        /// A started request goes on this new stream.
+        package var write: HTTP2StreamID?
+        /// The first SETTINGS arrived: HTTP/2 is set up.
+        package var becameReady = false
+        /// Reset these streams (RST_STREAM CANCEL): their deadline passed.
+        package var resets: [HTTP2StreamID] = []
+        /// Send a PING with this payload.
+        package var ping: HTTP2PingData?
+        /// Tell the pool this stream limit: it changed since the last one told.
+        package var limitChanged: Int?
+        /// Close the connection (asked once).
+        package var close: CloseReason?
+
+        package init(
+            write: HTTP2StreamID? = nil,
+            becameReady: Bool = false,
+            resets: [HTTP2StreamID] = [],
+            ping: HTTP2PingData? = nil,
+            limitChanged: Int? = nil,
+            close: CloseReason? = nil
+        ) {
+            self.write = write
+            self.becameReady = becameReady
+            self.resets = resets
+            self.ping = ping
+            self.limitChanged = limitChanged
+            self.close = close
+        }
+
+        /// Whether there is nothing to do.
+        package var isEmpty: Bool {
+            self.write == nil && !self.becameReady && self.resets.isEmpty && self.ping == nil
+                && self.limitChanged == nil && self.close == nil
+        }
+
+        /// Adds a later event's action to this one (events of one read run together): the
+        /// later stream limit wins; a close, once asked, stays.
+        package mutating func merge(_ later: Action) {
+            if let write = later.write { self.write = write }
+            self.becameReady = self.becameReady || later.becameReady
+            self.resets += later.resets
+            if let ping = later.ping { self.ping = ping }
+            if let limit = later.limitChanged { self.limitChanged = limit }
+            if self.close == nil { self.close = later.close }
+        }
     }
 
     private struct OpenStream {
@@ -103,7 +157,7 @@ package struct APNsConnectionStateMachine<Request> {
     private let configuration: Configuration
     package private(set) var phase: Phase = .starting
     /// Why the connection drains, when it does.
-    package private(set) var drainReason: String?
+    package private(set) var drainReason: DrainReason?
     private var streams: [HTTP2StreamID: OpenStream] = [:]
     private var nextStreamID = HTTP2StreamID(1)
     private var goAwayLastStreamID: HTTP2StreamID?
@@ -117,6 +171,8 @@ package struct APNsConnectionStateMachine<Request> {
     private var closedDuringRead: [HTTP2StreamID] = []
     /// The stream limit last told to the pool.
     private var reportedLimit = 0
+    /// Whether the close has been asked for.
+    private var closeAsked = false
 
     package init(configuration: Configuration) {
         self.configuration = configuration
@@ -134,7 +190,7 @@ package struct APNsConnectionStateMachine<Request> {
     /// Whether the server's first SETTINGS has arrived (HTTP/2 is set up).
     package var isSetUp: Bool { self.hasSettings }
 
-    /// Draining with nothing left open: the handler closes the connection.
+    /// Draining with nothing left open: the connection closes.
     package var shouldClose: Bool {
         self.phase == .draining && self.streams.isEmpty
     }
@@ -145,41 +201,30 @@ package struct APNsConnectionStateMachine<Request> {
         return self.reportedLimit
     }
 
-    /// After an event (or a read's events): a stream limit the pool has not been told yet, and
-    /// whether the connection closes now.
-    package mutating func settled() -> ConnectionAction {
-        var action = ConnectionAction()
-        let limit = self.streamLimit
-        if limit != self.reportedLimit {
-            self.reportedLimit = limit
-            action.limitChanged = limit
-        }
-        if self.shouldClose {
-            action.close = true
-            if let reason = self.drainReason, reason != "GOAWAY" {
-                action.replacing = reason
-            }
-        }
-        return action
-    }
-
     // MARK: Set-up and health
 
-    /// The server's SETTINGS; returns `true` for the first (HTTP/2 is set up).
-    package mutating func settingsReceived(maximumConcurrentStreams: Int?) -> Bool {
+    /// The server's SETTINGS; the first sets HTTP/2 up.
+    package mutating func settingsReceived(maximumConcurrentStreams: Int?) -> Action {
+        guard self.phase != .closed else { return Action() }
         if let maximumConcurrentStreams { self.serverMaximumStreams = maximumConcurrentStreams }
-        guard !self.hasSettings else { return false }
-        self.hasSettings = true
-        if self.phase == .starting { self.phase = .active }
-        return true
+        var action = Action()
+        if !self.hasSettings {
+            self.hasSettings = true
+            if self.phase == .starting { self.phase = .active }
+            action.becameReady = true
+        }
+        return self.settled(action)
     }
 
-    package mutating func pingDue() -> PingAction {
-        guard self.phase != .closed else { return .none }
-        if self.pingOutstanding { return .close }
+    /// The PING timer: send one, or close if the last was never answered.
+    package mutating func pingDue() -> Action {
+        guard self.phase != .closed else { return Action() }
+        if self.pingOutstanding {
+            return self.closing(.pingUnanswered)
+        }
         self.pingOutstanding = true
         self.pingCounter &+= 1
-        return .send(HTTP2PingData(withInteger: self.pingCounter))
+        return Action(ping: HTTP2PingData(withInteger: self.pingCounter))
     }
 
     package mutating func pingAcknowledged() {
@@ -188,19 +233,27 @@ package struct APNsConnectionStateMachine<Request> {
 
     // MARK: Requests
 
-    /// A request to write, answered by `deadline` or reset.
-    package mutating func start(_ request: Request, deadline: NIODeadline) -> StartAction {
+    /// A request to write, answered by `deadline` or reset: ``Action/write`` names its stream,
+    /// or, if the connection takes no new streams, the request fails unprocessed at once.
+    package mutating func start(
+        _ request: Request,
+        deadline: NIODeadline,
+        completing completions: inout [Completion]
+    ) -> Action {
         guard self.phase == .active else {
-            return .fail(request, .unprocessed("the connection is closing"))
+            completions.append(
+                Completion(request: request, result: .failure(.unprocessed("the connection is closing")))
+            )
+            return Action()
         }
         let streamID = self.nextStreamID
         if Int32(streamID) > Int32.max - self.configuration.streamIDReserve {
-            self.drain("stream ids nearly exhausted")
+            self.drain(.streamIDsNearlyExhausted)
         } else {
             self.nextStreamID = HTTP2StreamID(Int32(streamID) + 2)
         }
         self.streams[streamID] = OpenStream(request: request, deadline: deadline)
-        return .write(streamID)
+        return self.settled(Action(write: streamID))
     }
 
     /// A HEADERS frame of an answer.
@@ -210,43 +263,51 @@ package struct APNsConnectionStateMachine<Request> {
         apnsID: String?,
         uniqueID: String?,
         channelID: String? = nil,
-        endStream: Bool
-    ) -> Completion? {
-        guard self.streams[streamID] != nil else { return nil }
+        endStream: Bool,
+        completing completions: inout [Completion]
+    ) -> Action {
+        guard self.streams[streamID] != nil else { return Action() }
         if let status {
             self.streams[streamID]!.status = status
             self.streams[streamID]!.apnsID = apnsID
             self.streams[streamID]!.uniqueID = uniqueID
             self.streams[streamID]!.channelID = channelID
         }
-        return endStream ? self.complete(streamID) : nil
+        guard endStream else { return Action() }
+        return self.complete(streamID, into: &completions)
     }
 
     /// A DATA frame of an answer (an error body); kept up to the maximum body length.
-    package mutating func dataReceived(on streamID: HTTP2StreamID, _ bytes: ByteBuffer, endStream: Bool) -> Completion?
-    {
-        guard self.streams[streamID] != nil else { return nil }
+    package mutating func dataReceived(
+        on streamID: HTTP2StreamID,
+        _ bytes: ByteBuffer,
+        endStream: Bool,
+        completing completions: inout [Completion]
+    ) -> Action {
+        guard self.streams[streamID] != nil else { return Action() }
         var bytes = bytes
         let room = self.configuration.maximumResponseBodyLength - self.streams[streamID]!.body.readableBytes
         if room > 0, let slice = bytes.readSlice(length: min(room, bytes.readableBytes)) {
             self.streams[streamID]!.body.writeImmutableBuffer(slice)
         }
-        return endStream ? self.complete(streamID) : nil
+        guard endStream else { return Action() }
+        return self.complete(streamID, into: &completions)
     }
 
-    /// NIOHTTP2 reports a stream closed; `reason` is `nil` for a normal end.
+    /// The engine reports a stream closed; `reason` is `nil` for a normal end.
     package mutating func streamClosed(
         _ streamID: HTTP2StreamID,
         reason: HTTP2ErrorCode?,
-        now: NIODeadline
-    ) -> Completion? {
-        guard let stream = self.streams[streamID] else { return nil }
+        now: NIODeadline,
+        completing completions: inout [Completion]
+    ) -> Action {
+        guard let stream = self.streams[streamID] else { return Action() }
         guard let reason else {
             // Closed normally: NIOHTTP2 may report the close before it hands over the frame
             // that carried END_STREAM (the body of an error answer). That frame arrives in the
             // same read, so the stream is completed at the end of the read at the latest.
             self.closedDuringRead.append(streamID)
-            return nil
+            return Action()
         }
         self.streams.removeValue(forKey: streamID)
         let failure: APNsStreamFailure
@@ -260,87 +321,119 @@ package struct APNsConnectionStateMachine<Request> {
         } else {
             failure = .interrupted("stream reset (\(reason))")
         }
-        return Completion(request: stream.request, result: .failure(failure))
+        completions.append(Completion(request: stream.request, result: .failure(failure)))
+        return self.settled(Action())
     }
 
     /// The end of a read: streams closed during it without their last frame are completed.
-    package mutating func readComplete() -> [Completion] {
-        guard !self.closedDuringRead.isEmpty else { return [] }
-        let closed = self.closedDuringRead
+    package mutating func readComplete(completing completions: inout [Completion]) -> Action {
+        guard !self.closedDuringRead.isEmpty, self.phase != .closed else { return Action() }
+        var action = Action()
+        for streamID in self.closedDuringRead {
+            action.merge(self.complete(streamID, into: &completions))
+        }
         self.closedDuringRead.removeAll(keepingCapacity: true)
-        return closed.compactMap { self.complete($0) }
+        return action
     }
 
     /// GOAWAY: no new streams; those above `lastStreamID` fail as unprocessed.
-    package mutating func goAwayReceived(lastStreamID: HTTP2StreamID) -> [Completion] {
+    package mutating func goAwayReceived(
+        lastStreamID: HTTP2StreamID,
+        completing completions: inout [Completion]
+    ) -> Action {
+        guard self.phase != .closed else { return Action() }
         self.goAwayLastStreamID = self.goAwayLastStreamID.map { min($0, lastStreamID) } ?? lastStreamID
-        if self.phase != .closed {
-            self.drain("GOAWAY")
-        }
-        let unprocessed = self.streams.keys.filter { $0 > lastStreamID }
-        return unprocessed.compactMap { streamID in
-            self.streams.removeValue(forKey: streamID).map {
-                Completion(request: $0.request, result: .failure(.unprocessed("above the GOAWAY's last stream id")))
-            }
-        }
-    }
-
-    /// Streams whose deadline has passed: the handler resets each (RST_STREAM CANCEL) and fails
-    /// its request as interrupted (the server may have processed it).
-    package mutating func deadlinesPassed(now: NIODeadline) -> [(streamID: HTTP2StreamID, completion: Completion)] {
-        guard self.phase != .closed else { return [] }
-        var expired: [(streamID: HTTP2StreamID, completion: Completion)] = []
-        for (streamID, stream) in self.streams where stream.deadline <= now {
-            expired.append(
-                (
-                    streamID,
+        self.drain(.goAway)
+        for streamID in self.streams.keys where streamID > lastStreamID {
+            if let stream = self.streams.removeValue(forKey: streamID) {
+                completions.append(
                     Completion(
                         request: stream.request,
-                        result: .failure(.interrupted("no answer before the request's deadline; stream reset"))
+                        result: .failure(.unprocessed("above the GOAWAY's last stream id"))
                     )
+                )
+            }
+        }
+        return self.settled(Action())
+    }
+
+    /// The deadline timer: streams whose deadline has passed are reset (``Action/resets``,
+    /// RST_STREAM CANCEL) and fail as interrupted (the server may have processed them).
+    package mutating func deadlinesPassed(now: NIODeadline, completing completions: inout [Completion]) -> Action {
+        guard self.phase != .closed else { return Action() }
+        var action = Action()
+        for (streamID, stream) in self.streams where stream.deadline <= now {
+            action.resets.append(streamID)
+            completions.append(
+                Completion(
+                    request: stream.request,
+                    result: .failure(.interrupted("no answer before the request's deadline; stream reset"))
                 )
             )
         }
-        for (streamID, _) in expired {
+        for streamID in action.resets {
             self.streams.removeValue(forKey: streamID)
         }
-        return expired
+        return action.resets.isEmpty ? action : self.settled(action)
     }
 
     /// The connection closed: every open stream fails (unprocessed above a GOAWAY's last stream
-    /// id, interrupted otherwise).
-    package mutating func closed() -> [Completion] {
+    /// id, interrupted otherwise). Once only.
+    package mutating func closed(completing completions: inout [Completion]) -> Action {
+        Swift.precondition(self.phase != .closed, "the connection closed twice")
         self.phase = .closed
-        let streams = self.streams
-        self.streams.removeAll()
-        self.closedDuringRead.removeAll()
-        return streams.map { streamID, stream in
+        for (streamID, stream) in self.streams {
             let failure: APNsStreamFailure =
                 if let lastStreamID = self.goAwayLastStreamID, streamID > lastStreamID {
                     .unprocessed("above the GOAWAY's last stream id")
                 } else {
                     .interrupted("the connection closed")
                 }
-            return Completion(request: stream.request, result: .failure(failure))
+            completions.append(Completion(request: stream.request, result: .failure(failure)))
         }
+        self.streams.removeAll()
+        self.closedDuringRead.removeAll()
+        self.closeAsked = true
+        return self.settled(Action())
     }
 
     /// Takes no new streams; the connection closes once its open streams have finished.
-    package mutating func drain(_ why: String) {
+    package mutating func drain(_ reason: DrainReason) {
         guard self.phase == .starting || self.phase == .active else { return }
         self.phase = .draining
-        self.drainReason = why
+        self.drainReason = reason
     }
 
     // MARK: Private
 
-    private mutating func complete(_ streamID: HTTP2StreamID) -> Completion? {
-        guard let stream = self.streams.removeValue(forKey: streamID) else { return nil }
+    /// `action`, plus a stream limit the pool has not been told yet and, once drained, the close.
+    private mutating func settled(_ action: Action) -> Action {
+        var action = action
+        let limit = self.streamLimit
+        if limit != self.reportedLimit {
+            self.reportedLimit = limit
+            action.limitChanged = limit
+        }
+        if self.shouldClose, !self.closeAsked, let reason = self.drainReason {
+            self.closeAsked = true
+            action.close = .drained(reason)
+        }
+        return action
+    }
+
+    private mutating func closing(_ reason: CloseReason) -> Action {
+        guard !self.closeAsked else { return Action() }
+        self.closeAsked = true
+        return Action(close: reason)
+    }
+
+    private mutating func complete(_ streamID: HTTP2StreamID, into completions: inout [Completion]) -> Action {
+        guard let stream = self.streams.removeValue(forKey: streamID) else { return Action() }
         guard let status = stream.status else {
-            return Completion(
-                request: stream.request,
-                result: .failure(.interrupted("the stream ended without a status"))
+            completions.append(
+                Completion(request: stream.request, result: .failure(.interrupted("the stream ended without a status")))
             )
+            return self.settled(Action())
         }
         var response = APNsResponse(
             status: status,
@@ -359,7 +452,8 @@ package struct APNsConnectionStateMachine<Request> {
         if (200..<300).contains(status) {
             self.hasSucceeded = true
         }
-        return Completion(request: stream.request, result: .success(response))
+        completions.append(Completion(request: stream.request, result: .success(response)))
+        return self.settled(Action())
     }
 
     private mutating func noteRefusedStream(now: NIODeadline) {
@@ -367,7 +461,7 @@ package struct APNsConnectionStateMachine<Request> {
         self.refusedTimes.removeAll { $0 < windowStart }
         self.refusedTimes.append(now)
         if self.refusedTimes.count > self.configuration.refusedStreamLimit {
-            self.drain("\(self.refusedTimes.count) streams refused within \(self.configuration.refusedStreamWindow)")
+            self.drain(.streamsRefused(count: self.refusedTimes.count, window: self.configuration.refusedStreamWindow))
         }
     }
 }

@@ -16,24 +16,25 @@ import NIOTLS
 /// (`nghttp2_session_mem_recv`) and writes what the session has to send
 /// (`nghttp2_session_mem_send`) in one buffer per batch.
 ///
-/// The connection's state is the same ``APNsConnectionStateMachine`` the NIOHTTP2 engine
-/// (``APNsConnectionHandler``) drives, so both behave alike: stream credits, GOAWAY, PING
-/// health, refused streams, deadlines. The header block comes from the same
+/// The connection's state, timers and pool events are the same ``APNsConnectionCore`` the
+/// NIOHTTP2 engine (``APNsConnectionHandler``) runs, so both behave alike: stream credits,
+/// GOAWAY, PING health, refused streams, deadlines. This handler translates nghttp2's callbacks
+/// into the core's events and writes what the core asks for (``APNsConnectionTransport``). The
+/// header block comes from the same
 /// ``APNsRequestHeaderEncoder`` (HPACK indexing as Apple asks: `.indexable` becomes an
 /// nghttp2 field without flags, the other two `NGHTTP2_NV_FLAG_NO_INDEX`).
 ///
 /// Rules at the C boundary (docs/upstream.md, "The libnghttp2 engine"):
-/// - nghttp2's callbacks only feed the state machine and collect completions; the completions
-///   run after `mem_recv` returned, because a completion may send the next request on this
-///   connection or close it, and nghttp2 must never be re-entered (`inNghttp2` asserts it).
+/// - nghttp2's callbacks only feed the core, inside a batch (``APNsConnectionCore/beginBatch()``):
+///   what they decide runs after `mem_recv` or `mem_send` returned, because a completion may
+///   send the next request on this connection or close it, and nghttp2 must never be
+///   re-entered (`inNghttp2` asserts it).
 /// - What nghttp2 hands to a callback lives only during the callback: it is copied.
 /// - A request's body stays in ``payloads`` until nghttp2 has read it all or closed the stream.
 /// - The session points at this handler unretained, so it is deleted in `handlerRemoved`.
 package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnectionDriver {
     package typealias InboundIn = ByteBuffer
     package typealias OutboundOut = ByteBuffer
-
-    private typealias StateMachine = APNsConnectionStateMachine<APNsResponseHandler>
 
     /// The answer headers of one stream, collected field by field until its block ends.
     private struct Answer {
@@ -43,25 +44,14 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
         var channelID: String?
     }
 
-    private let configuration: APNsConnectionHandler.Configuration
-    private var events: APNsConnectionHandler.Events?
-    private let logger: Logger
-    private let readyPromise: EventLoopPromise<Void>
+    private let core: APNsConnectionCore<NGHTTP2ConnectionHandler>
     private var context: ChannelHandlerContext?
-    private var state: StateMachine
     private var headerEncoder: APNsRequestHeaderEncoder
-    private var flushScheduled = false
-    private var pingTask: Scheduled<Void>?
-    private var deadlineSweep: Scheduled<Void>?
     private var session: OpaquePointer?
     /// Bodies nghttp2 has not read in full yet, by stream.
     private var payloads: [Int32: ByteBuffer] = [:]
     /// Answer headers of the header blocks being received, by stream.
     private var answers: [Int32: Answer] = [:]
-    /// What nghttp2's callbacks decided, done once it has returned.
-    private var completions: [StateMachine.Completion] = []
-    private var becameReady = false
-    private var limitMayHaveChanged = false
     /// Set while nghttp2 runs (`mem_recv`, `mem_send`): it must not be called again then.
     private var inNghttp2 = false
     /// Scratch space for one request's header fields, kept between requests (``submit``).
@@ -73,16 +63,12 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
         readyPromise: EventLoopPromise<Void>,
         logger: Logger
     ) {
-        self.configuration = configuration
-        self.readyPromise = readyPromise
-        self.logger = logger
-        self.state = StateMachine(configuration: configuration.stateMachine)
+        self.core = APNsConnectionCore(configuration: configuration, readyPromise: readyPromise, logger: logger)
         self.headerEncoder = APNsRequestHeaderEncoder(authority: configuration.authority)
     }
 
     package func setEvents(_ events: APNsConnectionHandler.Events) {
-        self.events = events
-        events.limitChanged(self.state.poolAttached())
+        self.core.setEvents(events)
     }
 
     // MARK: Requests
@@ -95,42 +81,7 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
         deadline: NIODeadline,
         completion: @escaping APNsResponseHandler
     ) {
-        guard let context, let session else {
-            completion(.failure(.unprocessed("the connection is closing")))
-            return
-        }
-        let streamID: HTTP2StreamID
-        switch self.state.start(completion, deadline: deadline) {
-        case .fail(let completion, let failure):
-            completion(.failure(failure))
-            return
-        case .write(let id):
-            streamID = id
-        }
-        if self.deadlineSweep == nil {
-            self.scheduleDeadlineSweep(context: context)
-        }
-        let hasBody = request.payload.readableBytes > 0
-        let submitted = self.submit(request, authorization: authorization, hasBody: hasBody, to: session)
-        guard submitted == Int32(streamID) else {
-            // nghttp2 numbers streams 1, 3, 5, … as the state machine does; anything else is a
-            // failure to submit (or a bug): the request was not written.
-            self.logger.error(
-                "nghttp2 did not take the request",
-                metadata: ["stream": "\(streamID)", "result": "\(submitted)"]
-            )
-            if let failed = self.state.streamClosed(streamID, reason: .refusedStream, now: .now()) {
-                self.complete(failed)
-            }
-            self.afterEvent(context: context)
-            return
-        }
-        if hasBody {
-            self.payloads[submitted] = request.payload
-        }
-        self.scheduleFlush(context: context)
-        self.logger.trace("request sent", metadata: ["stream": "\(streamID)", "apns-id": "\(request.apnsID)"])
-        self.afterEvent(context: context)  // the last stream id may have started a drain
+        self.core.send(request, authorization: authorization, deadline: deadline, completion: completion)
     }
 
     /// `nghttp2_submit_request` with the header block as name/value pairs (nghttp2 copies them)
@@ -234,32 +185,21 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
         return count
     }
 
-    /// Requests submitted in one event-loop tick share one write and flush.
-    private func scheduleFlush(context: ChannelHandlerContext) {
-        guard !self.flushScheduled else { return }
-        self.flushScheduled = true
-        context.eventLoop.assumeIsolated().execute {
-            self.flushScheduled = false
-            self.flushOutput()
-        }
-    }
-
     /// Everything nghttp2 has to send, in one buffer, one write and one flush.
     private func flushOutput() {
         guard let context, let session else { return }
         precondition(!self.inNghttp2, "nghttp2 re-entered")
         var output: ByteBuffer?
+        // Sending can close streams (a RST_STREAM nghttp2 decided on while reading is sent now,
+        // and only then is its stream closed): what that decides runs once it has returned.
+        let batch = self.core.beginBatch()
         self.inNghttp2 = true
+        var failed: Int?
         while true {
             var chunk: UnsafePointer<UInt8>?
             let count = nghttp2_session_mem_send(session, &chunk)
             if count <= 0 {
-                if count < 0 {
-                    self.logger.error("nghttp2 could not send", metadata: ["error": "\(Self.errorText(Int32(count)))"])
-                    self.inNghttp2 = false
-                    context.close(promise: nil)
-                    return
-                }
+                if count < 0 { failed = count }
                 break
             }
             if output == nil {
@@ -271,16 +211,18 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
         if let output {
             context.writeAndFlush(self.wrapOutboundOut(output), promise: nil)
         }
-        // Sending can close streams too (a RST_STREAM nghttp2 decided on while reading is sent
-        // now, and only then is its stream closed): their completions run here.
-        if !self.completions.isEmpty {
-            self.runCompletions()
-            self.limitMayHaveChanged = false
-            self.afterEvent(context: context)
+        if batch { self.core.endBatch() }
+        if let failed {
+            self.core.logger.error("nghttp2 could not send", metadata: ["error": "\(Self.errorText(Int32(failed)))"])
+            context.close(promise: nil)
+            return
         }
         // nghttp2 is done with the connection (it sent GOAWAY for a protocol error, or both
         // sides said goodbye): close once what it had to say is written.
-        if nghttp2_session_want_read(session) == 0, nghttp2_session_want_write(session) == 0, context.channel.isActive {
+        if let session = self.session, nghttp2_session_want_read(session) == 0,
+            nghttp2_session_want_write(session) == 0,
+            context.channel.isActive
+        {
             context.close(promise: nil)
         }
     }
@@ -290,6 +232,7 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
     package func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         self.session = self.makeSession()
+        self.core.attach(self, eventLoop: context.eventLoop)
     }
 
     package func handlerRemoved(context: ChannelHandlerContext) {
@@ -302,44 +245,26 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
     }
 
     package func channelActive(context: ChannelHandlerContext) {
-        self.schedulePing(context: context)
+        self.core.channelActive()
         self.flushOutput()  // the connection preface and our SETTINGS (NIOSSL holds them until the handshake)
         context.fireChannelActive()
     }
 
     package func channelInactive(context: ChannelHandlerContext) {
-        let wasSetUp = self.state.isSetUp
-        self.pingTask?.cancel()
-        self.pingTask = nil
-        self.deadlineSweep?.cancel()
-        self.deadlineSweep = nil
-        if !wasSetUp {
-            self.readyPromise.fail(APNsStreamFailure.unprocessed("the connection closed before HTTP/2 was set up"))
-        }
         self.payloads.removeAll()
-        self.runCompletions()  // decided before the close, not yet run
-        self.complete(self.state.closed())
-        self.afterEvent(context: context)
-        self.events?.closed()
-        self.events = nil
+        self.core.channelInactive()
         context.fireChannelInactive()
     }
 
     package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted(let negotiated) = tlsEvent {
-            if negotiated != "h2" {
-                self.logger.error(
-                    "the upstream did not agree to HTTP/2 (ALPN h2)",
-                    metadata: ["alpn": "\(negotiated ?? "none")"]
-                )
-                context.close(promise: nil)
-            }
+            self.core.handshakeCompleted(negotiatedProtocol: negotiated)
         }
         context.fireUserInboundEventTriggered(event)
     }
 
     package func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        self.logger.debug("upstream connection error", metadata: ["error": "\(error)"])
+        self.core.logger.debug("upstream connection error", metadata: ["error": "\(error)"])
         context.close(promise: nil)
     }
 
@@ -347,51 +272,29 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
         let bytes = self.unwrapInboundIn(data)
         guard let session else { return }
         precondition(!self.inNghttp2, "nghttp2 re-entered")
+        let batch = self.core.beginBatch()
         self.inNghttp2 = true
         let consumed = bytes.withUnsafeReadableBytes { raw in
             nghttp2_session_mem_recv(session, raw.bindMemory(to: UInt8.self).baseAddress, raw.count)
         }
         self.inNghttp2 = false
+        if batch { self.core.endBatch() }
         if consumed < 0 {
-            self.logger.warning(
+            self.core.logger.warning(
                 "the upstream broke the HTTP/2 protocol; closing the connection",
                 metadata: ["error": "\(Self.errorText(Int32(consumed)))"]
             )
-            self.runCompletions()
             context.close(promise: nil)
             return
         }
-        self.afterRead(context: context)
+        if let session = self.session, nghttp2_session_want_read(session) == 0 {
+            self.flushOutput()  // its GOAWAY, then the close
+        }
     }
 
     package func channelReadComplete(context: ChannelHandlerContext) {
         self.flushOutput()  // SETTINGS and PING acknowledgements, WINDOW_UPDATEs
         context.fireChannelReadComplete()
-    }
-
-    /// After nghttp2 returned: what its callbacks decided is done now.
-    private func afterRead(context: ChannelHandlerContext) {
-        if self.becameReady {
-            self.becameReady = false
-            self.readyPromise.succeed()
-        }
-        self.completions.append(contentsOf: self.state.readComplete())
-        self.runCompletions()
-        if self.limitMayHaveChanged || self.state.shouldClose {
-            self.limitMayHaveChanged = false
-            self.afterEvent(context: context)
-        }
-        if let session, nghttp2_session_want_read(session) == 0 {
-            self.flushOutput()  // its GOAWAY, then the close
-        }
-    }
-
-    private func runCompletions() {
-        guard !self.completions.isEmpty else { return }
-        let ready = self.completions
-        self.completions.removeAll(keepingCapacity: true)
-        self.complete(ready)
-        self.limitMayHaveChanged = true
     }
 
     // MARK: nghttp2's callbacks (state machine and bookkeeping only)
@@ -493,27 +396,17 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
         switch UInt32(header.type) {
         case NGHTTP2_HEADERS.rawValue:
             let answer = self.answers.removeValue(forKey: header.stream_id) ?? Answer()
-            if let completion = self.state.headersReceived(
+            self.core.headersReceived(
                 on: HTTP2StreamID(header.stream_id),
                 status: answer.status,
                 apnsID: answer.status == nil ? nil : answer.apnsID,
                 uniqueID: answer.status == nil ? nil : answer.uniqueID,
                 channelID: answer.status == nil ? nil : answer.channelID,
                 endStream: endStream
-            ) {
-                self.completions.append(completion)
-            }
-        case NGHTTP2_DATA.rawValue:
+            )
+        case NGHTTP2_DATA.rawValue where endStream:
             // The end of a body is told by the DATA frame, not by its last chunk.
-            if endStream,
-                let completion = self.state.dataReceived(
-                    on: HTTP2StreamID(header.stream_id),
-                    ByteBuffer(),
-                    endStream: true
-                )
-            {
-                self.completions.append(completion)
-            }
+            self.core.dataReceived(on: HTTP2StreamID(header.stream_id), ByteBuffer(), endStream: true)
         case NGHTTP2_SETTINGS.rawValue where header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0:
             let settings = frame.pointee.settings
             var maximum: Int?
@@ -521,36 +414,20 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
             where settings.iv[index].settings_id == Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue) {
                 maximum = Int(settings.iv[index].value)
             }
-            if let maximum {
-                self.logger.debug("upstream stream limit", metadata: ["max_concurrent_streams": "\(maximum)"])
-            }
-            if self.state.settingsReceived(maximumConcurrentStreams: maximum) {
-                self.becameReady = true
-            }
-            self.limitMayHaveChanged = true
+            self.core.settingsReceived(maximumConcurrentStreams: maximum)
         case NGHTTP2_PING.rawValue where header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0:
-            self.state.pingAcknowledged()
+            self.core.pingAcknowledged()
         case NGHTTP2_GOAWAY.rawValue:
             let goAway = frame.pointee.goaway
-            var reason: APNsReason?
+            var debugData: ByteBuffer?
             if let opaque = goAway.opaque_data, goAway.opaque_data_len > 0 {
-                reason =
-                    APNsErrorBody.parse(
-                        ByteBuffer(bytes: UnsafeBufferPointer(start: opaque, count: goAway.opaque_data_len))
-                    )?.reason
+                debugData = ByteBuffer(bytes: UnsafeBufferPointer(start: opaque, count: goAway.opaque_data_len))
             }
-            let lastStreamID = HTTP2StreamID(goAway.last_stream_id)
-            self.configuration.metrics.goAwayReceived()
-            self.logger.warning(
-                "upstream sent GOAWAY",
-                metadata: [
-                    "reason": "\(reason?.rawValue ?? "none")",
-                    "error_code": "\(HTTP2ErrorCode(networkCode: Int(goAway.error_code)))",
-                    "last_stream_id": "\(lastStreamID)", "open_streams": "\(self.state.openStreams)",
-                ]
+            self.core.goAwayReceived(
+                lastStreamID: HTTP2StreamID(goAway.last_stream_id),
+                errorCode: HTTP2ErrorCode(networkCode: Int(goAway.error_code)),
+                debugData: debugData
             )
-            self.completions.append(contentsOf: self.state.goAwayReceived(lastStreamID: lastStreamID))
-            self.limitMayHaveChanged = true
         default:
             break
         }
@@ -558,122 +435,65 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
 
     private func dataReceived(on streamID: Int32, _ bytes: UnsafeRawBufferPointer) {
         // Copied: the bytes are nghttp2's only during the callback. The end comes with the frame.
-        _ = self.state.dataReceived(on: HTTP2StreamID(streamID), ByteBuffer(bytes: bytes), endStream: false)
+        self.core.dataReceived(on: HTTP2StreamID(streamID), ByteBuffer(bytes: bytes), endStream: false)
     }
 
     private func streamClosed(_ streamID: Int32, errorCode: UInt32) {
         self.payloads.removeValue(forKey: streamID)
         self.answers.removeValue(forKey: streamID)
         let reason = errorCode == NGHTTP2_NO_ERROR.rawValue ? nil : HTTP2ErrorCode(networkCode: Int(errorCode))
-        if let completion = self.state.streamClosed(HTTP2StreamID(streamID), reason: reason, now: .now()) {
-            self.completions.append(completion)
-        }
-    }
-
-    // MARK: Executing the state machine's actions
-
-    private func complete(_ completion: StateMachine.Completion) {
-        completion.request(completion.result)
-    }
-
-    private func complete(_ completions: [StateMachine.Completion]) {
-        for completion in completions {
-            self.complete(completion)
-        }
-    }
-
-    /// After an event that may change the stream limit or finish a drain: does what the
-    /// machine's ``APNsConnectionStateMachine/settled()`` answers.
-    private func afterEvent(context: ChannelHandlerContext) {
-        let action = self.state.settled()
-        if let limit = action.limitChanged {
-            self.events?.limitChanged(limit)
-        }
-        if action.close {
-            if let reason = action.replacing {
-                self.logger.warning("replacing the upstream connection", metadata: ["why": "\(reason)"])
-            }
-            if !self.inNghttp2 { self.flushOutput() }
-            context.close(promise: nil)
-        }
+        self.core.streamClosed(HTTP2StreamID(streamID), reason: reason)
     }
 
     private static func errorText(_ code: Int32) -> String {
         String(cString: nghttp2_strerror(code))
     }
+}
 
-    // MARK: Timers
-
-    /// One timer per connection while streams are open, rather than one per request.
-    private func scheduleDeadlineSweep(context: ChannelHandlerContext) {
-        self.deadlineSweep = context.eventLoop.assumeIsolated().scheduleTask(
-            in: self.configuration.deadlineSweepInterval
-        ) {
-            self.sweepExpiredStreams()
+extension NGHTTP2ConnectionHandler: APNsConnectionTransport {
+    package func writeRequest(_ request: APNsRequest, authorization: String?, on streamID: HTTP2StreamID) -> Bool {
+        guard let session else { return false }
+        let hasBody = request.payload.readableBytes > 0
+        // nghttp2 numbers streams 1, 3, 5, … as the state machine does; anything else is a
+        // failure to submit.
+        guard self.submit(request, authorization: authorization, hasBody: hasBody, to: session) == Int32(streamID)
+        else { return false }
+        if hasBody {
+            self.payloads[Int32(streamID)] = request.payload
         }
+        return true
     }
 
-    /// Resets the streams whose deadline has passed (RST_STREAM CANCEL) and fails them as
-    /// interrupted, as the NIOHTTP2 engine does.
-    private func sweepExpiredStreams() {
-        self.deadlineSweep = nil
-        guard let context, let session, self.state.phase != .closed else { return }
-        let expired = self.state.deadlinesPassed(now: .now())
-        if !expired.isEmpty {
-            self.logger.warning(
-                "upstream did not answer in time; resetting the streams",
-                metadata: ["streams": "\(expired.count)", "open_streams": "\(self.state.openStreams + expired.count)"]
+    package func resetStream(_ streamID: HTTP2StreamID) {
+        guard let session else { return }
+        self.payloads.removeValue(forKey: Int32(streamID))
+        _ = nghttp2_submit_rst_stream(
+            session,
+            UInt8(NGHTTP2_FLAG_NONE.rawValue),
+            Int32(streamID),
+            NGHTTP2_CANCEL.rawValue
+        )
+    }
+
+    package func writePing(_ data: HTTP2PingData) {
+        guard let session else { return }
+        var opaque = data.bytes
+        _ = withUnsafeBytes(of: &opaque) { bytes in
+            nghttp2_submit_ping(
+                session,
+                UInt8(NGHTTP2_FLAG_NONE.rawValue),
+                bytes.bindMemory(to: UInt8.self).baseAddress
             )
-            self.configuration.metrics.streamsTimedOut(expired.count)
-            for (streamID, completion) in expired {
-                self.payloads.removeValue(forKey: Int32(streamID))
-                _ = nghttp2_submit_rst_stream(
-                    session,
-                    UInt8(NGHTTP2_FLAG_NONE.rawValue),
-                    Int32(streamID),
-                    NGHTTP2_CANCEL.rawValue
-                )
-                self.complete(completion)
-            }
-            self.flushOutput()
-            self.afterEvent(context: context)
-        }
-        if self.state.openStreams > 0, self.state.phase != .closed {
-            self.scheduleDeadlineSweep(context: context)
         }
     }
 
-    private func schedulePing(context: ChannelHandlerContext) {
-        self.pingTask = context.eventLoop.assumeIsolated().scheduleTask(in: self.configuration.pingInterval) {
-            self.pingDue()
-        }
+    package func flush() {
+        self.flushOutput()
     }
 
-    private func pingDue() {
-        guard let context, let session else { return }
-        switch self.state.pingDue() {
-        case .none:
-            return
-        case .close:
-            self.logger.warning(
-                "upstream did not answer a PING; replacing the connection",
-                metadata: [
-                    "interval": "\(self.configuration.pingInterval)", "open_streams": "\(self.state.openStreams)",
-                ]
-            )
-            context.close(promise: nil)
-        case .send(let data):
-            self.schedulePing(context: context)
-            var opaque = data.bytes
-            _ = withUnsafeBytes(of: &opaque) { bytes in
-                nghttp2_submit_ping(
-                    session,
-                    UInt8(NGHTTP2_FLAG_NONE.rawValue),
-                    bytes.bindMemory(to: UInt8.self).baseAddress
-                )
-            }
-            self.flushOutput()
-        }
+    package func close() {
+        if !self.inNghttp2 { self.flushOutput() }
+        self.context?.close(promise: nil)
     }
 }
 #endif

@@ -1,24 +1,27 @@
-#if NGHTTP2Engine
 import NIOCore
 import NIOEmbedded
+import UpstreamAPNs
 
-/// One libFuzzer input for the libnghttp2 engine: arbitrary bytes from the server, cut into
+/// One libFuzzer input for an HTTP/2 engine (the fuzzer runs the libnghttp2 one; the tests
+/// replay its corpus on both): arbitrary bytes from the server, cut into
 /// reads, with requests in flight (some of which send another request from their completion,
 /// re-entering the handler). A request completed twice, never, or after the close is a finding.
 ///
 /// Input: byte 0 picks how many requests are in flight (1…16), byte 1 the size of the reads
 /// (1…256), the rest is what the server sends. A valid empty SETTINGS comes first, so the
 /// requests can start; the rest is the fuzzer's.
-public struct NGHTTP2EngineFuzzRun {
+public struct UpstreamEngineFuzzRun {
     public let input: [UInt8]
+    public let engine: APNsHTTP2Engine
 
-    public init(input: UnsafeBufferPointer<UInt8>) {
+    public init(input: UnsafeBufferPointer<UInt8>, engine: APNsHTTP2Engine) {
         self.input = Array(input)
+        self.engine = engine
     }
 
     /// Runs the input; returns what went wrong, or `nil`.
     public func run() -> String? {
-        guard self.input.count >= 2, let harness = try? NGHTTP2EngineHarness() else { return nil }
+        guard self.input.count >= 2, let harness = try? UpstreamEngineHarness(engine: self.engine) else { return nil }
         let requests = Int(self.input[0] % 16) + 1
         let readSize = Int(self.input[1]) + 1
         harness.serverWrites(ServerFrames.settings())
@@ -56,7 +59,6 @@ public struct NGHTTP2EngineFuzzRun {
 /// The harness, handed to a completion (Sendable); everything runs on the EmbeddedEventLoop's
 /// one thread.
 private final class HarnessBox: @unchecked Sendable {
-    let harness: NGHTTP2EngineHarness
-    init(_ harness: NGHTTP2EngineHarness) { self.harness = harness }
+    let harness: UpstreamEngineHarness
+    init(_ harness: UpstreamEngineHarness) { self.harness = harness }
 }
-#endif

@@ -1,17 +1,18 @@
-#if NGHTTP2Engine
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
 import UpstreamAPNs
 
-/// The libnghttp2 engine's handler on an `EmbeddedChannel`, with the server side played by the
-/// caller as raw bytes (``ServerFrames``): for its unit tests and its fuzzer. No TLS, no
-/// socket, time moved by hand.
-public final class NGHTTP2EngineHarness {
+/// One HTTP/2 engine's handlers on an `EmbeddedChannel` (what ``APNsEnginePipeline`` puts after
+/// TLS: `NIOHTTP2Handler` and ``APNsConnectionHandler``, or ``NGHTTP2ConnectionHandler``), with
+/// the server side played by the caller as raw bytes (``ServerFrames``): for the engine parity
+/// tests and the engine fuzzer. No TLS, no socket, time moved by hand.
+public final class UpstreamEngineHarness {
     public let loop = EmbeddedEventLoop()
     public let channel: EmbeddedChannel
-    private let handler: NGHTTP2ConnectionHandler
+    public let engine: APNsHTTP2Engine
+    private let handler: any APNsConnectionDriver
     /// Completions per request number, and the ones that came after the harness was sealed.
     private let record = NIOLockedValueBox(Record())
     private var nextRequest = 0
@@ -26,7 +27,12 @@ public final class NGHTTP2EngineHarness {
 
     /// - Parameter oneStreamUntilFirstSuccess: Apple's rule for token connections; off lets a
     ///   test or the fuzzer have many streams open from the start.
-    public init(oneStreamUntilFirstSuccess: Bool = false, maximumResponseBodyLength: Int = 2048) throws {
+    public init(
+        engine: APNsHTTP2Engine,
+        oneStreamUntilFirstSuccess: Bool = false,
+        maximumResponseBodyLength: Int = 2048
+    ) throws {
+        self.engine = engine
         self.channel = EmbeddedChannel(loop: self.loop)
         var stateMachine = APNsConnectionStateMachine<APNsResponseHandler>.Configuration()
         stateMachine.oneStreamUntilFirstSuccess = oneStreamUntilFirstSuccess
@@ -35,16 +41,18 @@ public final class NGHTTP2EngineHarness {
             authority: "api.sandbox.push.apple.com",
             stateMachine: stateMachine,
             metrics: APNsClientMetrics(),
-            engine: .nghttp2
+            engine: engine
         )
-        var logger = Logger(label: "apns-bridge.nghttp2-harness")
+        var logger = Logger(label: "apns-bridge.engine-harness")
         logger.logLevel = .critical
-        self.handler = NGHTTP2ConnectionHandler(
+        let pipeline = self.channel.pipeline.syncOperations
+        try APNsEnginePipeline.addEngine(
+            to: pipeline,
             configuration: configuration,
             readyPromise: self.loop.makePromise(),
             logger: logger
         )
-        try self.channel.pipeline.syncOperations.addHandler(self.handler)
+        self.handler = try APNsEnginePipeline.engineHandler(in: pipeline, engine: engine)
         let record = self.record
         self.handler.setEvents(
             .init(
@@ -106,7 +114,9 @@ public final class NGHTTP2EngineHarness {
     public func clientOutput() -> [UInt8] {
         self.loop.run()
         var bytes: [UInt8] = []
-        while let buffer = try? self.channel.readOutbound(as: ByteBuffer.self) {
+        // NIOHTTP2 writes `IOData`, the libnghttp2 engine `ByteBuffer`s.
+        while let data = try? self.channel.readOutbound(as: IOData.self) {
+            guard case .byteBuffer(let buffer) = data else { continue }
             bytes += buffer.readableBytesView
         }
         return bytes
@@ -127,9 +137,6 @@ public final class NGHTTP2EngineHarness {
     /// Closes the connection (as the socket closing would) and seals the record: from now on
     /// any completion is a bug, counted in ``completionsAfterSeal``.
     public func close() {
-        if self.channel.isActive {
-            self.channel.pipeline.fireChannelInactive()
-        }
         _ = try? self.channel.finish(acceptAlreadyClosed: true)
         self.loop.run()
         self.record.withLockedValue { $0.sealed = true }
@@ -139,4 +146,3 @@ public final class NGHTTP2EngineHarness {
 
     public var completionsAfterSeal: Int { self.record.withLockedValue { $0.afterSeal } }
 }
-#endif

@@ -1,0 +1,56 @@
+import Logging
+import NIOCore
+import NIOHTTP2
+
+/// The handlers of an HTTP/2 engine after TLS, for ``APNsConnection`` and for the tests that
+/// drive either engine on an `EmbeddedChannel`.
+package enum APNsEnginePipeline {
+    /// The HTTP/2 engine's handlers, after TLS: `NIOHTTP2Handler` and ``APNsConnectionHandler``,
+    /// or ``NGHTTP2ConnectionHandler``. The engine tests put the same handlers on an
+    /// `EmbeddedChannel`.
+    package static func addEngine(
+        to pipeline: ChannelPipeline.SynchronousOperations,
+        configuration: APNsConnectionHandler.Configuration,
+        readyPromise: EventLoopPromise<Void>,
+        logger: Logger
+    ) throws {
+        #if NGHTTP2Engine
+        if configuration.engine == .nghttp2 {
+            try pipeline.addHandler(
+                NGHTTP2ConnectionHandler(configuration: configuration, readyPromise: readyPromise, logger: logger)
+            )
+            return
+        }
+        #endif
+        var http2 = NIOHTTP2Handler.ConnectionConfiguration()
+        http2.initialSettings = [
+            HTTP2Setting(parameter: .enablePush, value: 0),
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
+            HTTP2Setting(parameter: .initialWindowSize, value: 65_535),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: 16_384),
+        ]
+        // NIOHTTP2's header-block and content-length checks cost about 7% of the bridge's CPU
+        // per notification (docs/performance.md). The client writes its own header blocks
+        // (always valid: the mock and nghttpd tests hold them to it) and reads answers field by
+        // field, bodies cut at a bound.
+        http2.headerBlockValidation = .disabled
+        http2.contentLengthValidation = .disabled
+        try pipeline.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: http2))
+        try pipeline.addHandler(
+            APNsConnectionHandler(configuration: configuration, readyPromise: readyPromise, logger: logger)
+        )
+    }
+
+    /// The engine handler ``addEngine(to:configuration:readyPromise:logger:)`` added.
+    package static func engineHandler(
+        in pipeline: ChannelPipeline.SynchronousOperations,
+        engine: APNsHTTP2Engine
+    ) throws -> any APNsConnectionDriver {
+        #if NGHTTP2Engine
+        if engine == .nghttp2 {
+            return try pipeline.handler(type: NGHTTP2ConnectionHandler.self)
+        }
+        #endif
+        return try pipeline.handler(type: APNsConnectionHandler.self)
+    }
+}
