@@ -43,14 +43,6 @@ public struct Tenant: Hashable, Sendable, CustomStringConvertible {
         return LegacyProtocolLimits.maximumPayloadLength
     }
 
-    /// The payload limit of a frame to this token: 5120 bytes for a channel token, else
-    /// ``maximumPayloadLength``.
-    @inline(__always)
-    public func maximumPayloadLength(forToken token: ByteBuffer) -> Int {
-        self.channels.channel(forToken: token) == nil
-            ? self.maximumPayloadLength : BroadcastChannel.maximumPayloadLength
-    }
-
     /// The bundle id a broadcast names in its path: the topic without a push-type suffix (APNs
     /// answers `TopicDisallowed` to a suffixed one).
     public var broadcastBundleID: String? {

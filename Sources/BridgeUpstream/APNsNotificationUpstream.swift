@@ -178,7 +178,7 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         _ notification: UpstreamNotification,
         on eventLoop: any EventLoop
     ) -> EventLoopFuture<NotificationOutcome> {
-        if let channel = notification.tenant.channels.channel(forToken: notification.frame.deviceToken) {
+        if case .broadcast(let channel) = notification.destination {
             return self.broadcast(notification, to: channel, on: eventLoop)
         }
         let identifier = notification.frame.identifier
@@ -307,7 +307,7 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         identifier: NotificationIdentifier,
         apnsID: String
     ) -> NotificationOutcome {
-        if case .answered(let response) = result, response.status == 200 {
+        if result.isAccepted {
             // The common case: nothing to log, no metadata to build.
             self.forwarded.increment()
             return .accepted
@@ -380,20 +380,6 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         return reason
     }
 
-    /// Reasons outside Apple's documented list are counted as `other`, so that an upstream
-    /// cannot grow the label sets without bound.
-    private static let knownReasons: Set<String> = [
-        "BadCollapseId", "BadDeviceToken", "BadExpirationDate", "BadMessageId", "BadPriority", "BadTopic",
-        "DeviceTokenNotForTopic", "DuplicateHeaders", "IdleTimeout", "InvalidPushType", "MissingDeviceToken",
-        "MissingTopic", "PayloadEmpty", "TopicDisallowed", "MissingPushType", "BadCertificate",
-        "BadCertificateEnvironment", "ExpiredProviderToken", "Forbidden", "InvalidProviderToken",
-        "MissingProviderToken", "UnrelatedKeyIdInToken", "BadEnvironmentKeyIdInToken", "BadPath",
-        "MethodNotAllowed", "ExpiredToken", "Unregistered", "PayloadTooLarge", "TooManyProviderTokenUpdates",
-        "TooManyRequests", "InternalServerError", "ServiceUnavailable", "Shutdown",
-        "FeatureNotEnabled", "MissingChannelId", "BadChannelId", "ChannelNotRegistered", "BadRequestParams",
-        "BadRequestPayload", "CannotCreateChannelConfig", "TopicMismatch",
-    ]
-
     /// `forwarded_total` when APNs accepted it, else
     /// `apns_bridge_notifications_failed_total{status, reason}` with the legacy status (`none`
     /// when the provider is told nothing) and APNs' reason (`none` without one).
@@ -425,6 +411,6 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         case .rejected(let legacy), .gaveUp(let legacy): status = "\(legacy.rawValue)"
         case .dropped: status = "none"
         }
-        return [status, reason.map { Self.knownReasons.contains($0.rawValue) ? $0.rawValue : "other" } ?? "none"]
+        return [status, reason.map { APNsReason.documented.contains($0) ? $0.rawValue : "other" } ?? "none"]
     }
 }

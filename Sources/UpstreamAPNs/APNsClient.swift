@@ -113,17 +113,11 @@ public final class APNsClient: Sendable {
             tls.certificateChain = chain.map { .certificate($0) }
             tls.privateKey = .privateKey(key)
         }
-        var connectionState = APNsConnectionStateMachine<APNsResponseHandler>.Configuration()
-        connectionState.maximumStreams = configuration.maximumStreamsPerConnection
-        connectionState.oneStreamUntilFirstSuccess = credentials.usesProviderTokens
-        connectionState.refusedStreamLimit = configuration.refusedStreamLimit
-        connectionState.maximumResponseBodyLength = configuration.maximumResponseBodyLength
         let connection = APNsConnectionHandler.Configuration(
             authority: endpoint.authority,
-            stateMachine: connectionState,
-            pingInterval: configuration.pingInterval,
-            metrics: self.metrics,
-            engine: configuration.engine.isAvailable ? configuration.engine : .nio
+            client: configuration,
+            usesProviderTokens: credentials.usesProviderTokens,
+            metrics: self.metrics
         )
         let sslContext = try NIOSSLContext(configuration: tls)
         // One pool per loop, as many loops as there are connections; the connections are spread
@@ -141,10 +135,7 @@ public final class APNsClient: Sendable {
                         endpoint: endpoint,
                         size: max(1, size),
                         connection: connection,
-                        connectTimeout: configuration.connectTimeout,
-                        reconnectBackoffBase: configuration.reconnectBackoffBase,
-                        reconnectBackoffLimit: configuration.reconnectBackoffLimit,
-                        maximumQueuedRequests: configuration.maximumQueuedRequests
+                        client: configuration
                     ),
                     sslContext: sslContext,
                     group: loop,
@@ -335,7 +326,7 @@ public final class APNsClient: Sendable {
             switch result.result {
             case .success(let response):
                 self.metrics.attemptAnswered(status: response.status, after: (now - started).nanoseconds)
-                if response.status == 200 {
+                if response.isAccepted {
                     // The common case: no decision to make, nothing to log.
                     completion(.answered(response))
                     return

@@ -34,14 +34,14 @@ public final class UpstreamEngineHarness {
     ) throws {
         self.engine = engine
         self.channel = EmbeddedChannel(loop: self.loop)
-        var stateMachine = APNsConnectionStateMachine<APNsResponseHandler>.Configuration()
-        stateMachine.oneStreamUntilFirstSuccess = oneStreamUntilFirstSuccess
-        stateMachine.maximumResponseBodyLength = maximumResponseBodyLength
+        var client = APNsClient.Configuration()
+        client.engine = engine
+        client.maximumResponseBodyLength = maximumResponseBodyLength
         let configuration = APNsConnectionHandler.Configuration(
             authority: "api.sandbox.push.apple.com",
-            stateMachine: stateMachine,
-            metrics: APNsClientMetrics(),
-            engine: engine
+            client: client,
+            usesProviderTokens: oneStreamUntilFirstSuccess,
+            metrics: APNsClientMetrics()
         )
         var logger = Logger(label: "apns-bridge.engine-harness")
         logger.logLevel = .critical

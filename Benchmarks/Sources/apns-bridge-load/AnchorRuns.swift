@@ -226,9 +226,12 @@ struct H2LoadRun: AsyncParsableCommand {
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         progress("h2load -n \(self.notifications) -c \(self.upstreamConnections) -m \(self.streams) → nghttpd…")
+        let childrenCPUBefore = endedChildrenCPUSeconds()
         try process.run()
         let data = output.fileHandleForReading.readDataToEndOfFile()
         while process.isRunning { try await Task.sleep(for: .milliseconds(5)) }
+        // h2load is the only child that ended in between (nghttpd stops below).
+        let h2loadCPU = endedChildrenCPUSeconds() - childrenCPUBefore
         await upstream.stop()
         let text = String(decoding: data, as: UTF8.self)
         // "finished in 1.23s, 98765.43 req/s, ..." and "status codes: N 2xx, ..."
@@ -246,6 +249,10 @@ struct H2LoadRun: AsyncParsableCommand {
             "upstream_connections": self.upstreamConnections, "streams": self.streams,
             "notifications": self.notifications, "payload_bytes": self.payloadSize,
             "throughput": rate, "status_2xx": status2xx,
+            // The client's own CPU per request: what one request's upstream half (TLS, HPACK, a
+            // stream) costs an nghttp2 client, to set the bridge's CPU per notification against.
+            "h2load_cpu_seconds": h2loadCPU,
+            "h2load_cpu_us_per_request": status2xx > 0 ? h2loadCPU * 1e6 / Double(status2xx) : 0,
         ])
     }
 }

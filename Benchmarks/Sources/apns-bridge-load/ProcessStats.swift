@@ -32,6 +32,16 @@ struct ProcessStats {
     static var current: ProcessStats { ProcessStats(pid: getpid()) }
 }
 
+/// User + system CPU seconds of this process's children that have ended and been waited for
+/// (`getrusage(RUSAGE_CHILDREN)`): the difference around one child's run is that child's CPU,
+/// counted by the kernel over its whole life, warm-up included.
+func endedChildrenCPUSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_CHILDREN, &usage)
+    func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
 /// Raises this process's open-file limit to its hard limit (children inherit it): 10,000 idle
 /// connections need more than the usual 1,024 descriptors on each side.
 func raiseOpenFileLimit() -> Int {

@@ -117,9 +117,10 @@ public struct ProviderSessionStateMachine {
     public mutating func frameReceived(_ frame: NotificationFrame) -> FrameReceivedAction {
         switch self.state {
         case .active:
+            let notification = UpstreamNotification(tenant: self.tenant, frame: frame)  // device or broadcast, once
             if let status = frame.validationFailure(
                 hasTopic: self.tenant.topic != nil,
-                maximumPayloadLength: self.tenant.maximumPayloadLength(forToken: frame.deviceToken)
+                maximumPayloadLength: notification.maximumPayloadLength
             ) {
                 return self.localFailure(
                     Failure(
@@ -137,7 +138,7 @@ public struct ProviderSessionStateMachine {
             let sequence = self.nextSequence
             self.nextSequence += 1
             self.entries.append(Entry(sequence: sequence, frame: frame, outcome: nil))
-            return .forward(sequence, UpstreamNotification(tenant: self.tenant, frame: frame))
+            return .forward(sequence, notification)
         case .failing, .shuttingDown, .finished:
             // Frames after a failure are not forwarded (docs/protocol.md#after-a-failure); while shutting down, reading has
             // stopped and a frame still buffered is left for the provider to resend.

@@ -252,9 +252,8 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
     ) {
         self.dependencies.metrics.forwardStarted()
         let eventLoop = self.eventLoop!
-        // For the migration view; decided now, so the closure below holds no more than a flag.
-        let channels = notification.tenant.channels
-        let broadcast = !channels.isEmpty && channels.channel(forToken: notification.frame.deviceToken) != nil
+        // For the migration view; read now, so the closure below holds no more than a flag.
+        let broadcast = notification.isBroadcast
         // Finished only after the outcome was handled: handling it may forward the next
         // frame, so the count never touches zero while a closed connection still drains.
         self.dependencies.inFlight.started()

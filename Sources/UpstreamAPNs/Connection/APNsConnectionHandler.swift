@@ -22,28 +22,30 @@ package final class APNsConnectionHandler: ChannelInboundHandler {
     package typealias InboundIn = HTTP2Frame
     package typealias OutboundOut = HTTP2Frame
 
+    /// One connection's settings, derived from the client's (``APNsClient/Configuration``,
+    /// where the defaults live).
     package struct Configuration: Sendable {
         package var authority: String
-        package var stateMachine = APNsConnectionStateMachine<APNsResponseHandler>.Configuration()
-        package var pingInterval: TimeAmount = .seconds(60)
+        package var stateMachine: APNsConnectionStateMachine<APNsResponseHandler>.Configuration
+        package var pingInterval: TimeAmount
         /// How often open streams are checked against their deadlines.
         package var deadlineSweepInterval: TimeAmount = .milliseconds(100)
         package var metrics: APNsClientMetrics
-        /// Which handler drives the connection: this one, or ``NGHTTP2ConnectionHandler``.
-        package var engine: APNsHTTP2Engine = .nio
+        /// Which handler drives the connection: this one, or ``NGHTTP2ConnectionHandler``
+        /// (the client's choice, or NIOHTTP2 when this build lacks it).
+        package var engine: APNsHTTP2Engine
 
         package init(
             authority: String,
-            stateMachine: APNsConnectionStateMachine<APNsResponseHandler>.Configuration = .init(),
-            pingInterval: TimeAmount = .seconds(60),
-            metrics: APNsClientMetrics,
-            engine: APNsHTTP2Engine = .nio
+            client: APNsClient.Configuration = .init(),
+            usesProviderTokens: Bool = true,
+            metrics: APNsClientMetrics
         ) {
             self.authority = authority
-            self.stateMachine = stateMachine
-            self.pingInterval = pingInterval
+            self.stateMachine = .init(client, usesProviderTokens: usesProviderTokens)
+            self.pingInterval = client.pingInterval
             self.metrics = metrics
-            self.engine = engine
+            self.engine = client.engine.isAvailable ? client.engine : .nio
         }
     }
 

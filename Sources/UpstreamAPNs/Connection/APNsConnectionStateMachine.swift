@@ -35,20 +35,28 @@ import NIOHTTP2
 ///   ours may close the channel in the middle of a read and the rest of the read still arrives):
 ///   they find no stream and change nothing.
 package struct APNsConnectionStateMachine<Request> {
+    /// What the client's configuration sets (``APNsClient/Configuration``, where the defaults
+    /// live), and the machine's own constants.
     package struct Configuration: Sendable, Hashable {
         /// Our own bound on open streams, whatever the server allows.
-        package var maximumStreams: Int = 1000
-        package var oneStreamUntilFirstSuccess: Bool = true
+        package var maximumStreams: Int
+        /// Apple's rule for provider-token connections.
+        package var oneStreamUntilFirstSuccess: Bool
         /// More `REFUSED_STREAM` resets than this within `refusedStreamWindow` and the
         /// connection drains.
-        package var refusedStreamLimit: Int = 100
+        package var refusedStreamLimit: Int
         package var refusedStreamWindow: TimeAmount = .seconds(30)
         /// Answer bodies (error JSON, channel management answers) are cut to this length.
-        package var maximumResponseBodyLength: Int = 2048
+        package var maximumResponseBodyLength: Int
         /// Stream ids are 31 bits; this many before the end, the connection hands over.
         package var streamIDReserve: Int32 = 4096
 
-        package init() {}
+        package init(_ client: APNsClient.Configuration = .init(), usesProviderTokens: Bool = true) {
+            self.maximumStreams = client.maximumStreamsPerConnection
+            self.oneStreamUntilFirstSuccess = usesProviderTokens
+            self.refusedStreamLimit = client.refusedStreamLimit
+            self.maximumResponseBodyLength = client.maximumResponseBodyLength
+        }
     }
 
     package enum Phase: Hashable, Sendable {

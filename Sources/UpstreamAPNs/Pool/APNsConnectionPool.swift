@@ -11,14 +11,13 @@ import Synchronization
 /// (``execute(_:sweepOn:)``): sends on connections, fails requests, opens connections (now, or
 /// after the backoff on a timer), closes connections, sweeps the queue.
 final class APNsConnectionPool: Sendable {
+    /// One pool's part of the client's configuration (``APNsClient/Configuration``).
     struct Configuration: Sendable {
         var endpoint: APNsEndpoint
-        var size: Int = 2
+        /// This pool's share of the client's connections.
+        var size: Int
         var connection: APNsConnectionHandler.Configuration
-        var connectTimeout: TimeAmount = .seconds(10)
-        var reconnectBackoffBase: TimeAmount = .milliseconds(100)
-        var reconnectBackoffLimit: TimeAmount = .seconds(30)
-        var maximumQueuedRequests: Int = 100_000
+        var client: APNsClient.Configuration
     }
 
     /// What one attempt came to, and on which connection.
@@ -59,12 +58,9 @@ final class APNsConnectionPool: Sendable {
         self.sslContext = sslContext
         self.group = group
         self.logger = logger
-        var machine = StateMachine.Configuration()
-        machine.size = configuration.size
-        machine.maximumQueuedRequests = configuration.maximumQueuedRequests
-        machine.reconnectBackoffBase = configuration.reconnectBackoffBase
-        machine.reconnectBackoffLimit = configuration.reconnectBackoffLimit
-        self.state = Mutex(StateMachine(configuration: machine))
+        self.state = Mutex(
+            StateMachine(configuration: .init(configuration.client, size: configuration.size))
+        )
     }
 
     /// How many connections were opened so far (tests, metrics).
@@ -181,7 +177,7 @@ final class APNsConnectionPool: Sendable {
             endpoint: self.configuration.endpoint,
             sslContext: self.sslContext,
             configuration: self.configuration.connection,
-            connectTimeout: self.configuration.connectTimeout,
+            connectTimeout: self.configuration.client.connectTimeout,
             eventLoop: self.group.next(),
             logger: self.logger
         ).whenComplete { result in

@@ -23,13 +23,22 @@ import NIOCore
 ///   replaced at once when there is traffic. Its unprocessed streams come back through the
 ///   client's retry state machine as new requests.
 package struct APNsConnectionPoolStateMachine<Connection, Request> {
+    /// The pool's part of the client's configuration (``APNsClient/Configuration``, where the
+    /// defaults live).
     package struct Configuration: Sendable, Hashable {
-        package var size: Int = 2
-        package var maximumQueuedRequests: Int = 100_000
-        package var reconnectBackoffBase: TimeAmount = .milliseconds(100)
-        package var reconnectBackoffLimit: TimeAmount = .seconds(30)
+        package var size: Int
+        package var maximumQueuedRequests: Int
+        package var reconnectBackoffBase: TimeAmount
+        package var reconnectBackoffLimit: TimeAmount
 
-        package init() {}
+        /// - Parameter size: this pool's share of the client's connections (all of them when
+        ///   `nil`).
+        package init(_ client: APNsClient.Configuration = .init(), size: Int? = nil) {
+            self.size = size ?? client.connectionsPerPool
+            self.maximumQueuedRequests = client.maximumQueuedRequests
+            self.reconnectBackoffBase = client.reconnectBackoffBase
+            self.reconnectBackoffLimit = client.reconnectBackoffLimit
+        }
     }
 
     /// Connections to open.

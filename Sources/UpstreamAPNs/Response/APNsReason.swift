@@ -61,4 +61,19 @@ public struct APNsReason: Hashable, Sendable, CustomStringConvertible {
     public static let internalServerError = APNsReason("InternalServerError")
     public static let serviceUnavailable = APNsReason("ServiceUnavailable")
     public static let shutdown = APNsReason("Shutdown")
+
+    /// Every reason above: Apple's documented list (device, broadcast and channel management
+    /// APIs). A metric labelled with reasons counts any other as `other`, so an upstream cannot
+    /// grow its label set without bound.
+    public static let documented: Set<APNsReason> = [
+        .badCollapseId, .badDeviceToken, .badExpirationDate, .badMessageId, .badPriority, .badTopic,
+        .deviceTokenNotForTopic, .duplicateHeaders, .idleTimeout, .invalidPushType, .missingDeviceToken,
+        .missingTopic, .payloadEmpty, .topicDisallowed, .missingPushType, .badCertificate,
+        .badCertificateEnvironment, .expiredProviderToken, .forbidden, .invalidProviderToken,
+        .missingProviderToken, .unrelatedKeyIdInToken, .badEnvironmentKeyIdInToken, .badPath, .methodNotAllowed,
+        .expiredToken, .unregistered, .payloadTooLarge, .tooManyProviderTokenUpdates, .tooManyRequests,
+        .featureNotEnabled, .missingChannelId, .badChannelId, .channelNotRegistered, .badRequestParams,
+        .badRequestPayload, .cannotCreateChannelConfig, .topicMismatch, .internalServerError,
+        .serviceUnavailable, .shutdown,
+    ]
 }

@@ -38,4 +38,9 @@ public struct APNsResponse: Hashable, Sendable {
 
     /// 200 (201 and 204 from the channel management API).
     public var isSuccess: Bool { (200..<300).contains(self.status) }
+
+    /// APNs took the notification (200 from the device or broadcast API). The one place that
+    /// says so: the client answers it without a retry decision, the bridge maps it to a
+    /// delivered frame.
+    public var isAccepted: Bool { self.status == 200 }
 }

@@ -9,6 +9,12 @@ public enum APNsSendResult: Hashable, Sendable, CustomStringConvertible {
     /// not be sent at all. `lastResponse` is the last answer APNs did give (a retried 429 or 5xx).
     case unanswered(APNsSendFailure, lastResponse: APNsResponse?)
 
+    /// Answered 200: APNs took the notification (``APNsResponse/isAccepted``).
+    public var isAccepted: Bool {
+        if case .answered(let response) = self { return response.isAccepted }
+        return false
+    }
+
     public var description: String {
         switch self {
         case .answered(let response):
