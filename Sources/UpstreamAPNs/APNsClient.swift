@@ -317,20 +317,21 @@ public final class APNsClient: Sendable {
             deadlines: deadlines,
             on: eventLoop
         ) { result in
+            let now = NIODeadline.now()
+            if case .success(let response) = result.result, response.isAccepted {
+                // The common case: no decision to make, nothing to log, no copy of the attempt.
+                self.metrics.attemptAnswered(status: response.status, after: (now - started).nanoseconds)
+                completion(.answered(response))
+                return
+            }
             var attempt = sent
             attempt.avoid = result.connectionID.map { (poolIndex, $0) }
-            let now = NIODeadline.now()
             let unixTime = Date().timeIntervalSince1970
             var random = SystemRandomNumberGenerator()
             let action: RequestRetryStateMachine.Action
             switch result.result {
             case .success(let response):
                 self.metrics.attemptAnswered(status: response.status, after: (now - started).nanoseconds)
-                if response.isAccepted {
-                    // The common case: no decision to make, nothing to log.
-                    completion(.answered(response))
-                    return
-                }
                 action = attempt.machine.answered(response, now: now, unixTime: unixTime, using: &random)
             case .failure(let failure):
                 action = attempt.machine.failed(failure, now: now, unixTime: unixTime, using: &random)

@@ -53,6 +53,9 @@ struct APNsPushTypeTests {
             (#"{"aps":{"alert":"content-available"}}"#, .alert),
             (#"{"aps":{}}"#, .alert),
             (#"not json content-available"#, .alert),
+            // The scan: candidates that start like the marker, and one cut short at the end.
+            (#"{"c":"cc","aps":{"content-available":1}}"#, .background),
+            (#"{"aps":{"alert":"x"},"c":"content-availabl"}"#, .alert),
         ]
     )
     func payloads(payload: String, expected: APNsPushType) {

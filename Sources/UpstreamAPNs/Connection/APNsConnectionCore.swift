@@ -18,7 +18,7 @@ import NIOHTTP2
 /// the connection would fail answers that had already arrived in the same read.
 ///
 /// Not thread-safe: it lives on the connection's event loop, owned by its handler.
-package final class APNsConnectionCore<Transport: APNsConnectionTransport> {
+package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNsConnectionDriver {
     package typealias StateMachine = APNsConnectionStateMachine<APNsResponseHandler>
 
     private let configuration: APNsConnectionHandler.Configuration

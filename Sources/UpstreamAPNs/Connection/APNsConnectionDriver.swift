@@ -1,6 +1,7 @@
 import NIOCore
 
-/// What ``APNsConnection`` needs of either engine's handler, on the connection's event loop.
+/// What ``APNsConnection`` needs of a connection, on its event loop: the
+/// ``APNsConnectionCore`` of either engine's handler.
 package protocol APNsConnectionDriver: AnyObject {
     func setEvents(_ events: APNsConnectionHandler.Events)
     func send(

@@ -60,7 +60,8 @@ package final class APNsConnectionHandler: ChannelInboundHandler {
         }
     }
 
-    private let core: APNsConnectionCore<APNsConnectionHandler>
+    /// What the connection is: ``APNsConnection`` sends through it.
+    package let core: APNsConnectionCore<APNsConnectionHandler>
     private var context: ChannelHandlerContext?
     private var headerEncoder: APNsRequestHeaderEncoder
     private var inboundWindow = InboundConnectionWindow()
@@ -68,21 +69,6 @@ package final class APNsConnectionHandler: ChannelInboundHandler {
     package init(configuration: Configuration, readyPromise: EventLoopPromise<Void>, logger: Logger) {
         self.core = APNsConnectionCore(configuration: configuration, readyPromise: readyPromise, logger: logger)
         self.headerEncoder = APNsRequestHeaderEncoder(authority: configuration.authority)
-    }
-
-    package func setEvents(_ events: Events) {
-        self.core.setEvents(events)
-    }
-
-    /// Writes the request on a new stream; the stream is reset, and the completion handler told
-    /// interrupted, if no answer has come by `deadline`.
-    package func send(
-        _ request: APNsRequest,
-        authorization: String?,
-        deadline: NIODeadline,
-        completion: @escaping APNsResponseHandler
-    ) {
-        self.core.send(request, authorization: authorization, deadline: deadline, completion: completion)
     }
 
     // MARK: Channel events

@@ -41,16 +41,17 @@ package enum APNsEnginePipeline {
         )
     }
 
-    /// The engine handler ``addEngine(to:configuration:readyPromise:logger:)`` added.
+    /// The connection core of the engine handler ``addEngine(to:configuration:readyPromise:logger:)``
+    /// added: requests go to it.
     package static func engineHandler(
         in pipeline: ChannelPipeline.SynchronousOperations,
         engine: APNsHTTP2Engine
     ) throws -> any APNsConnectionDriver {
         #if NGHTTP2Engine
         if engine == .nghttp2 {
-            return try pipeline.handler(type: NGHTTP2ConnectionHandler.self)
+            return try pipeline.handler(type: NGHTTP2ConnectionHandler.self).core
         }
         #endif
-        return try pipeline.handler(type: APNsConnectionHandler.self)
+        return try pipeline.handler(type: APNsConnectionHandler.self).core
     }
 }

@@ -32,4 +32,3 @@ public enum APNsHTTP2Engine: String, Sendable, Hashable, CaseIterable, CustomStr
     public var description: String { self.rawValue }
 }
 
-extension APNsConnectionHandler: APNsConnectionDriver {}

@@ -32,7 +32,7 @@ import NIOTLS
 /// - What nghttp2 hands to a callback lives only during the callback: it is copied.
 /// - A request's body stays in ``payloads`` until nghttp2 has read it all or closed the stream.
 /// - The session points at this handler unretained, so it is deleted in `handlerRemoved`.
-package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnectionDriver {
+package final class NGHTTP2ConnectionHandler: ChannelInboundHandler {
     package typealias InboundIn = ByteBuffer
     package typealias OutboundOut = ByteBuffer
 
@@ -44,7 +44,8 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
         var channelID: String?
     }
 
-    private let core: APNsConnectionCore<NGHTTP2ConnectionHandler>
+    /// What the connection is: ``APNsConnection`` sends through it.
+    package let core: APNsConnectionCore<NGHTTP2ConnectionHandler>
     private var context: ChannelHandlerContext?
     private var headerEncoder: APNsRequestHeaderEncoder
     private var session: OpaquePointer?
@@ -67,22 +68,7 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler, APNsConnect
         self.headerEncoder = APNsRequestHeaderEncoder(authority: configuration.authority)
     }
 
-    package func setEvents(_ events: APNsConnectionHandler.Events) {
-        self.core.setEvents(events)
-    }
-
     // MARK: Requests
-
-    /// Submits the request on a new stream; the stream is reset, and the completion handler
-    /// told interrupted, if no answer has come by `deadline`.
-    package func send(
-        _ request: APNsRequest,
-        authorization: String?,
-        deadline: NIODeadline,
-        completion: @escaping APNsResponseHandler
-    ) {
-        self.core.send(request, authorization: authorization, deadline: deadline, completion: completion)
-    }
 
     /// `nghttp2_submit_request` with the header block as name/value pairs (nghttp2 copies them)
     /// and, for a body, a data provider that reads ``payloads``. The fields come from the

@@ -1,5 +1,13 @@
 import NIOCore
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The `apns-push-type` header. The legacy interface had no such field, so the bridge infers it
 /// from the tenant's topic and the payload (docs/upstream.md#requests).
 public struct APNsPushType: Hashable, Sendable, CustomStringConvertible {
@@ -31,13 +39,23 @@ public struct APNsPushType: Hashable, Sendable, CustomStringConvertible {
     /// Infers the push type: from the topic's suffix first, then from the payload (an `aps`
     /// dictionary holding nothing but `content-available` is a background notification).
     public static func infer(topic: String?, payload: ByteBuffer) -> APNsPushType {
-        if let topic {
-            if topic.hasSuffix(".voip") { return .voip }
-            if topic.hasSuffix(".complication") { return .complication }
-            if topic.hasSuffix(".pushkit.fileprovider") { return .fileprovider }
-            if topic.hasSuffix(".push-type.liveactivity") { return .liveactivity }
+        if let topic, let pushType = Self.topicSuffixes.first(where: { topic.utf8.hasSuffix($0.suffix) })?.pushType {
+            return pushType
         }
         return BackgroundPayloadDetector.isBackgroundOnly(payload) ? .background : .alert
+    }
+
+    /// The topic suffixes that name a push type, compared as bytes (a `String` comparison would
+    /// compare characters, for every notification).
+    private static let topicSuffixes: [(suffix: [UInt8], pushType: APNsPushType)] = [
+        (Array(".voip".utf8), .voip), (Array(".complication".utf8), .complication),
+        (Array(".pushkit.fileprovider".utf8), .fileprovider), (Array(".push-type.liveactivity".utf8), .liveactivity),
+    ]
+}
+
+extension String.UTF8View {
+    fileprivate func hasSuffix(_ suffix: [UInt8]) -> Bool {
+        self.count >= suffix.count && self.suffix(suffix.count).elementsEqual(suffix)
     }
 }
 
@@ -51,20 +69,17 @@ enum BackgroundPayloadDetector {
     static func isBackgroundOnly(_ payload: ByteBuffer) -> Bool {
         let mentionsMarker = payload.withUnsafeReadableBytes { bytes -> Bool in
             guard bytes.count >= marker.count else { return false }
-            var index = 0
-            let last = bytes.count - marker.count
-            while index <= last {
-                if bytes[index] == marker[0] {
-                    var matched = true
-                    for offset in 1..<marker.count where bytes[index + offset] != marker[offset] {
-                        matched = false
-                        break
-                    }
-                    if matched { return true }
+            // memchr finds each candidate first byte (vectorised in libc), memcmp the rest.
+            return marker.withUnsafeBytes { marker in
+                let base = bytes.baseAddress!
+                let last = bytes.count - marker.count
+                var index = 0
+                while index <= last, let found = memchr(base + index, Int32(marker[0]), last - index + 1) {
+                    if memcmp(found, marker.baseAddress!, marker.count) == 0 { return true }
+                    index = base.distance(to: UnsafeRawPointer(found)) + 1
                 }
-                index += 1
+                return false
             }
-            return false
         }
         guard mentionsMarker else { return false }
         guard let keys = JSONScanner.apsKeys(payload) else { return false }
