@@ -31,4 +31,3 @@ public enum APNsHTTP2Engine: String, Sendable, Hashable, CaseIterable, CustomStr
 
     public var description: String { self.rawValue }
 }
-
