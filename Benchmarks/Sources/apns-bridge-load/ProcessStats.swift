@@ -37,7 +37,7 @@ struct ProcessStats {
 /// counted by the kernel over its whole life, warm-up included.
 func endedChildrenCPUSeconds() -> Double {
     var usage = rusage()
-    getrusage(RUSAGE_CHILDREN, &usage)
+    getrusage(RUSAGE_CHILDREN.rawValue, &usage)
     func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
     return seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }

@@ -81,15 +81,26 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler {
         hasBody: Bool,
         to session: OpaquePointer
     ) -> Int32 {
-        self.fieldBytes.removeAll(keepingCapacity: true)
-        self.fieldSpans.removeAll(keepingCapacity: true)
+        // The scratch arrays are moved into locals for the call: a class's stored property
+        // written from a closure costs a dynamic exclusivity check per access (4 % of the
+        // bridge's CPU in a profile); a local does not.
+        var fieldBytes: [UInt8] = []
+        var spans: [FieldSpan] = []
+        swap(&fieldBytes, &self.fieldBytes)
+        swap(&spans, &self.fieldSpans)
+        defer {
+            swap(&fieldBytes, &self.fieldBytes)
+            swap(&spans, &self.fieldSpans)
+        }
+        fieldBytes.removeAll(keepingCapacity: true)
+        spans.removeAll(keepingCapacity: true)
         let noIndex = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
         let none = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
         self.headerEncoder.forEachField(of: request, authorization: authorization) { name, value, indexing in
-            let nameStart = self.fieldBytes.count
-            self.fieldBytes.append(contentsOf: name.utf8)
-            let valueStart = self.fieldBytes.count
-            self.fieldBytes.append(contentsOf: value.utf8)
+            let nameStart = fieldBytes.count
+            fieldBytes.append(contentsOf: name.utf8)
+            let valueStart = fieldBytes.count
+            fieldBytes.append(contentsOf: value.utf8)
             // nghttp2 sends `:path` and `content-length` as literals without indexing by itself
             // (what `.nonIndexable` asks); NO_INDEX would make them never-indexed. Other names
             // it would add to the table: there NO_INDEX (never indexed, the same size as
@@ -97,18 +108,17 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler {
             let flags =
                 indexing == .indexable || (indexing == .nonIndexable && (name == ":path" || name == "content-length"))
                 ? none : noIndex
-            self.fieldSpans.append(
+            spans.append(
                 FieldSpan(
                     name: nameStart,
                     nameLength: valueStart - nameStart,
                     value: valueStart,
-                    valueLength: self.fieldBytes.count - valueStart,
+                    valueLength: fieldBytes.count - valueStart,
                     flags: flags
                 )
             )
         }
-        let spans = self.fieldSpans
-        return self.fieldBytes.withUnsafeMutableBufferPointer { storage in
+        return fieldBytes.withUnsafeMutableBufferPointer { storage in
             let base = storage.baseAddress!
             return withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: spans.count) { nva in
                 for (index, span) in spans.enumerated() {
