@@ -31,6 +31,9 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
     private var state: StateMachine
     /// Requests the current batch ended, run at its end; kept between batches.
     private var completions: [StateMachine.Completion] = []
+    /// The other buffer ``runPending()`` swaps with ``completions``, so running a batch
+    /// allocates nothing (a copy of the array, then emptying it, allocated once per batch).
+    private var running: [StateMachine.Completion] = []
     /// What the current batch's events decided, beyond the completions.
     private var pending = StateMachine.Action()
     private var inBatch = false
@@ -240,11 +243,16 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
         let action = self.pending
         self.pending = StateMachine.Action()
         if !self.completions.isEmpty {
-            let ended = self.completions
-            self.completions.removeAll(keepingCapacity: true)
+            // A completion may end more requests (a send that fails, a close): those go to the
+            // emptied buffer and run in a nested call.
+            var ended: [StateMachine.Completion] = []
+            swap(&ended, &self.running)
+            swap(&ended, &self.completions)
             for completion in ended {
                 completion.request(completion.result)
             }
+            ended.removeAll(keepingCapacity: true)
+            self.running = ended
         }
         if !action.isEmpty {
             self.execute(action)
