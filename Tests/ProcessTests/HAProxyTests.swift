@@ -1,3 +1,4 @@
+import BridgeApp
 import BridgeTestSupport
 import DevelopmentPKI
 import Foundation
@@ -64,6 +65,16 @@ extension StoreProcessTests {
         let variables = ["APNS_BRIDGE_PROXY_PROTOCOL_LOAD_BALANCERS": "127.0.0.1"]
         let first = try await BridgeProcess.start(environment, store: url, variables: variables, name: "first")
         let second = try await BridgeProcess.start(environment, store: url, variables: variables, name: "second")
+        // HAProxy takes a server out at its first failed check after it starts, and back in only
+        // after `rise 2` passing checks (4 s): a bridge whose upstream connection is still
+        // opening when HAProxy starts is out of rotation, and with both out a provider's
+        // connection is closed at once. Start HAProxy once both are ready, as docs/scaling.md says.
+        for bridge in [first, second] {
+            let admin = try #require(bridge.adminPort)
+            try await eventually("the bridge on admin port \(admin) to be ready", timeout: .seconds(60)) {
+                (try? await AdminProbe.status(host: "127.0.0.1", port: admin)) == 200
+            }
+        }
         let gatewayPort = try await Self.freePort()
         let feedbackPort = try await Self.freePort()
         let configuration = "\(environment.directory)/haproxy.cfg"
