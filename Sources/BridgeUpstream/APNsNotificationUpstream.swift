@@ -178,8 +178,19 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         _ notification: UpstreamNotification,
         on eventLoop: any EventLoop
     ) -> EventLoopFuture<NotificationOutcome> {
+        let promise = eventLoop.makePromise(of: NotificationOutcome.self)
+        self.send(notification, on: eventLoop) { promise.succeed($0) }
+        return promise.futureResult
+    }
+
+    public func send(
+        _ notification: UpstreamNotification,
+        on eventLoop: any EventLoop,
+        completion: @escaping @Sendable (NotificationOutcome) -> Void
+    ) {
         if case .broadcast(let channel) = notification.destination {
-            return self.broadcast(notification, to: channel, on: eventLoop)
+            self.broadcast(notification, to: channel, on: eventLoop, completion: completion)
+            return
         }
         let identifier = notification.frame.identifier
         guard let client = self.clients[notification.tenant.environment] else {
@@ -188,7 +199,8 @@ public final class APNsNotificationUpstream: NotificationUpstream {
                 metadata: ["environment": "\(notification.tenant.environment.rawValue)"]
             )
             self.count(.gaveUp(.processingError), reason: nil)
-            return eventLoop.makeSucceededFuture(.gaveUp(.processingError))
+            completion(.gaveUp(.processingError))
+            return
         }
         let request = Self.request(for: notification, apnsID: self.idGenerator.next())
         self.logger.debug(
@@ -197,20 +209,18 @@ public final class APNsNotificationUpstream: NotificationUpstream {
                 "identifier": "\(identifier)", "apns-id": "\(request.apnsID)", "push_type": "\(request.pushType)",
             ]
         )
-        // One future per notification: the client calls back, the outcome completes it.
-        let promise = eventLoop.makePromise(of: NotificationOutcome.self)
         client.send(request, on: eventLoop) { result in
-            promise.succeed(self.outcome(of: result, identifier: identifier, apnsID: request.apnsID))
+            completion(self.outcome(of: result, identifier: identifier, apnsID: request.apnsID))
         }
-        return promise.futureResult
     }
 
     /// A frame to a channel token, as a broadcast (Apple's broadcast push API).
     private func broadcast(
         _ notification: UpstreamNotification,
         to channel: BroadcastChannel,
-        on eventLoop: any EventLoop
-    ) -> EventLoopFuture<NotificationOutcome> {
+        on eventLoop: any EventLoop,
+        completion: @escaping @Sendable (NotificationOutcome) -> Void
+    ) {
         let identifier = notification.frame.identifier
         let tenant = notification.tenant
         guard let client = self.broadcastClients[tenant.environment], let bundleID = tenant.broadcastBundleID else {
@@ -222,7 +232,8 @@ public final class APNsNotificationUpstream: NotificationUpstream {
                 ]
             )
             self.countBroadcast(.gaveUp(.processingError), reason: nil)
-            return eventLoop.makeSucceededFuture(.gaveUp(.processingError))
+            completion(.gaveUp(.processingError))
+            return
         }
         let request = Self.broadcastRequest(
             for: notification,
@@ -230,13 +241,15 @@ public final class APNsNotificationUpstream: NotificationUpstream {
             bundleID: bundleID,
             requestID: self.idGenerator.next()
         )
-        return client.send(request, on: eventLoop).map { result in
-            self.broadcastOutcome(
-                of: result,
-                identifier: identifier,
-                request: request,
-                channel: channel,
-                tenant: tenant
+        client.send(request, on: eventLoop) { result in
+            completion(
+                self.broadcastOutcome(
+                    of: result,
+                    identifier: identifier,
+                    request: request,
+                    channel: channel,
+                    tenant: tenant
+                )
             )
         }
     }

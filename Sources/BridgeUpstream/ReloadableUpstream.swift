@@ -115,6 +115,16 @@ public final class ReloadableUpstream: NotificationUpstream {
         _ notification: UpstreamNotification,
         on eventLoop: any EventLoop
     ) -> EventLoopFuture<NotificationOutcome> {
+        let promise = eventLoop.makePromise(of: NotificationOutcome.self)
+        self.send(notification, on: eventLoop) { promise.succeed($0) }
+        return promise.futureResult
+    }
+
+    public func send(
+        _ notification: UpstreamNotification,
+        on eventLoop: any EventLoop,
+        completion: @escaping @Sendable (NotificationOutcome) -> Void
+    ) {
         // A client retired between the lookup and `begin` takes nothing: look again.
         while true {
             let member = self.clients.withLock { clients in
@@ -123,12 +133,15 @@ public final class ReloadableUpstream: NotificationUpstream {
             guard let member else {
                 // A tenant naming credentials that a reload removed (the reload refuses that for
                 // configured tenants; a connection opened before it may still name them).
-                return eventLoop.makeSucceededFuture(.gaveUp(.processingError))
+                completion(.gaveUp(.processingError))
+                return
             }
             guard member.begin() else { continue }
-            let outcome = member.client.send(notification, on: eventLoop)
-            outcome.whenComplete { _ in member.end() }
-            return outcome
+            member.client.send(notification, on: eventLoop) { outcome in
+                member.end()
+                completion(outcome)
+            }
+            return
         }
     }
 

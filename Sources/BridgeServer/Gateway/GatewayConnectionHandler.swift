@@ -257,25 +257,43 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         // Finished only after the outcome was handled: handling it may forward the next
         // frame, so the count never touches zero while a closed connection still drains.
         self.dependencies.inFlight.started()
-        let outcome =
-            checkingResends
-            ? self.dependencies.resendRecords.forwardUnlessAnswered(
+        // The outcome comes back on the upstream connection's event loop (this one, while its
+        // pool has room); the handler is used on its own. A callback, not a future: no promise,
+        // future or callback list per notification.
+        let handler = NIOLoopBound(self, eventLoop: eventLoop)
+        let completion: @Sendable (NotificationOutcome) -> Void = { outcome in
+            if eventLoop.inEventLoop {
+                handler.value.outcomeArrived(outcome, sequence, command: command, broadcast: broadcast)
+            } else {
+                eventLoop.execute {
+                    handler.value.outcomeArrived(outcome, sequence, command: command, broadcast: broadcast)
+                }
+            }
+        }
+        if checkingResends {
+            self.dependencies.resendRecords.forwardUnlessAnswered(
                 notification,
                 to: self.dependencies.upstream,
                 metrics: self.dependencies.metrics,
                 on: eventLoop
-            )
-            : self.dependencies.upstream.send(notification, on: eventLoop)
-        outcome
-            .hop(to: eventLoop)
-            .assumeIsolated()
-            .whenSuccess { outcome in
-                self.dependencies.metrics.forwardFinished()
-                self.outcomes?.count(outcome)
-                self.usage?.count(command: command, outcome, broadcast: broadcast)
-                self.upstreamCompleted(sequence, outcome: outcome)
-                self.dependencies.inFlight.finished()
-            }
+            ).whenSuccess(completion)
+        } else {
+            self.dependencies.upstream.send(notification, on: eventLoop, completion: completion)
+        }
+    }
+
+    /// A forwarded notification's outcome, on this handler's event loop.
+    private func outcomeArrived(
+        _ outcome: NotificationOutcome,
+        _ sequence: ProviderSessionStateMachine.Sequence,
+        command: NotificationFrame.Command?,
+        broadcast: Bool
+    ) {
+        self.dependencies.metrics.forwardFinished()
+        self.outcomes?.count(outcome)
+        self.usage?.count(command: command, outcome, broadcast: broadcast)
+        self.upstreamCompleted(sequence, outcome: outcome)
+        self.dependencies.inFlight.finished()
     }
 
     /// Stores what the machine says an outcome changes, then does what comes next.
