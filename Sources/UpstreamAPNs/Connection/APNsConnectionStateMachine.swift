@@ -274,15 +274,17 @@ package struct APNsConnectionStateMachine<Request> {
         endStream: Bool,
         completing completions: inout [Completion]
     ) -> Action {
-        guard self.streams[streamID] != nil else { return Action() }
+        // One lookup: the stream is then changed and removed at its index (each `streams[id]`
+        // hashes the id again; six of them per answer were 1.5 % of the bridge's CPU).
+        guard let index = self.streams.index(forKey: streamID) else { return Action() }
         if let status {
-            self.streams[streamID]!.status = status
-            self.streams[streamID]!.apnsID = apnsID
-            self.streams[streamID]!.uniqueID = uniqueID
-            self.streams[streamID]!.channelID = channelID
+            self.streams.values[index].status = status
+            self.streams.values[index].apnsID = apnsID
+            self.streams.values[index].uniqueID = uniqueID
+            self.streams.values[index].channelID = channelID
         }
         guard endStream else { return Action() }
-        return self.complete(streamID, into: &completions)
+        return self.complete(at: index, into: &completions)
     }
 
     /// A DATA frame of an answer (an error body); kept up to the maximum body length.
@@ -292,14 +294,14 @@ package struct APNsConnectionStateMachine<Request> {
         endStream: Bool,
         completing completions: inout [Completion]
     ) -> Action {
-        guard self.streams[streamID] != nil else { return Action() }
+        guard let index = self.streams.index(forKey: streamID) else { return Action() }
         var bytes = bytes
-        let room = self.configuration.maximumResponseBodyLength - self.streams[streamID]!.body.readableBytes
+        let room = self.configuration.maximumResponseBodyLength - self.streams.values[index].body.readableBytes
         if room > 0, let slice = bytes.readSlice(length: min(room, bytes.readableBytes)) {
-            self.streams[streamID]!.body.writeImmutableBuffer(slice)
+            self.streams.values[index].body.writeImmutableBuffer(slice)
         }
         guard endStream else { return Action() }
-        return self.complete(streamID, into: &completions)
+        return self.complete(at: index, into: &completions)
     }
 
     /// The engine reports a stream closed; `reason` is `nil` for a normal end.
@@ -436,7 +438,15 @@ package struct APNsConnectionStateMachine<Request> {
     }
 
     private mutating func complete(_ streamID: HTTP2StreamID, into completions: inout [Completion]) -> Action {
-        guard let stream = self.streams.removeValue(forKey: streamID) else { return Action() }
+        guard let index = self.streams.index(forKey: streamID) else { return Action() }
+        return self.complete(at: index, into: &completions)
+    }
+
+    private mutating func complete(
+        at index: Dictionary<HTTP2StreamID, OpenStream>.Index,
+        into completions: inout [Completion]
+    ) -> Action {
+        let stream = self.streams.remove(at: index).value
         guard let status = stream.status else {
             completions.append(
                 Completion(request: stream.request, result: .failure(.interrupted("the stream ended without a status")))

@@ -147,13 +147,17 @@ public struct APNsRequest: Sendable {
 
     /// Whether an HTTP/2 field value can hold `value` (see ``unsendableHeader``).
     public static func isSendableFieldValue(_ value: String) -> Bool {
-        let utf8 = value.utf8
-        if let first = utf8.first, first == 0x20 || first == 0x09 { return false }
-        if let last = utf8.last, last == 0x20 || last == 0x09 { return false }
-        for byte in utf8 where (byte < 0x20 && byte != 0x09) || byte == 0x7F {
-            return false
+        // Over the contiguous UTF-8 bytes (a native string's own storage): stepping through
+        // `utf8` as a collection was 0.8 % of the bridge's CPU for two values per request.
+        var value = value
+        return value.withUTF8 { bytes in
+            guard let first = bytes.first, let last = bytes.last else { return true }
+            if first == 0x20 || first == 0x09 || last == 0x20 || last == 0x09 { return false }
+            for byte in bytes where (byte < 0x20 && byte != 0x09) || byte == 0x7F {
+                return false
+            }
+            return true
         }
-        return true
     }
 
     /// `/3/device/<lowercase hex token>`, in one allocation.
