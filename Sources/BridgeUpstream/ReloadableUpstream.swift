@@ -115,9 +115,7 @@ public final class ReloadableUpstream: NotificationUpstream {
         _ notification: UpstreamNotification,
         on eventLoop: any EventLoop
     ) -> EventLoopFuture<NotificationOutcome> {
-        let promise = eventLoop.makePromise(of: NotificationOutcome.self)
-        self.send(notification, on: eventLoop) { promise.succeed($0) }
-        return promise.futureResult
+        self.futureOfCallback(notification, on: eventLoop)
     }
 
     public func send(

@@ -29,4 +29,15 @@ extension NotificationUpstream {
     ) {
         self.send(notification, on: eventLoop).whenSuccess(completion)
     }
+
+    /// The future of ``send(_:on:completion:)``: what an implementation that calls back
+    /// natively answers ``send(_:on:)`` with (it must implement the callback variant itself).
+    public func futureOfCallback(
+        _ notification: UpstreamNotification,
+        on eventLoop: any EventLoop
+    ) -> EventLoopFuture<NotificationOutcome> {
+        let promise = eventLoop.makePromise(of: NotificationOutcome.self)
+        self.send(notification, on: eventLoop) { promise.succeed($0) }
+        return promise.futureResult
+    }
 }
