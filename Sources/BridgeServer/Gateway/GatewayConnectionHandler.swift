@@ -258,8 +258,8 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         // frame, so the count never touches zero while a closed connection still drains.
         self.dependencies.inFlight.started()
         // The outcome comes back on the upstream connection's event loop (this one, while its
-        // pool has room); the handler is used on its own. A callback, not a future: no promise,
-        // future or callback list per notification.
+        // pool has room), and the handler is touched on its own loop only. A callback, not a
+        // future: no promise, future or callback list per notification.
         let handler = NIOLoopBound(self, eventLoop: eventLoop)
         let completion: @Sendable (NotificationOutcome) -> Void = { outcome in
             if eventLoop.inEventLoop {

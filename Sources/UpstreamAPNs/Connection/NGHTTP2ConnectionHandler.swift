@@ -51,7 +51,6 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler {
     private var session: OpaquePointer?
     /// Bodies nghttp2 has not read in full yet, by stream.
     private var payloads: [Int32: ByteBuffer] = [:]
-    /// Answer headers of the header blocks being received, by stream.
     /// The answer whose header block is being read, and its stream. HTTP/2 sends a header block
     /// in one piece (HEADERS and its CONTINUATIONs, no other frame between them), so one slot
     /// serves every stream: no dictionary, and no hashing, per header.
@@ -74,11 +73,6 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler {
 
     // MARK: Requests
 
-    /// `nghttp2_submit_request` with the header block as name/value pairs (nghttp2 copies them)
-    /// and, for a body, a data provider that reads ``payloads``. The fields come from the
-    /// shared ``APNsRequestHeaderEncoder`` straight into two scratch arrays the handler keeps,
-    /// so no `HPACKHeaders` is built and nothing is allocated per request once they have grown.
-    /// Returns the stream id, or a negative nghttp2 error.
     /// A string's bytes copied as one contiguous buffer: appending a `String.UTF8View` goes
     /// through the generic collection path (2.4 % of the bridge's CPU in a profile). A static
     /// function with an `inout` array, not a nested one capturing it: a capture costs a dynamic
@@ -88,6 +82,11 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler {
         string.withUTF8 { bytes.append(contentsOf: $0) }
     }
 
+    /// `nghttp2_submit_request` with the header block as name/value pairs (nghttp2 copies them)
+    /// and, for a body, a data provider that reads ``payloads``. The fields come from the
+    /// shared ``APNsRequestHeaderEncoder`` straight into two scratch arrays the handler keeps,
+    /// so no `HPACKHeaders` is built and nothing is allocated per request once they have grown.
+    /// Returns the stream id, or a negative nghttp2 error.
     private func submit(
         _ request: APNsRequest,
         authorization: String?,
