@@ -33,6 +33,7 @@ let package = Package(
         .executable(name: "apns-bridge", targets: ["apns-bridge"]),
         .executable(name: "LegacyProtocolFuzzer", targets: ["LegacyProtocolFuzzer"]),
         .executable(name: "UpstreamEngineFuzzer", targets: ["UpstreamEngineFuzzer"]),
+        .executable(name: "apns-bridge-load", targets: ["apns-bridge-load"]),
     ],
     traits: [
         // Upstream HTTP/2 on libnghttp2 (Debian libnghttp2-dev): `swift build --traits
@@ -66,6 +67,8 @@ let package = Package(
         // `swift package generate-documentation --target UpstreamAPNs`: the client's DocC
         // catalog, built in CI with warnings as errors. A plugin only: nothing of it is linked.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
+        // The load generator's latency percentiles.
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
     ],
     targets: [
         // Wire formats of the legacy binary interface. NIOCore only: no sockets, no TLS.
@@ -309,6 +312,33 @@ let package = Package(
         .executableTarget(
             name: "UpstreamEngineFuzzer",
             dependencies: ["UpstreamAPNs", "UpstreamEngineFuzzing"],
+            swiftSettings: swiftSettings
+        ),
+        // The end-to-end load generator: legacy TLS providers → `apns-bridge serve` → upstream
+        // (docs/performance.md). Its source is with the benchmarks, in Benchmarks/; it is built
+        // here, with the product, so that the build the tests make has it too.
+        .executableTarget(
+            name: "apns-bridge-load",
+            dependencies: [
+                "LegacyProtocol",
+                "BridgeCore",
+                "UpstreamAPNs",
+                "BridgeUpstream",
+                "MockAPNs",
+                "BridgeTestSupport",
+                "LegacyClient",
+                "DevelopmentPKI",
+                "BridgeStores",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/Sources/apns-bridge-load",
             swiftSettings: swiftSettings
         ),
         .testTarget(

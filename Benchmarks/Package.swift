@@ -7,8 +7,11 @@ import PackageDescription
 //   swift package --disable-sandbox benchmark                    micro-benchmarks
 //   swift package --disable-sandbox benchmark thresholds check   allocations against Thresholds/
 //   scripts/update-thresholds.sh                                 re-record Thresholds/
-//   swift run -c release apns-bridge-load --help                 the end-to-end load generator
 //   scripts/run-e2e.sh                                           every end-to-end run, the plot
+//
+// The end-to-end load generator's source is here too (Sources/apns-bridge-load), but the main
+// package builds it, with the product and the tests: `swift build -c release --product
+// apns-bridge-load` at the root, then `.build/release/apns-bridge-load --help`.
 //
 // See docs/performance.md for the method and the figures.
 let package = Package(
@@ -17,10 +20,7 @@ let package = Package(
     dependencies: [
         .package(name: "apns-bridge", path: ".."),
         .package(url: "https://github.com/ordo-one/benchmark.git", exact: "1.38.1", traits: ["MallocInterposer"]),
-        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
-        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
-        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -61,30 +61,6 @@ let package = Package(
             ],
             path: "Benchmarks/UpstreamRequest",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        ),
-        // The end-to-end load generator: legacy TLS providers → apns-bridge serve → upstream.
-        .executableTarget(
-            name: "apns-bridge-load",
-            dependencies: [
-                .product(name: "LegacyProtocol", package: "apns-bridge"),
-                .product(name: "BridgeCore", package: "apns-bridge"),
-                .product(name: "UpstreamAPNs", package: "apns-bridge"),
-                .product(name: "BridgeUpstream", package: "apns-bridge"),
-                .product(name: "MockAPNs", package: "apns-bridge"),
-                .product(name: "BridgeTestSupport", package: "apns-bridge"),
-                .product(name: "LegacyClient", package: "apns-bridge"),
-                .product(name: "DevelopmentPKI", package: "apns-bridge"),
-                .product(name: "BridgeStores", package: "apns-bridge"),
-                .product(name: "Histogram", package: "hdrhistogram-swift"),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "NIOTLS", package: "swift-nio"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Sources/apns-bridge-load"
         ),
     ]
 )

@@ -21,8 +21,8 @@ if [[ "${1:-}" != "--plot" ]]; then
     done
     echo "run-e2e: building apns-bridge and apns-bridge-load (release)…"
     swift build -c release --product apns-bridge > /dev/null
-    (cd Benchmarks && swift build -c release --product apns-bridge-load > /dev/null)
-    load="$root/Benchmarks/.build/release/apns-bridge-load"
+    swift build -c release --product apns-bridge-load > /dev/null
+    load="$root/.build/release/apns-bridge-load"
     export APNS_BRIDGE_BINARY="$root/.build/release/apns-bridge"
     results="$out/results.jsonl"
     : > "$results"

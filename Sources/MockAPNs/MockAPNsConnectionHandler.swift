@@ -349,7 +349,9 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
             promise: nil
         )
         // The client closes once its processed streams are answered; close anyway if it does not.
-        context.eventLoop.assumeIsolated().scheduleTask(in: .seconds(5)) {
+        // Not soon: a client stalled for seconds (a busy machine) must still read every answer
+        // before the close, or it sends again what was delivered.
+        context.eventLoop.assumeIsolated().scheduleTask(in: .seconds(60)) {
             context.close(promise: nil)
         }
     }

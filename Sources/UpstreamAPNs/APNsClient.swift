@@ -246,39 +246,29 @@ public final class APNsClient: Sendable {
             )
             return
         }
-        let machine = RequestRetryStateMachine(
-            policy: self.configuration.retryPolicy,
-            startedAt: .now(),
-            expiration: request.expiration
-        )
-        self.attempt(
-            Attempt(request: request, machine: machine),
-            freshToken: false,
-            on: eventLoop,
+        let now = NIODeadline.now()
+        let inFlight = APNsRequestInFlight(
+            request: request,
+            machine: RequestRetryStateMachine(
+                policy: self.configuration.retryPolicy,
+                startedAt: now,
+                expiration: request.expiration
+            ),
+            startedAt: now,
+            client: self,
+            eventLoop: eventLoop,
             completion: completion
         )
+        self.attempt(inFlight, freshToken: false)
     }
 
     // MARK: Attempts
 
-    /// One request between its attempts.
-    private struct Attempt: Sendable {
-        var request: APNsRequest
-        var machine: RequestRetryStateMachine
-        /// The pool and connection of the last attempt: a retry goes elsewhere where possible.
-        var avoid: (pool: Int, connection: Int)?
-        /// The provider token generation the last attempt used.
-        var tokenGeneration: Int?
-    }
-
-    private func attempt(
-        _ attempt: Attempt,
-        freshToken: Bool,
-        on eventLoop: any EventLoop,
-        completion: @escaping @Sendable (APNsSendResult) -> Void
-    ) {
+    /// Starts an attempt: a provider token, the deadlines, a pool. The request is the pool's
+    /// from here on, until it is called back (``attemptEnded(_:_:)``).
+    private func attempt(_ inFlight: APNsRequestInFlight, freshToken: Bool) {
         guard !self.isShutDown.load(ordering: .acquiring) else {
-            completion(
+            inFlight.completion(
                 .unanswered(
                     APNsSendFailure(kind: .clientShutDown, detail: "the client is shut down"),
                     lastResponse: nil
@@ -286,87 +276,80 @@ public final class APNsClient: Sendable {
             )
             return
         }
-        var attempt = attempt
-        var authorization: String?
         if case .token(let source) = self.credentials {
             do {
                 let token =
-                    if freshToken, let used = attempt.tokenGeneration {
+                    if freshToken, let used = inFlight.tokenGeneration {
                         try source.tokenAfterExpiry(of: used)
                     } else {
                         try source.currentToken()
                     }
-                authorization = token.authorization
-                attempt.tokenGeneration = token.generation
+                inFlight.authorization = token.authorization
+                inFlight.tokenGeneration = token.generation
             } catch {
                 self.logger.critical("cannot sign a provider token", metadata: ["error": "\(error)"])
                 let failure = APNsSendFailure(kind: .cannotSignProviderToken, detail: "\(error)")
-                completion(.unanswered(failure, lastResponse: nil))
+                inFlight.completion(.unanswered(failure, lastResponse: nil))
                 return
             }
         }
         let started = NIODeadline.now()
-        let deadlines = attempt.machine.attemptStarted(now: started)
-        let sent = attempt
-        let poolIndex = self.poolIndex(for: eventLoop, avoiding: attempt.avoid?.pool)
-        let avoid = attempt.avoid.flatMap { $0.pool == poolIndex ? $0.connection : nil }
-        self.pools[poolIndex].execute(
-            attempt.request,
-            authorization: authorization,
-            avoiding: avoid,
-            deadlines: deadlines,
-            on: eventLoop
-        ) { result in
-            let now = NIODeadline.now()
-            if case .success(let response) = result.result, response.isAccepted {
-                // The common case: no decision to make, nothing to log, no copy of the attempt.
-                self.metrics.attemptAnswered(status: response.status, after: (now - started).nanoseconds)
-                completion(.answered(response))
-                return
-            }
-            var attempt = sent
-            attempt.avoid = result.connectionID.map { (poolIndex, $0) }
-            let unixTime = Date().timeIntervalSince1970
-            var random = SystemRandomNumberGenerator()
-            let action: RequestRetryStateMachine.Action
-            switch result.result {
-            case .success(let response):
-                self.metrics.attemptAnswered(status: response.status, after: (now - started).nanoseconds)
-                action = attempt.machine.answered(response, now: now, unixTime: unixTime, using: &random)
-            case .failure(let failure):
-                action = attempt.machine.failed(failure, now: now, unixTime: unixTime, using: &random)
-                self.logger.debug(
-                    "an attempt got no answer",
-                    metadata: ["apns-id": "\(attempt.request.apnsID)", "failure": "\(failure)"]
-                )
-            }
-            self.execute(action, attempt: attempt, on: eventLoop, completion: completion)
-        }
+        inFlight.started = started
+        inFlight.deadlines = inFlight.machine.attemptStarted(now: started)
+        let poolIndex = self.poolIndex(for: inFlight.eventLoop, avoiding: inFlight.avoid?.pool)
+        inFlight.poolIndex = poolIndex
+        inFlight.connectionID = nil
+        let avoid = inFlight.avoid.flatMap { $0.pool == poolIndex ? $0.connection : nil }
+        self.pools[poolIndex].execute(inFlight, avoiding: avoid)
     }
 
-    private func execute(
-        _ action: RequestRetryStateMachine.Action,
-        attempt: Attempt,
-        on eventLoop: any EventLoop,
-        completion: @escaping @Sendable (APNsSendResult) -> Void
-    ) {
+    /// An attempt ended: answered or not by its connection (which the pool then counts as
+    /// free), or failed by the pool before any connection had it (no `connectionID`).
+    /// Accepted, the request is done; otherwise its retry state machine decides.
+    func attemptEnded(_ inFlight: APNsRequestInFlight, _ result: Result<APNsResponse, APNsStreamFailure>) {
+        if let connectionID = inFlight.connectionID {
+            let answered = if case .success = result { true } else { false }
+            self.pools[inFlight.poolIndex].streamFinished(on: connectionID, answered: answered)
+        }
+        let now = NIODeadline.now()
+        if case .success(let response) = result, response.isAccepted {
+            // The common case: no decision to make, nothing to log.
+            self.metrics.attemptAnswered(status: response.status, after: (now - inFlight.started).nanoseconds)
+            inFlight.completion(.answered(response))
+            return
+        }
+        inFlight.avoid = inFlight.connectionID.map { (inFlight.poolIndex, $0) }
+        let unixTime = Date().timeIntervalSince1970
+        var random = SystemRandomNumberGenerator()
+        let action: RequestRetryStateMachine.Action
+        switch result {
+        case .success(let response):
+            self.metrics.attemptAnswered(status: response.status, after: (now - inFlight.started).nanoseconds)
+            action = inFlight.machine.answered(response, now: now, unixTime: unixTime, using: &random)
+        case .failure(let failure):
+            action = inFlight.machine.failed(failure, now: now, unixTime: unixTime, using: &random)
+            self.logger.debug(
+                "an attempt got no answer",
+                metadata: ["apns-id": "\(inFlight.request.apnsID)", "failure": "\(failure)"]
+            )
+        }
         switch action {
         case .finish(let result):
-            completion(result)
+            inFlight.completion(result)
         case .retry(let delay, let freshToken):
             self.metrics.retried()
             self.logger.debug(
                 "retrying",
                 metadata: [
-                    "apns-id": "\(attempt.request.apnsID)", "attempt": "\(attempt.machine.attempts + 1)",
+                    "apns-id": "\(inFlight.request.apnsID)", "attempt": "\(inFlight.machine.attempts + 1)",
                     "delay_ms": "\(delay.nanoseconds / 1_000_000)",
                 ]
             )
             if delay == .zero {
-                self.attempt(attempt, freshToken: freshToken, on: eventLoop, completion: completion)
+                self.attempt(inFlight, freshToken: freshToken)
             } else {
-                eventLoop.scheduleTask(in: delay) {
-                    self.attempt(attempt, freshToken: freshToken, on: eventLoop, completion: completion)
+                inFlight.eventLoop.scheduleTask(in: delay) {
+                    self.attempt(inFlight, freshToken: freshToken)
                 }
             }
         }

@@ -92,13 +92,14 @@ public final class UpstreamEngineHarness {
             payload: ByteBuffer(string: payload)
         )
         let record = self.record
-        self.handler.send(request, authorization: "bearer test", deadline: deadline) { result in
+        let owner = APNsStreamCallback { result in
             record.withLockedValue { record in
                 record.completions[number, default: []].append(result)
                 if record.sealed { record.afterSeal += 1 }
             }
             then?(result)
         }
+        self.handler.send(request, authorization: "bearer test", deadline: deadline, owner: owner)
         return number
     }
 

@@ -256,7 +256,7 @@ struct LocalValidationTests {
                 ? ByteBuffer() : FrameBuilder.frame(.itemized, identifier: 1, token: Self.token, payload: Self.payload)
             bytes.writeImmutableBuffer(testCase.bytes)
             try await client.send(bytes)
-            let received = try await client.bytesUntilClose(timeout: .seconds(5))
+            let received = try await client.bytesUntilClose()
 
             switch testCase.expected {
             case .packet(let status, let identifier):
@@ -327,7 +327,7 @@ struct LocalValidationTests {
             try? await client.send(
                 FrameBuilder.frame(.itemized, identifier: 1, token: Self.token, payload: Self.payload)
             )
-            let received = try await client.bytesUntilClose(timeout: .seconds(5))
+            let received = try await client.bytesUntilClose()
             #expect(received.readableBytes == 0)
             #expect(harness.upstream.ledger.isEmpty)
         }
@@ -345,7 +345,7 @@ struct LocalValidationTests {
             try? await client.send(
                 FrameBuilder.frame(.itemized, identifier: 1, token: Self.token, payload: Self.payload)
             )
-            let received = try await client.bytesUntilClose(timeout: .seconds(5))
+            let received = try await client.bytesUntilClose()
             #expect(received.readableBytes == 0)
             #expect(harness.upstream.ledger.isEmpty)
         }

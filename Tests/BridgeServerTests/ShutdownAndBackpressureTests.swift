@@ -88,7 +88,7 @@ struct ShutdownAndBackpressureTests {
             let b = try await harness.connect()
             try await eventually { harness.server.connectionCount == 2 }
             let c = try await harness.connect()
-            #expect(try await c.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
+            #expect(try await c.bytesUntilClose().readableBytes == 0)
             #expect(a.isActive && b.isActive)
             await a.close()
             await b.close()

@@ -21,7 +21,7 @@ struct TLSPolicyTests {
         try await withResource(try await GatewayHarness.start()) { harness in
             let client = try await harness.connect(minimumTLSVersion: .tlsv13, maximumTLSVersion: .tlsv13)
             try? await client.send(Self.frame)
-            #expect(try await client.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
+            #expect(try await client.bytesUntilClose().readableBytes == 0)
             #expect(harness.upstream.ledger.isEmpty)
         }
     }
@@ -47,7 +47,7 @@ struct TLSPolicyTests {
                 #expect(client.isActive)
                 await client.close()
             } else {
-                #expect(try await client.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
+                #expect(try await client.bytesUntilClose().readableBytes == 0)
                 #expect(harness.upstream.ledger.isEmpty)
             }
         }
@@ -59,7 +59,7 @@ struct TLSPolicyTests {
             let client = try await harness.connect()
             try await client.send(Self.frame)
             try await harness.upstream.waitForLedgerCount(1, on: client.channel.eventLoop)
-            #expect(try await client.bytesUntilClose(timeout: .seconds(10)).readableBytes == 0)
+            #expect(try await client.bytesUntilClose().readableBytes == 0)
         }
     }
 }

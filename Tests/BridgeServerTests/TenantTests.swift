@@ -137,7 +137,7 @@ struct TenantTests {
                 trusting: pki.caCertificate
             )
             try? await unknown.send(Self.frame)
-            #expect(try await unknown.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
+            #expect(try await unknown.bytesUntilClose().readableBytes == 0)
             #expect(harness.upstream.ledger.count == 1)
         }
     }
@@ -172,7 +172,7 @@ struct TenantTests {
                     #expect(client.isActive)
                     await client.close()
                 } else {
-                    #expect(try await client.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
+                    #expect(try await client.bytesUntilClose().readableBytes == 0)
                     #expect(harness.upstream.ledger.isEmpty)
                 }
             }
@@ -229,7 +229,7 @@ struct TenantTests {
             // A client that trusts only the old CA no longer completes a handshake.
             let stale = try await harness.connect()
             try? await stale.send(Self.frame)
-            #expect(try await stale.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
+            #expect(try await stale.bytesUntilClose().readableBytes == 0)
             #expect(harness.upstream.ledger.count == 3)
             await before.close()
             await after.close()

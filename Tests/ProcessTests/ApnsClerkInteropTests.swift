@@ -94,12 +94,15 @@ struct ApnsClerkInteropTests {
         }
     }
 
-    /// Polls the bridge's in-flight gauge (10 s at most) until it is 0, so that the ledger holds
-    /// everything the bridge will ever forward for this run.
+    /// Polls the bridge's in-flight gauge until it is 0, so that the ledger holds everything the
+    /// bridge will ever forward for this run. The gauge also counts the resend records' store
+    /// writes, each a commit of its own: on CI's loaded 2-core machine it once still read 43
+    /// after the 10 s this wait used to allow (2026-11-27). A failed scrape is tried again;
+    /// 120 s only bounds a hang.
     static func waitUntilNothingInFlight(adminPort: Int) async throws -> Int {
         var inFlight = -1
-        _ = try? await eventually("nothing in flight", interval: .milliseconds(20)) {
-            let metrics = try await ServeProcessTests.get(adminPort, "/metrics").body
+        _ = try? await eventually("nothing in flight", timeout: .seconds(120), interval: .milliseconds(20)) {
+            guard let metrics = try? await ServeProcessTests.get(adminPort, "/metrics").body else { return false }
             let line = metrics.split(separator: "\n").first { $0.hasPrefix("apns_bridge_notifications_in_flight ") }
             inFlight = line.flatMap { Double($0.split(separator: " ").last ?? "") }.map { Int($0) } ?? -1
             return inFlight == 0

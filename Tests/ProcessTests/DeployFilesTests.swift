@@ -112,11 +112,15 @@ struct DeployFilesTests {
                     to: bridge.gatewayAddress
                 ).get()
                 try? await refused?.closeFuture.get()
+                // `apns-bridge reload` gives up after 5 s; a debug bridge on CI's loaded 2-core
+                // machine once took longer to answer (2026-11-27). The test waits for the answer,
+                // not for the machine's speed; 120 s only bounds a hang.
                 let reload = try await AdminProbe.request(
                     host: "127.0.0.1",
                     port: admin,
                     method: "POST",
-                    path: "/-/reload"
+                    path: "/-/reload",
+                    timeout: .seconds(120)
                 )
                 #expect(reload.status == 200)
 

@@ -120,7 +120,7 @@ struct ReloadTests {
                 )
                 if let early {
                     try? await early.send(Self.frame(2))
-                    #expect(try await early.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
+                    #expect(try await early.bytesUntilClose().readableBytes == 0)
                 }
                 #expect(environment.mock.ledger.accepted.count == 1)
 
@@ -192,7 +192,7 @@ struct ReloadTests {
                 )
                 if let early {
                     try? await early.send(Self.frame(2))
-                    #expect(try await early.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
+                    #expect(try await early.bytesUntilClose().readableBytes == 0)
                 }
                 try await shop.send(Self.frame(1))
                 #expect(await environment.mock.ledger.waitForAccepted(1))

@@ -305,7 +305,7 @@ struct ResendBehaviourTests {
         // Some notifications are answered, more are in flight, the rest not read yet.
         #expect(await environment.mock.ledger.waitForAccepted(1))
         await bridge.terminate()
-        var answer = try await client.bytesUntilClose(timeout: .seconds(60))
+        var answer = try await client.bytesUntilClose()
         let read = answer.readErrorResponse()
         let packet = try #require(read)
         #expect(packet.status == .shutdown)
@@ -397,7 +397,7 @@ struct ResendBehaviourTests {
         await first.terminate()
         var named: [Int] = []
         for client in clients {
-            var answer = try await client.bytesUntilClose(timeout: .seconds(60))
+            var answer = try await client.bytesUntilClose()
             let read = answer.readErrorResponse()
             let packet = try #require(read)
             #expect(packet.status == .shutdown)

@@ -133,7 +133,7 @@ struct ServeProcessTests {
                         payload: FrameBuilder.payload()
                     )
                 )
-                #expect(try await stranger.bytesUntilClose(timeout: .seconds(5)).readableBytes == 0)
+                #expect(try await stranger.bytesUntilClose().readableBytes == 0)
                 #expect(environment.mock.ledger.records.count == 2)
                 #expect(bridge.log.contains("refusing a client certificate during the TLS handshake"))
             }

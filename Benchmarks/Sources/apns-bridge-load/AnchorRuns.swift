@@ -1,6 +1,8 @@
 import ArgumentParser
 import BridgeCore
+import DevelopmentPKI
 import Foundation
+import Histogram
 import Logging
 import NIOCore
 import NIOPosix

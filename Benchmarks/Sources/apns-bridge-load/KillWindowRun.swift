@@ -1,8 +1,11 @@
 import ArgumentParser
 import BridgeStores
 import BridgeTestSupport
+import Crypto
+import DevelopmentPKI
 import Foundation
 import LegacyClient
+import LegacyProtocol
 import Logging
 import MockAPNs
 import NIOCore

@@ -1,3 +1,4 @@
+import DevelopmentPKI
 import LegacyProtocol
 import NIOCore
 import NIOPosix

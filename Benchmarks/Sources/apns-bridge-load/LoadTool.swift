@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
+import Histogram
 import NIOCore
 import NIOPosix
+import Synchronization
 
 @main
 struct LoadTool: AsyncParsableCommand {

@@ -1,3 +1,5 @@
+import Crypto
+import DevelopmentPKI
 import Foundation
 import Logging
 import MockAPNs

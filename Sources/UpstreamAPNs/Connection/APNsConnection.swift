@@ -88,20 +88,20 @@ final class APNsConnection: Sendable {
         }
     }
 
-    /// Sends a request; `completion` is called once, on the connection's event loop. Its answer
+    /// Sends a request; its owner is called once, on the connection's event loop. Its answer
     /// deadline counts from now, on the connection's loop, as the request is written.
     func send(
         _ request: APNsRequest,
         authorization: String?,
         deadlines: AttemptDeadlines,
-        completion: @escaping APNsResponseHandler
+        owner: any APNsStreamOwner
     ) {
         if self.eventLoop.inEventLoop {
             self.handler.value.send(
                 request,
                 authorization: authorization,
                 deadline: deadlines.answerDeadline(writtenAt: .now()),
-                completion: completion
+                owner: owner
             )
         } else {
             self.eventLoop.execute {
@@ -109,7 +109,7 @@ final class APNsConnection: Sendable {
                     request,
                     authorization: authorization,
                     deadline: deadlines.answerDeadline(writtenAt: .now()),
-                    completion: completion
+                    owner: owner
                 )
             }
         }

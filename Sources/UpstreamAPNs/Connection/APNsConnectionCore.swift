@@ -19,7 +19,7 @@ import NIOHTTP2
 ///
 /// Not thread-safe: it lives on the connection's event loop, owned by its handler.
 package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNsConnectionDriver {
-    package typealias StateMachine = APNsConnectionStateMachine<APNsResponseHandler>
+    package typealias StateMachine = APNsConnectionStateMachine<any APNsStreamOwner>
 
     private let configuration: APNsConnectionHandler.Configuration
     /// The connection's logger (its `upstream_connection` number), for the engine's lines too.
@@ -83,19 +83,19 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
         self.transport?.close()
     }
 
-    /// A request from the pool; its stream is reset, and the completion told interrupted, if
-    /// no answer has come by `deadline`.
+    /// A request from the pool; its stream is reset, and its owner told interrupted, if no
+    /// answer has come by `deadline`.
     package func send(
         _ request: APNsRequest,
         authorization: String?,
         deadline: NIODeadline,
-        completion: @escaping APNsResponseHandler
+        owner: any APNsStreamOwner
     ) {
         guard let transport = self.transport else {
-            completion(.failure(.unprocessed("the connection is closing")))
+            owner.streamEnded(.failure(.unprocessed("the connection is closing")))
             return
         }
-        var action = self.state.start(completion, deadline: deadline, completing: &self.completions)
+        var action = self.state.start(owner, deadline: deadline, completing: &self.completions)
         if let streamID = action.write {
             action.write = nil
             if transport.writeRequest(request, authorization: authorization, on: streamID) {
@@ -249,7 +249,7 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
             swap(&ended, &self.running)
             swap(&ended, &self.completions)
             for completion in ended {
-                completion.request(completion.result)
+                completion.request.streamEnded(completion.result)
             }
             ended.removeAll(keepingCapacity: true)
             self.running = ended

@@ -8,6 +8,6 @@ package protocol APNsConnectionDriver: AnyObject {
         _ request: APNsRequest,
         authorization: String?,
         deadline: NIODeadline,
-        completion: @escaping APNsResponseHandler
+        owner: any APNsStreamOwner
     )
 }

@@ -4,10 +4,6 @@ import NIOHPACK
 import NIOHTTP2
 import NIOTLS
 
-/// How a request's answer (or why it got none) is handed back, on the connection's event loop:
-/// one call per request, no future.
-package typealias APNsResponseHandler = @Sendable (Result<APNsResponse, APNsStreamFailure>) -> Void
-
 /// The NIOHTTP2 engine: drives one HTTP/2 connection to APNs at the frame level. It sits after
 /// `NIOHTTP2Handler` (without a stream multiplexer, so no child channel per stream), opens a
 /// stream per request, and hands each answer's frames to the connection's
@@ -26,7 +22,7 @@ package final class APNsConnectionHandler: ChannelInboundHandler {
     /// where the defaults live).
     package struct Configuration: Sendable {
         package var authority: String
-        package var stateMachine: APNsConnectionStateMachine<APNsResponseHandler>.Configuration
+        package var stateMachine: APNsConnectionStateMachine<any APNsStreamOwner>.Configuration
         package var pingInterval: TimeAmount
         /// How often open streams are checked against their deadlines.
         package var deadlineSweepInterval: TimeAmount = .milliseconds(100)

@@ -453,20 +453,24 @@ package struct APNsConnectionStateMachine<Request> {
             )
             return self.settled(Action())
         }
-        var response = APNsResponse(
+        var body: ByteBuffer?
+        var error: APNsErrorBody?
+        if stream.body.readableBytes > 0 {
+            if status < 300 {
+                body = stream.body  // a channel management answer
+            } else {
+                error = APNsErrorBody.parse(stream.body)
+            }
+        }
+        let response = APNsResponse(
             status: status,
             apnsID: stream.apnsID,
             uniqueID: stream.uniqueID,
-            channelID: stream.channelID
+            reason: error?.reason,
+            timestamp: error?.timestamp,
+            channelID: stream.channelID,
+            body: body
         )
-        if stream.body.readableBytes > 0 {
-            if status < 300 {
-                response.body = stream.body  // a channel management answer
-            } else if let body = APNsErrorBody.parse(stream.body) {
-                response.reason = body.reason
-                response.timestamp = body.timestamp
-            }
-        }
         if (200..<300).contains(status) {
             self.hasSucceeded = true
         }

@@ -20,42 +20,7 @@ final class APNsConnectionPool: Sendable {
         var client: APNsClient.Configuration
     }
 
-    /// What one attempt came to, and on which connection.
-    struct AttemptResult: Sendable {
-        var connectionID: Int?
-        var result: Result<APNsResponse, APNsStreamFailure>
-    }
-
-    /// A request on its way to a connection.
-    /// A class, not a struct: the pool's machine moves it between its queue, its waiters and
-    /// its placements, and a copy of a struct of a request, a token and a closure retained each
-    /// of them (about 2 % of the bridge's CPU per notification in a profile).
-    final class PendingAttempt: Sendable {
-        let request: APNsRequest
-        let authorization: String?
-        let deadlines: AttemptDeadlines
-        /// Called once, on the connection's event loop (or the caller's, when the request never
-        /// reached a connection).
-        let completion: @Sendable (AttemptResult) -> Void
-
-        init(
-            request: APNsRequest,
-            authorization: String?,
-            deadlines: AttemptDeadlines,
-            completion: @escaping @Sendable (AttemptResult) -> Void
-        ) {
-            self.request = request
-            self.authorization = authorization
-            self.deadlines = deadlines
-            self.completion = completion
-        }
-
-        func fail(_ failure: APNsStreamFailure) {
-            self.completion(AttemptResult(connectionID: nil, result: .failure(failure)))
-        }
-    }
-
-    private typealias StateMachine = APNsConnectionPoolStateMachine<APNsConnection, PendingAttempt>
+    private typealias StateMachine = APNsConnectionPoolStateMachine<APNsConnection, APNsRequestInFlight>
 
     /// How often queued requests are checked against their deadlines. One timer per pool
     /// rather than one per queued request: under load tens of thousands wait, and a scheduled
@@ -90,29 +55,23 @@ final class APNsConnectionPool: Sendable {
     /// Whether a request would be sent at once rather than queued.
     var hasRoom: Bool { self.state.withLock { $0.hasRoom } }
 
-    /// Sends one request on the connection with the most room (other than `avoid`, where
-    /// possible), or queues it until `deadlines.queued`; a request sent but not answered within
-    /// `deadlines.answerTimeout` of its write has its stream reset. `completion` is called once,
-    /// with the answer or the failure; the queue's deadline sweep runs on `eventLoop`.
-    func execute(
-        _ request: APNsRequest,
-        authorization: String?,
-        avoiding avoid: Int?,
-        deadlines: AttemptDeadlines,
-        on eventLoop: any EventLoop,
-        completion: @escaping @Sendable (AttemptResult) -> Void
-    ) {
-        let pending = PendingAttempt(
-            request: request,
-            authorization: authorization,
-            deadlines: deadlines,
-            completion: completion
-        )
+    /// Sends one request's attempt on the connection with the most room (other than `avoid`,
+    /// where possible), or queues it until its `deadlines.queued`; a request sent but not
+    /// answered within `deadlines.answerTimeout` of its write has its stream reset. The request
+    /// is called back once: by its connection (``APNsStreamOwner``), or by the pool when no
+    /// connection had it (``APNsRequestInFlight/failedInPool(_:)``). The queue's deadline sweep
+    /// runs on the request's event loop.
+    func execute(_ inFlight: APNsRequestInFlight, avoiding avoid: Int?) {
         let action = self.state.withLock { state in
             var random = SystemRandomNumberGenerator()
-            return state.place(pending, avoiding: avoid, deadline: deadlines.queued, using: &random)
+            return state.place(inFlight, avoiding: avoid, deadline: inFlight.deadlines.queued, using: &random)
         }
-        self.execute(action, sweepOn: eventLoop)
+        self.execute(action, sweepOn: inFlight.eventLoop)
+    }
+
+    /// A stream on connection `id` ended (the client, before it reads the attempt's result).
+    func streamFinished(on id: Int, answered: Bool) {
+        self.execute(self.state.withLock { $0.streamFinished(on: id, answered: answered) })
     }
 
     /// Opens the pool's connections now rather than at the first request (start-up, readiness).
@@ -143,8 +102,8 @@ final class APNsConnectionPool: Sendable {
         for placement in action.send {
             self.send(placement)
         }
-        for (pending, failure) in action.fail {
-            pending.fail(failure)
+        for (inFlight, failure) in action.fail {
+            inFlight.failedInPool(failure)
         }
         for connection in action.close {
             connection.close()
@@ -176,14 +135,14 @@ final class APNsConnectionPool: Sendable {
     }
 
     private func send(_ placement: StateMachine.Placement) {
-        let id = placement.connectionID
-        let pending = placement.request
-        placement.connection.send(pending.request, authorization: pending.authorization, deadlines: pending.deadlines) {
-            result in
-            let attempt = AttemptResult(connectionID: id, result: result)
-            self.execute(self.state.withLock { $0.streamFinished(on: id, answered: attempt.isAnswer) })
-            pending.completion(attempt)
-        }
+        let inFlight = placement.request
+        inFlight.connectionID = placement.connectionID
+        placement.connection.send(
+            inFlight.request,
+            authorization: inFlight.authorization,
+            deadlines: inFlight.deadlines,
+            owner: inFlight
+        )
     }
 
     private func openConnection(_ id: Int) {
@@ -239,12 +198,5 @@ final class APNsConnectionPool: Sendable {
         }
         self.logger.debug("upstream connection closed", metadata: ["upstream_connection": "\(id)"])
         self.execute(action)
-    }
-}
-
-extension APNsConnectionPool.AttemptResult {
-    var isAnswer: Bool {
-        if case .success = self.result { return true }
-        return false
     }
 }

@@ -18,18 +18,36 @@ public struct APNsRequest: Sendable {
         case channelManagement(method: String, channelID: String?)
     }
 
-    public var kind: Kind
+    private struct Fields {
+        var kind: Kind
+        var path: String
+        var topic: String?
+        var pushType: APNsPushType
+        var priority: UInt8
+        var expiration: UInt32
+        var apnsID: String
+        var payload: ByteBuffer
+    }
+
+    /// The fields, in one box every copy shares. A request is held at each layer it passes through
+    /// (the caller's, the client's request in flight, the connection's engine as it writes it):
+    /// a copy is then one retain of the box, where a copy of the fields was one per string and
+    /// buffer, about 30 per notification (docs/performance.md, "Copies of a request and of its
+    /// answer").
+    private let box: ImmutableBox<Fields>
+
+    public var kind: Kind { self.box.value.kind }
     /// `/3/device/<lowercase hex token>`, `/4/broadcasts/apps/<bundle id>`, ….
-    public var path: String
-    public var topic: String?
-    public var pushType: APNsPushType
+    public var path: String { self.box.value.path }
+    public var topic: String? { self.box.value.topic }
+    public var pushType: APNsPushType { self.box.value.pushType }
     /// 10, 5 or 1.
-    public var priority: UInt8
+    public var priority: UInt8 { self.box.value.priority }
     /// UNIX seconds; 0 means "deliver once or not at all".
-    public var expiration: UInt32
+    public var expiration: UInt32 { self.box.value.expiration }
     /// Sent as `apns-id` to the device API, as `apns-request-id` to the others.
-    public var apnsID: String
-    public var payload: ByteBuffer
+    public var apnsID: String { self.box.value.apnsID }
+    public var payload: ByteBuffer { self.box.value.payload }
 
     public init(
         path: String,
@@ -40,14 +58,22 @@ public struct APNsRequest: Sendable {
         apnsID: String,
         payload: ByteBuffer
     ) {
-        self.kind = .device
-        self.path = path
-        self.topic = topic
-        self.pushType = pushType
-        self.priority = priority
-        self.expiration = expiration
-        self.apnsID = apnsID
-        self.payload = payload
+        self.init(
+            Fields(
+                kind: .device,
+                path: path,
+                topic: topic,
+                pushType: pushType,
+                priority: priority,
+                expiration: expiration,
+                apnsID: apnsID,
+                payload: payload
+            )
+        )
+    }
+
+    private init(_ fields: Fields) {
+        self.box = ImmutableBox(fields)
     }
 
     /// A broadcast to a channel (Apple's broadcast push API): `POST /4/broadcasts/apps/<bundle id>`.
@@ -59,17 +85,18 @@ public struct APNsRequest: Sendable {
         requestID: String,
         payload: ByteBuffer
     ) -> APNsRequest {
-        var request = APNsRequest(
-            path: "/4/broadcasts/apps/\(bundleID)",
-            topic: nil,
-            pushType: .liveactivity,
-            priority: priority,
-            expiration: expiration,
-            apnsID: requestID,
-            payload: payload
+        APNsRequest(
+            Fields(
+                kind: .broadcast(channelID: channelID),
+                path: "/4/broadcasts/apps/\(bundleID)",
+                topic: nil,
+                pushType: .liveactivity,
+                priority: priority,
+                expiration: expiration,
+                apnsID: requestID,
+                payload: payload
+            )
         )
-        request.kind = .broadcast(channelID: channelID)
-        return request
     }
 
     /// A channel management request (Apple's channel management API).
@@ -89,17 +116,18 @@ public struct APNsRequest: Sendable {
         requestID: String,
         body: ByteBuffer = ByteBuffer()
     ) -> APNsRequest {
-        var request = APNsRequest(
-            path: path,
-            topic: nil,
-            pushType: .liveactivity,
-            priority: 10,
-            expiration: 0,
-            apnsID: requestID,
-            payload: body
+        APNsRequest(
+            Fields(
+                kind: .channelManagement(method: method, channelID: channelID),
+                path: path,
+                topic: nil,
+                pushType: .liveactivity,
+                priority: 10,
+                expiration: 0,
+                apnsID: requestID,
+                payload: body
+            )
         )
-        request.kind = .channelManagement(method: method, channelID: channelID)
-        return request
     }
 
     /// A request to a device token (the raw bytes; the path holds them in lowercase hex).

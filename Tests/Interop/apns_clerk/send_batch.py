@@ -62,11 +62,13 @@ def token(index):
 
 
 # apns-clerk waits `read_tail_timeout` (3 s by default) after a send for an error-response. The
-# bridge can only answer once the notifications before the bad one have their outcomes, and a
-# debug build on a loaded 2-core CI machine has been seen to need longer than 3 s for that: the
-# client then returned without the packet, and the test failed on the machine's speed. 10 s
-# bounds the wait instead (a send without an error waits it out in full, so not more).
-session = Session(read_tail_timeout=10)
+# bridge can only answer once the notifications before the bad one have their outcomes and the
+# resend records of those after it are stored. A debug build on CI's loaded 2-core machine has
+# been seen to need longer than 3 s for that, and once (2026-11-27) longer than 10 s: the client
+# then returned without the packet, and the test failed on the machine's speed. The first send,
+# which expects the packet, waits up to 120 s (it returns as soon as the packet arrives); the
+# resend, which expects none and so waits its tail out in full, waits 10 s.
+session = Session(read_tail_timeout=120)
 connection = session.get_connection((host, gateway_port), cert_file=cert, key_file=key)
 service = APNs(connection)
 message = Message([token(i) for i in range(count)], alert="apns-clerk through apns-bridge", badge=1)
@@ -80,6 +82,7 @@ while message is not None and sends < 10:
     if result.errors:
         print("errors: %r" % (result.errors,), file=sys.stderr)
     message = result.retry() if result.needs_retry() else None
+    session.read_tail_timeout = 10
 
 # A cron job reads the feedback service once a day; here it is read until the unregistered
 # token's entry is there (the bridge stores it when APNs' 410 arrives), 30 s at most.

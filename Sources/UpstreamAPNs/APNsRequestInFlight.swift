@@ -1,0 +1,66 @@
+import NIOCore
+
+/// One request from ``APNsClient/send(_:on:completion:)`` to its result: its retry state
+/// between attempts, and the attempt under way (its provider token, deadlines, pool and
+/// connection).
+///
+/// One object per request goes down the layers: the pool queues and places it, the connection
+/// keeps it with its stream and calls it back (``APNsStreamOwner``). Each layer used to wrap
+/// the one below's callback in a closure of its own, and to copy a struct of the request and
+/// its retry state at each step: an allocation and a retain of each capture per layer.
+///
+/// `@unchecked Sendable`: its mutable fields are touched by one holder at a time, and every
+/// hand-over between holders is ordered. The client sets them before it gives the request to
+/// a pool (under the pool's lock); the pool sets ``connectionID`` before it gives the request
+/// to the connection, which takes it on its event loop (`execute`, or the lock, when already
+/// there); the connection calls it back once, on that loop, and the client reads them there
+/// (or on the loop the pool failed it on). A retry starts from the callback, or from a task it
+/// schedules.
+final class APNsRequestInFlight: APNsStreamOwner, @unchecked Sendable {
+    let request: APNsRequest
+    /// The caller's loop: its pool first, the queue's sweeps, the retries' timers.
+    let eventLoop: any EventLoop
+    let completion: @Sendable (APNsSendResult) -> Void
+    private let client: APNsClient
+
+    var machine: RequestRetryStateMachine
+    /// The pool and connection of the last attempt: a retry goes elsewhere where possible.
+    var avoid: (pool: Int, connection: Int)?
+    /// The provider token generation, and the header, of the current attempt.
+    var tokenGeneration: Int?
+    var authorization: String?
+    /// The current attempt's start, deadlines, pool, and connection once it has one.
+    var started: NIODeadline
+    var deadlines: AttemptDeadlines
+    var poolIndex = 0
+    var connectionID: Int?
+
+    /// `startedAt`: when the request came; each attempt sets its own start and deadlines.
+    init(
+        request: APNsRequest,
+        machine: RequestRetryStateMachine,
+        startedAt: NIODeadline,
+        client: APNsClient,
+        eventLoop: any EventLoop,
+        completion: @escaping @Sendable (APNsSendResult) -> Void
+    ) {
+        self.request = request
+        self.machine = machine
+        self.client = client
+        self.eventLoop = eventLoop
+        self.completion = completion
+        self.started = startedAt
+        self.deadlines = AttemptDeadlines(queued: startedAt, answerTimeout: .zero, budgetEnd: startedAt)
+    }
+
+    /// The connection answered the attempt, or ended its stream without an answer.
+    func streamEnded(_ result: Result<APNsResponse, APNsStreamFailure>) {
+        self.client.attemptEnded(self, result)
+    }
+
+    /// The pool failed the attempt before any connection had it (the queue's deadline, no
+    /// connection, a shutdown); ``connectionID`` is then nil.
+    func failedInPool(_ failure: APNsStreamFailure) {
+        self.client.attemptEnded(self, .failure(failure))
+    }
+}

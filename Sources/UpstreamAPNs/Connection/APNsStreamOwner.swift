@@ -1,0 +1,12 @@
+/// How a request's answer (or why it got none) is handed back as a closure, on the
+/// connection's event loop: one call per request.
+package typealias APNsResponseHandler = @Sendable (Result<APNsResponse, APNsStreamFailure>) -> Void
+
+/// Whoever hears how one request's stream ended: called once, on the connection's event loop.
+///
+/// An object, not a closure: the client's one object per request (``APNsRequestInFlight``)
+/// goes down to the stream and is called back itself, where a closure made at each layer
+/// (client, pool, connection) cost an allocation and a retain of each capture per request.
+package protocol APNsStreamOwner: AnyObject, Sendable {
+    func streamEnded(_ result: Result<APNsResponse, APNsStreamFailure>)
+}
