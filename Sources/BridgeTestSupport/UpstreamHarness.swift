@@ -102,6 +102,14 @@ public final class UpstreamHarness: Sendable {
         clientConfiguration.reconnectBackoffLimit = .milliseconds(500)
         clientConfiguration.retryBackoffBase = .milliseconds(5)
         clientConfiguration.retryBackoffLimit = .milliseconds(200)
+        // A request unanswered for the request timeout is reset and sent again, so a request the
+        // mock had processed is then delivered twice (at-least-once, by design). With every
+        // suite of a debug build running on 2 cores, the test process has been seen to stall
+        // for over 10 s (the default timeout): counted deliveries then depended on the
+        // machine's speed. The tests' timeout and budget only bound a hang; the tests of
+        // timeouts and budgets set their own.
+        clientConfiguration.requestTimeout = Self.requestTimeout
+        clientConfiguration.retryBudget = Self.retryBudget
         configureClient(&clientConfiguration)
         upstreamConfiguration.client = clientConfiguration
         let client = try APNsNotificationUpstream(
@@ -112,6 +120,10 @@ public final class UpstreamHarness: Sendable {
         )
         return UpstreamHarness(pki: pki, mock: mock, client: client, tokens: tokens, clock: clock, metrics: metrics)
     }
+
+    /// The tests' request timeout and retry budget: long enough that only a hang reaches them.
+    public static let requestTimeout = TimeAmount.seconds(120)
+    public static let retryBudget = TimeAmount.seconds(300)
 
     public static let tenant = Tenant(name: topic, topic: topic, environment: .sandbox)
 

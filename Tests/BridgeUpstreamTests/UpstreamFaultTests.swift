@@ -42,15 +42,9 @@ struct UpstreamFaultTests {
     @Test("10,000 notifications with a GOAWAY every 1,000 streams: lost 0, duplicated 0")
     func goAwayEveryThousand() async throws {
         // What is tested is the GOAWAY: a request the mock processed is answered on its old
-        // connection, one it did not is sent again. A request whose answer is late past the
-        // request timeout is reset and sent again too, and may then be delivered twice; that is
-        // another feature (tested below), and in a debug build with every suite running on 2
-        // cores an answer can be that late. So the timeout here bounds only a hang.
-        let harnessStarted = try await UpstreamHarness.start(configureClient: {
-            $0.connectionsPerPool = 2
-            $0.requestTimeout = .seconds(120)
-            $0.retryBudget = .seconds(300)
-        })
+        // connection, one it did not is sent again. (The harness's request timeout bounds only
+        // a hang: a late answer reset and sent again could be delivered twice.)
+        let harnessStarted = try await UpstreamHarness.start(configureClient: { $0.connectionsPerPool = 2 })
         try await withResource(harnessStarted) { harness throws in
             harness.mock.script.goAway(every: 1_000, reason: .shutdown)
             let outcomes = try await sendMany(harness, count: 10_000)
@@ -151,9 +145,13 @@ struct UpstreamFaultTests {
         // these wait 5 s for room, then 5 s for their answers: 10 s after their attempt began,
         // which is the request timeout. Counted from the queue, it reset them just as their
         // answers came and sent them again (1,022 of 4,000 delivered twice); counted from the
-        // write, each has its whole timeout.
-        try await withResource(try await UpstreamHarness.start(configureClient: { $0.connectionsPerPool = 2 })) {
-            harness in
+        // write, each has its whole timeout. So this test runs with the product's timeout, not
+        // the harness's.
+        let harnessStarted = try await UpstreamHarness.start(configureClient: {
+            $0.connectionsPerPool = 2
+            $0.requestTimeout = APNsClient.Configuration().requestTimeout
+        })
+        try await withResource(harnessStarted) { harness in
             harness.mock.script.delayResponses(by: .seconds(5))
             let outcomes = try await sendMany(harness, count: 1_000, concurrency: 1_000)
 

@@ -60,6 +60,13 @@ final class BridgeProcess: @unchecked Sendable {
                 "--upstream-ca", caPath,
                 "--upstream-server-name", "localhost",
                 "--log-level", "debug",
+                // A request unanswered for the request timeout (10 s by default) is reset and
+                // sent again, and is delivered twice if the mock had processed it. These tests
+                // count deliveries at the mock, and the test process (which runs the mock) has
+                // stalled for over 10 s in a debug build with every suite running on 2 cores:
+                // the timeout and the budget here only bound a hang.
+                "--set", "upstream.requestTimeoutSeconds=\(UpstreamHarness.requestTimeout.nanoseconds / 1_000_000_000)",
+                "--set", "upstream.retryBudgetSeconds=\(UpstreamHarness.retryBudget.nanoseconds / 1_000_000_000)",
             ]
             return Environment(directory: directory, pki: pki, mock: mock, arguments: arguments)
         }
@@ -200,6 +207,20 @@ final class BridgeProcess: @unchecked Sendable {
             let level = line.split(separator: " ", maxSplits: 2).dropFirst().first
             return level == "error" || level == "critical"
         }
+    }
+
+    /// For a failure's message: the `/metrics` lines whose names contain one of `names`, and how
+    /// many upstream attempts the log says got no answer ("no metrics" when the process is gone
+    /// or has no admin port).
+    func diagnostics(_ names: [String]) async -> String {
+        let unanswered = self.log.split(separator: "\n").count { $0.contains("an attempt got no answer") }
+        guard let port = self.adminPort, let metrics = try? await ServeProcessTests.get(port, "/metrics").body else {
+            return "no metrics; attempts without an answer: \(unanswered)"
+        }
+        let lines = metrics.split(separator: "\n").filter { line in
+            !line.hasPrefix("#") && names.contains { line.contains($0) }
+        }
+        return lines.joined(separator: "; ") + "; attempts without an answer: \(unanswered)"
     }
 
     /// Waits until Foundation has seen the process exit. (Not `waitpid` here: Foundation reaps

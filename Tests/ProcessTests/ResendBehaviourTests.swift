@@ -212,9 +212,17 @@ struct ResendBehaviourTests {
         let intended = (0..<Self.size).filter { $0 != Self.badPosition }.map { Self.hex(Self.token($0)) }
         let duplicated = intended.filter { (seen[$0] ?? 0) > 1 }
         let lost = intended.filter { seen[$0] == nil }
+        var diagnostics = ""
+        if !duplicated.isEmpty || !lost.isEmpty {
+            // Which way a duplicate came: the upstream client resending an unanswered request
+            // (timeouts, retries), or a resend not recognised (deduplicated, forwarded again).
+            for bridge in bridges.all() {
+                diagnostics += "\n" + (await bridge.diagnostics(["resends", "timeouts", "retries", "goaways"]))
+            }
+        }
         #expect(
             duplicated.count == 0,
-            "\(duplicated.count) delivered twice (\(forwardedBeyond) were forwarded after the bad token)"
+            "\(duplicated.count) delivered twice (\(forwardedBeyond) were forwarded after the bad token)\(diagnostics)"
         )
         #expect(lost.count == 0, "\(lost.count) lost")
         #expect(seen.count == intended.count)
