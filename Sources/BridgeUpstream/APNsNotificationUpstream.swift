@@ -32,6 +32,10 @@ public final class APNsNotificationUpstream: NotificationUpstream {
     }
 
     private let clients: [APNsEnvironment: APNsClient]
+    /// The same clients, for the lookup once per notification: a switch, where the dictionary
+    /// hashes the environment's raw value (a string).
+    private let productionClient: APNsClient?
+    private let sandboxClient: APNsClient?
     /// Broadcasts go to their own hosts; a client opens no connection before its first request.
     private let broadcastClients: [APNsEnvironment: APNsClient]
     private let logger: Logger
@@ -73,6 +77,8 @@ public final class APNsNotificationUpstream: NotificationUpstream {
             return clients
         }
         self.clients = try makeClients(configuration.endpoints, api: "device")
+        self.productionClient = self.clients[.production]
+        self.sandboxClient = self.clients[.sandbox]
         self.broadcastClients = try makeClients(configuration.broadcastEndpoints, api: "broadcast")
         self.logger = logger
         self.forwarded = Counter(label: "apns_bridge_notifications_forwarded_total", factory: metricsFactory)
@@ -186,17 +192,36 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         on eventLoop: any EventLoop,
         completion: @escaping @Sendable (NotificationOutcome) -> Void
     ) {
+        self.send(notification, on: eventLoop, member: nil, completion: completion)
+    }
+
+    /// ``send(_:on:completion:)``, counting the notification out of `member` (the reloadable
+    /// upstream's count of what this client has in flight) just before `completion`: the
+    /// reloadable upstream's own closure around the completion was an allocation per
+    /// notification.
+    func send(
+        _ notification: UpstreamNotification,
+        on eventLoop: any EventLoop,
+        member: ReloadableUpstream.Member?,
+        completion: @escaping @Sendable (NotificationOutcome) -> Void
+    ) {
         if case .broadcast(let channel) = notification.destination {
-            self.broadcast(notification, to: channel, on: eventLoop, completion: completion)
+            self.broadcast(notification, to: channel, on: eventLoop, member: member, completion: completion)
             return
         }
         let identifier = notification.frame.identifier
-        guard let client = self.clients[notification.tenant.environment] else {
+        let client =
+            switch notification.tenant.environment {
+            case .production: self.productionClient
+            case .sandbox: self.sandboxClient
+            }
+        guard let client else {
             self.logger.error(
                 "no upstream endpoint for the environment",
                 metadata: ["environment": "\(notification.tenant.environment.rawValue)"]
             )
             self.count(.gaveUp(.processingError), reason: nil)
+            member?.end()
             completion(.gaveUp(.processingError))
             return
         }
@@ -208,7 +233,9 @@ public final class APNsNotificationUpstream: NotificationUpstream {
             ]
         )
         client.send(request, on: eventLoop) { result in
-            completion(self.outcome(of: result, identifier: identifier, apnsID: request.apnsID))
+            let outcome = self.outcome(of: result, identifier: identifier, apnsID: request.apnsID)
+            member?.end()
+            completion(outcome)
         }
     }
 
@@ -217,6 +244,7 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         _ notification: UpstreamNotification,
         to channel: BroadcastChannel,
         on eventLoop: any EventLoop,
+        member: ReloadableUpstream.Member?,
         completion: @escaping @Sendable (NotificationOutcome) -> Void
     ) {
         let identifier = notification.frame.identifier
@@ -230,6 +258,7 @@ public final class APNsNotificationUpstream: NotificationUpstream {
                 ]
             )
             self.countBroadcast(.gaveUp(.processingError), reason: nil)
+            member?.end()
             completion(.gaveUp(.processingError))
             return
         }
@@ -240,15 +269,15 @@ public final class APNsNotificationUpstream: NotificationUpstream {
             requestID: self.idGenerator.next()
         )
         client.send(request, on: eventLoop) { result in
-            completion(
-                self.broadcastOutcome(
-                    of: result,
-                    identifier: identifier,
-                    request: request,
-                    channel: channel,
-                    tenant: tenant
-                )
+            let outcome = self.broadcastOutcome(
+                of: result,
+                identifier: identifier,
+                request: request,
+                channel: channel,
+                tenant: tenant
             )
+            member?.end()
+            completion(outcome)
         }
     }
 

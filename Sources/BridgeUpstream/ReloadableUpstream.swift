@@ -16,7 +16,10 @@ public final class ReloadableUpstream: NotificationUpstream {
     public final class Member: Sendable {
         public let name: String
         public let client: APNsNotificationUpstream
-        private let state = Mutex((inFlight: 0, retired: false))
+        /// The notifications in flight, and ``retiredFlag`` once the client is retired: one
+        /// atomic, not a lock, since it is counted twice per notification.
+        private let state = Atomic<Int>(0)
+        private static let retiredFlag = 1 << 62
 
         init(name: String, client: APNsNotificationUpstream) {
             self.name = name
@@ -25,40 +28,58 @@ public final class ReloadableUpstream: NotificationUpstream {
 
         /// Counts a notification in; `false` once the client is retired.
         fileprivate func begin() -> Bool {
-            self.state.withLock { state in
-                guard !state.retired else { return false }
-                state.inFlight += 1
-                return true
+            var current = self.state.load(ordering: .relaxed)
+            while true {
+                guard current & Self.retiredFlag == 0 else { return false }
+                let (exchanged, original) = self.state.compareExchange(
+                    expected: current,
+                    desired: current + 1,
+                    ordering: .acquiringAndReleasing
+                )
+                if exchanged { return true }
+                current = original
             }
         }
 
-        fileprivate func end() {
-            let shutDown = self.state.withLock { state in
-                state.inFlight -= 1
-                return state.retired && state.inFlight == 0
-            }
-            if shutDown { self.client.shutdown() }
+        /// The last notification of a retired client shuts it down. Called by the client
+        /// (``APNsNotificationUpstream``) just before it completes the notification.
+        func end() {
+            let now = self.state.wrappingSubtract(1, ordering: .acquiringAndReleasing).newValue
+            if now == Self.retiredFlag { self.client.shutdown() }
         }
 
         /// Takes nothing new; shuts down now or when the last notification is answered.
         fileprivate func retire() {
-            let shutDown = self.state.withLock { state in
-                guard !state.retired else { return false }
-                state.retired = true
-                return state.inFlight == 0
-            }
-            if shutDown { self.client.shutdown() }
+            let before = self.state.bitwiseOr(Self.retiredFlag, ordering: .acquiringAndReleasing).oldValue
+            if before == 0 { self.client.shutdown() }  // not retired before, and nothing in flight
         }
 
         /// Notifications sent through this client that have no outcome yet.
         public var inFlight: Int {
-            self.state.withLock { $0.inFlight }
+            self.state.load(ordering: .acquiring) & ~Self.retiredFlag
         }
     }
 
     private struct Clients {
         var members: [String: Member]
         var defaultCredentials: String
+        /// `members[defaultCredentials]`: most tenants name no credentials, and their lookup
+        /// then hashes no name.
+        var defaultMember: Member
+
+        init(members: [String: Member], defaultCredentials: String) {
+            guard let defaultMember = members[defaultCredentials] else {
+                preconditionFailure("the default credentials must be one of the clients")
+            }
+            self.members = members
+            self.defaultCredentials = defaultCredentials
+            self.defaultMember = defaultMember
+        }
+
+        func member(named name: String?) -> Member? {
+            guard let name else { return self.defaultMember }
+            return self.members[name]
+        }
     }
 
     private let clients: Mutex<Clients>
@@ -66,7 +87,6 @@ public final class ReloadableUpstream: NotificationUpstream {
     /// - Parameter defaultCredentials: the name used for tenants that name none; a key of
     ///   `clients`.
     public init(clients: [String: APNsNotificationUpstream], defaultCredentials: String) {
-        precondition(clients[defaultCredentials] != nil, "the default credentials must be one of the clients")
         let members = Dictionary(uniqueKeysWithValues: clients.map { ($0.key, Member(name: $0.key, client: $0.value)) })
         self.clients = Mutex(Clients(members: members, defaultCredentials: defaultCredentials))
     }
@@ -99,11 +119,7 @@ public final class ReloadableUpstream: NotificationUpstream {
                     retired.append(old)
                 }
             }
-            precondition(
-                clients.members[defaultCredentials] != nil,
-                "the default credentials must be one of the clients"
-            )
-            clients.defaultCredentials = defaultCredentials
+            clients = Clients(members: clients.members, defaultCredentials: defaultCredentials)
             return retired
         }
         for member in retired {
@@ -125,9 +141,7 @@ public final class ReloadableUpstream: NotificationUpstream {
     ) {
         // A client retired between the lookup and `begin` takes nothing: look again.
         while true {
-            let member = self.clients.withLock { clients in
-                clients.members[notification.tenant.credentials ?? clients.defaultCredentials]
-            }
+            let member = self.clients.withLock { $0.member(named: notification.tenant.credentials) }
             guard let member else {
                 // A tenant naming credentials that a reload removed (the reload refuses that for
                 // configured tenants; a connection opened before it may still name them).
@@ -135,10 +149,7 @@ public final class ReloadableUpstream: NotificationUpstream {
                 return
             }
             guard member.begin() else { continue }
-            member.client.send(notification, on: eventLoop) { outcome in
-                member.end()
-                completion(outcome)
-            }
+            member.client.send(notification, on: eventLoop, member: member, completion: completion)
             return
         }
     }

@@ -259,14 +259,15 @@ public final class APNsClient: Sendable {
             eventLoop: eventLoop,
             completion: completion
         )
-        self.attempt(inFlight, freshToken: false)
+        self.attempt(inFlight, freshToken: false, now: now)
     }
 
     // MARK: Attempts
 
     /// Starts an attempt: a provider token, the deadlines, a pool. The request is the pool's
-    /// from here on, until it is called back (``attemptEnded(_:_:)``).
-    private func attempt(_ inFlight: APNsRequestInFlight, freshToken: Bool) {
+    /// from here on, until it is called back (``attemptEnded(_:_:)``). `now`: the clock read
+    /// that starts it (the first attempt's is the request's own).
+    private func attempt(_ inFlight: APNsRequestInFlight, freshToken: Bool, now started: NIODeadline) {
         guard !self.isShutDown.load(ordering: .acquiring) else {
             inFlight.completion(
                 .unanswered(
@@ -293,7 +294,6 @@ public final class APNsClient: Sendable {
                 return
             }
         }
-        let started = NIODeadline.now()
         inFlight.started = started
         inFlight.deadlines = inFlight.machine.attemptStarted(now: started)
         let poolIndex = self.poolIndex(for: inFlight.eventLoop, avoiding: inFlight.avoid?.pool)
@@ -346,10 +346,10 @@ public final class APNsClient: Sendable {
                 ]
             )
             if delay == .zero {
-                self.attempt(inFlight, freshToken: freshToken)
+                self.attempt(inFlight, freshToken: freshToken, now: now)
             } else {
                 inFlight.eventLoop.scheduleTask(in: delay) {
-                    self.attempt(inFlight, freshToken: freshToken)
+                    self.attempt(inFlight, freshToken: freshToken, now: .now())
                 }
             }
         }

@@ -3,6 +3,7 @@ import BridgeTestSupport
 import BridgeUpstream
 import Crypto
 import DevelopmentPKI
+import LegacyProtocol
 import Logging
 import MockAPNs
 import NIOCore
@@ -61,6 +62,11 @@ struct ReloadableUpstreamTests {
                 #expect(try await outcome.get() == .accepted)
             }
             #expect(old.inFlight == 0)
+            // The retired client was shut down with its last answer: it takes nothing now.
+            #expect(
+                try await old.client.send(UpstreamHarness.notification(41), on: eventLoop).get()
+                    == .gaveUp(.processingError)
+            )
             #expect(upstream.members["main"]?.client === replacement)
             let keys = Dictionary(grouping: harness.mock.ledger.accepted, by: { $0.keyID ?? "none" }).mapValues(\.count)
             #expect(keys == [UpstreamHarness.keyID: 20, Self.newKeyID: 20])

@@ -57,7 +57,7 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
     }
 
     public func mayHoldLiveRecords(tenant: String) -> Bool {
-        self.horizons.mayHoldLiveRecords(tenant: tenant, now: Self.milliseconds(self.now()))
+        self.horizons.mayHoldLiveRecords(tenant: tenant) { Self.milliseconds(self.now()) }
     }
 
     private static func milliseconds(_ deadline: NIODeadline) -> Int64 {

@@ -9,6 +9,10 @@ import Synchronization
 public final class ResendRecordHorizons: Sendable {
     /// UNIX (or any monotonic) milliseconds, per tenant.
     private let horizons = Mutex<[String: Int64]>([:])
+    /// How many tenants have a horizon, written under the lock: while it is 0 (no error or
+    /// shutdown within the window, the normal case) a notification is answered without the
+    /// lock, the tenant's hash or a clock read.
+    private let count = Atomic<Int>(0)
 
     public init() {}
 
@@ -17,14 +21,19 @@ public final class ResendRecordHorizons: Sendable {
         self.horizons.withLock { horizons in
             if let current = horizons[tenant], current >= milliseconds { return }
             horizons[tenant] = milliseconds
+            self.count.store(horizons.count, ordering: .releasing)
         }
     }
 
-    public func mayHoldLiveRecords(tenant: String, now milliseconds: Int64) -> Bool {
-        self.horizons.withLock { horizons in
+    /// `now` (milliseconds on the horizons' clock) is read only when some tenant has a horizon.
+    public func mayHoldLiveRecords(tenant: String, now: () -> Int64) -> Bool {
+        guard self.count.load(ordering: .acquiring) > 0 else { return false }
+        let milliseconds = now()
+        return self.horizons.withLock { horizons in
             guard let horizon = horizons[tenant] else { return false }
             if horizon < milliseconds {
                 horizons[tenant] = nil  // past: forget it, so the map holds live tenants only
+                self.count.store(horizons.count, ordering: .releasing)
                 return false
             }
             return true

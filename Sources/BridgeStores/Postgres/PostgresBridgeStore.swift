@@ -657,7 +657,7 @@ public final class PostgresBridgeStore: BridgeStore {
     // MARK: Resend records
 
     public func mayHoldLiveRecords(tenant: String) -> Bool {
-        self.horizons.mayHoldLiveRecords(tenant: tenant, now: self.configuration.nowMilliseconds)
+        self.horizons.mayHoldLiveRecords(tenant: tenant) { self.configuration.nowMilliseconds }
     }
 
     /// One query: the latest expiry of the tenant's unclaimed records, whichever instance wrote

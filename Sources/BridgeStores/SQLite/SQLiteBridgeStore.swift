@@ -492,7 +492,7 @@ public final class SQLiteBridgeStore: BridgeStore {
     }
 
     public func mayHoldLiveRecords(tenant: String) -> Bool {
-        self.horizons.mayHoldLiveRecords(tenant: tenant, now: self.configuration.nowMilliseconds)
+        self.horizons.mayHoldLiveRecords(tenant: tenant) { self.configuration.nowMilliseconds }
     }
 
     public func resolve(

@@ -304,14 +304,17 @@ package struct APNsConnectionStateMachine<Request> {
         return self.complete(at: index, into: &completions)
     }
 
-    /// The engine reports a stream closed; `reason` is `nil` for a normal end.
+    /// The engine reports a stream closed; `reason` is `nil` for a normal end. `now` is read only
+    /// for a refused stream (most closes are of streams already answered, and need no clock).
     package mutating func streamClosed(
         _ streamID: HTTP2StreamID,
         reason: HTTP2ErrorCode?,
-        now: NIODeadline,
+        now: @autoclosure () -> NIODeadline,
         completing completions: inout [Completion]
     ) -> Action {
-        guard let stream = self.streams[streamID] else { return Action() }
+        // An index, not a copy of the stream: an answered stream is gone already, and a copy
+        // retains its request and strings only to drop them.
+        guard let index = self.streams.index(forKey: streamID) else { return Action() }
         guard let reason else {
             // Closed normally: NIOHTTP2 may report the close before it hands over the frame
             // that carried END_STREAM (the body of an error answer). That frame arrives in the
@@ -319,13 +322,13 @@ package struct APNsConnectionStateMachine<Request> {
             self.closedDuringRead.append(streamID)
             return Action()
         }
-        self.streams.removeValue(forKey: streamID)
+        let stream = self.streams.remove(at: index).value
         let failure: APNsStreamFailure
         if let lastStreamID = self.goAwayLastStreamID, streamID > lastStreamID {
             failure = .unprocessed("above the GOAWAY's last stream id")
         } else if reason == .refusedStream {
             failure = .unprocessed("REFUSED_STREAM")
-            self.noteRefusedStream(now: now)
+            self.noteRefusedStream(now: now())
         } else if reason == .protocolError {
             failure = .refused("stream reset (PROTOCOL_ERROR)")
         } else {

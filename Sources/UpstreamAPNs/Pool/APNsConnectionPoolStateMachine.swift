@@ -53,7 +53,7 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
     /// What the pool does after an event; every event answers one.
     package struct Action {
         /// Send each request on its connection.
-        package var send: [Placement] = []
+        package var send = Placements()
         /// Fail each request, with why.
         package var fail: [(request: Request, failure: APNsStreamFailure)] = []
         package var connect: ConnectAction = .none
@@ -70,6 +70,35 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         package var request: Request
         package var connectionID: Int
         package var connection: Connection
+    }
+
+    /// The requests one event places. Almost every event places one (a request with room, or the
+    /// waiter a finished stream lets out), which is held here without an array: an array was an
+    /// allocation per request.
+    package struct Placements: RandomAccessCollection {
+        private var single: Placement?
+        /// Every placement, once there are two or more.
+        private var several: [Placement] = []
+
+        package init() {}
+
+        package var startIndex: Int { 0 }
+        package var endIndex: Int { self.several.isEmpty ? (self.single == nil ? 0 : 1) : self.several.count }
+
+        package subscript(position: Int) -> Placement {
+            self.several.isEmpty ? self.single! : self.several[position]
+        }
+
+        package mutating func append(_ placement: Placement) {
+            if !self.several.isEmpty {
+                self.several.append(placement)
+            } else if let single = self.single {
+                self.several = [single, placement]
+                self.single = nil
+            } else {
+                self.single = placement
+            }
+        }
     }
 
     private struct Entry {
@@ -140,7 +169,7 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         }
         if let id = self.pickConnection(avoiding: avoid) {
             self.entries[id]!.inFlight += 1
-            action.send = [Placement(request: request, connectionID: id, connection: self.entries[id]!.connection)]
+            action.send.append(Placement(request: request, connectionID: id, connection: self.entries[id]!.connection))
             action.connect = self.connectionsToOpen(using: &random)
             return action
         }
@@ -158,10 +187,11 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
     /// A request placed on `connectionID` is over: queued requests that now have room go out.
     package mutating func streamFinished(on connectionID: Int, answered: Bool) -> Action {
         var action = Action()
-        guard self.entries[connectionID] != nil else { return action }
-        self.entries[connectionID]!.inFlight -= 1
-        if answered, !self.entries[connectionID]!.hasAnswered {
-            self.entries[connectionID]!.hasAnswered = true
+        // One lookup, then the entry is changed at its index.
+        guard let index = self.entries.index(forKey: connectionID) else { return action }
+        self.entries.values[index].inFlight -= 1
+        if answered, !self.entries.values[index].hasAnswered {
+            self.entries.values[index].hasAnswered = true
             self.consecutiveFailures = 0
         }
         action.send = self.dispatchWaiters()
@@ -303,9 +333,9 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
     }
 
     /// Moves queued requests onto connections with room, oldest first.
-    private mutating func dispatchWaiters() -> [Placement] {
-        guard !self.waiters.isEmpty else { return [] }
-        var placements: [Placement] = []
+    private mutating func dispatchWaiters() -> Placements {
+        var placements = Placements()
+        guard !self.waiters.isEmpty else { return placements }
         while let waiter = self.waiters.first {
             guard let id = self.pickConnection(avoiding: waiter.avoid) else { break }
             self.waiters.removeFirst()
