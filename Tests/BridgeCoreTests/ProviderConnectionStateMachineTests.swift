@@ -106,6 +106,55 @@ struct ProviderConnectionStateMachineTests {
         #expect(Self.forwardedSequences(steps2) == [0])
     }
 
+    /// Whether writing to `buffer` again writes into the same memory, that is whether nothing
+    /// else holds its storage (a shared storage is copied first, to new memory).
+    static func isReusedInPlace(_ buffer: inout ByteBuffer) -> Bool {
+        let before = buffer.withVeryUnsafeBytes { $0.baseAddress }
+        buffer.clear()
+        buffer.writeInteger(UInt8(0))
+        return buffer.withVeryUnsafeBytes { $0.baseAddress } == before
+    }
+
+    static func forwardedFrames(_ steps: [ProviderConnectionStateMachine.FrameStep]) -> [NotificationFrame] {
+        steps.compactMap {
+            if case .frame(.forward(_, let notification), _) = $0 { return notification.frame }
+            return nil
+        }
+    }
+
+    @Test(
+        "Frames kept in flight let go of a read buffer they fill little of (bytes copied), and share one they fill (slices)"
+    )
+    func readBufferReuse() {
+        var machine = Self.openMachine()
+        // A provider writing one notification at a time: a few hundred bytes of a TLS
+        // handler's 32 KiB read buffer, and the head of the next frame.
+        let next = Self.bytes(2...2)
+        var sparse = ByteBufferAllocator().buffer(capacity: 32 * 1024)
+        sparse.writeImmutableBuffer(Self.bytes(1...1))
+        sparse.writeImmutableBuffer(next.getSlice(at: 0, length: 10)!)
+        #expect(machine.bytesReceived(sparse) == .decode)
+        let steps1 = Self.drain(&machine)
+        #expect(Self.forwardedFrames(steps1) == [ProviderSessionStateMachineTests.frame(1)])
+        #expect(Self.isReusedInPlace(&sparse), "neither the frame in flight nor the partial frame holds the read buffer")
+        #expect(machine.bufferedBytes == 10)
+        #expect(Self.forwardedFrames(steps1) == [ProviderSessionStateMachineTests.frame(1)], "its bytes are intact")
+
+        #expect(machine.bytesReceived(next.getSlice(at: 10, length: next.readableBytes - 10)!) == .decode)
+        let steps2 = Self.drain(&machine)
+        #expect(Self.forwardedFrames(steps2) == [ProviderSessionStateMachineTests.frame(2)], "the partial frame completed")
+
+        // A batch that fills its buffer: its frames share it (one copy at the next read
+        // instead of one per frame).
+        var full = Self.bytes(3...40)
+        #expect(full.readableBytes * 4 >= full.capacity)
+        #expect(machine.bytesReceived(full) == .decode)
+        let steps3 = Self.drain(&machine)
+        #expect(Self.forwardedFrames(steps3).map(\.identifier.rawValue) == Array(3...40))
+        #expect(!Self.isReusedInPlace(&full), "the frames in flight hold slices of it")
+        withExtendedLifetime(steps3) {}
+    }
+
     @Test(
         "Backpressure: decoding stops at the in-flight bound, a read is held back, and both resume as outcomes arrive"
     )

@@ -58,6 +58,16 @@ public struct ProviderConnectionStateMachine {
     private let mayHoldResendRecords: @Sendable (_ tenant: String) -> Bool
     private var decoder = NotificationFrameDecoder()
     private var buffered = ByteBuffer()
+    /// Whether `buffered` is the channel's own read buffer, adopted without a copy. The TLS
+    /// handler reads into that buffer again, and copies all of it first (32 KiB) while anyone
+    /// else holds a part of it; so bytes left over at the end of a read are copied out of it.
+    private var bufferedIsAdopted = false
+    /// Whether decoded frames copy their token and payload out of `buffered` instead of keeping
+    /// slices of it: when it is an adopted read that fills less than a quarter of its buffer.
+    /// Frames are kept until their answer, so their slices would make the next read copy the
+    /// whole buffer; a provider writing one notification at a time fills a few hundred bytes
+    /// of 32 KiB, and copying those is cheaper. A fuller read's frames share that one copy.
+    private var framesCopyBytes = false
     /// A read the channel asked for while the session was not reading: done when it reads again.
     private var readPending = false
 
@@ -102,12 +112,15 @@ public struct ProviderConnectionStateMachine {
         case .preparing, .open:
             if self.buffered.readableBytes == 0 {
                 self.buffered = incoming
+                self.bufferedIsAdopted = true
+                self.framesCopyBytes = incoming.readableBytes < incoming.capacity / 4
             } else {
                 // Compact once per read, not once per frame: forwarded frames hold slices of
                 // the storage, so compacting copies what is left into new storage.
                 var incoming = incoming
                 self.buffered.discardReadBytes()
                 self.buffered.writeBuffer(&incoming)
+                self.framesCopyBytes = false
             }
             if case .open = self.phase { return .decode }
             return .none
@@ -144,20 +157,34 @@ public struct ProviderConnectionStateMachine {
         case .frame, .forwardUnlessAnswered, .malformed, .partialFrameDropped, nil:
             break
         }
-        if step == nil, self.buffered.readableBytes == 0 {
-            // Let go of the storage (forwarded frames may still hold slices of it), so the next
-            // read is adopted without a copy. Frames left over stay where they are until the
-            // next read (see bytesReceived): compacting here would copy them at every outcome.
-            self.buffered = ByteBuffer()
+        if step == nil {
+            self.releaseReadBuffer()
         }
         return step
+    }
+
+    /// Decoding stopped: let go of the channel's read buffer. Bytes left over (a partial
+    /// frame, or whole ones while the session does not read) are copied out of it once; after
+    /// that they stay where they are until the next read (see ``bytesReceived(_:)``):
+    /// compacting at every pause would copy them at every outcome.
+    private mutating func releaseReadBuffer() {
+        if self.buffered.readableBytes == 0 {
+            self.buffered = ByteBuffer()
+        } else if self.bufferedIsAdopted {
+            self.buffered = ByteBuffer(buffer: self.buffered)
+        }
+        self.bufferedIsAdopted = false
+        self.framesCopyBytes = false
     }
 
     /// One step of ``nextFrameStep()``, on an open connection (which has a session).
     private mutating func decodeStep() -> FrameStep? {
         guard self.session!.isReading else { return nil }
         do {
-            if let frame = try self.decoder.decode(buffer: &self.buffered) {
+            if var frame = try self.decoder.decode(buffer: &self.buffered) {
+                if self.framesCopyBytes {
+                    frame = frame.withOwnStorage()
+                }
                 let action = self.session!.frameReceived(frame)
                 if case .forward(let sequence, let notification) = action,
                     self.mayHoldResendRecords(notification.tenant.name)

@@ -25,8 +25,9 @@ import NIOCore
 /// item 1 device token, 2 payload, 3 identifier (4 B), 4 expiration (4 B), 5 priority (1 B)
 /// ```
 /// All integers are big-endian. `deviceToken` and `payload` are slices of the bytes that were
-/// read: decoding copies nothing. An absent token or payload is an empty buffer, because the
-/// status for "missing" and for "length 0" is the same.
+/// read: decoding copies nothing (``withOwnStorage()`` copies them out when the frame is kept
+/// beyond the read). An absent token or payload is an empty buffer, because the status for
+/// "missing" and for "length 0" is the same.
 public struct NotificationFrame: Hashable, Sendable {
     public enum Command: UInt8, Hashable, Sendable, CaseIterable {
         case simple = 0
@@ -59,6 +60,25 @@ public struct NotificationFrame: Hashable, Sendable {
         self.priority = priority
         self.deviceToken = deviceToken
         self.payload = payload
+    }
+
+    /// The same frame with its token and payload copied into one storage of their own.
+    ///
+    /// A decoded frame's token and payload are slices of the buffer they were read into, and a
+    /// slice keeps the whole buffer alive: a TLS handler's 32 KiB read buffer, for a frame of a
+    /// few hundred bytes. While any slice lives, the next read into that buffer copies all of
+    /// it first (copy-on-write), and a frame kept until its answer (the bridge keeps each one
+    /// in flight) keeps 32 KiB in memory. Copying the frame's own bytes costs one small
+    /// allocation and lets the read buffer be reused.
+    public func withOwnStorage() -> NotificationFrame {
+        let tokenLength = self.deviceToken.readableBytes
+        var bytes = ByteBufferAllocator().buffer(capacity: tokenLength + self.payload.readableBytes)
+        bytes.writeImmutableBuffer(self.deviceToken)
+        bytes.writeImmutableBuffer(self.payload)
+        var frame = self
+        frame.deviceToken = bytes.readSlice(length: tokenLength)!
+        frame.payload = bytes
+        return frame
     }
 }
 
