@@ -136,13 +136,13 @@ struct ProviderConnectionStateMachineTests {
         #expect(machine.bytesReceived(sparse) == .decode)
         let steps1 = Self.drain(&machine)
         #expect(Self.forwardedFrames(steps1) == [ProviderSessionStateMachineTests.frame(1)])
-        #expect(Self.isReusedInPlace(&sparse), "neither the frame in flight nor the partial frame holds the read buffer")
+        #expect(Self.isReusedInPlace(&sparse), "neither the frame in flight nor the partial frame holds it")
         #expect(machine.bufferedBytes == 10)
         #expect(Self.forwardedFrames(steps1) == [ProviderSessionStateMachineTests.frame(1)], "its bytes are intact")
 
         #expect(machine.bytesReceived(next.getSlice(at: 10, length: next.readableBytes - 10)!) == .decode)
         let steps2 = Self.drain(&machine)
-        #expect(Self.forwardedFrames(steps2) == [ProviderSessionStateMachineTests.frame(2)], "the partial frame completed")
+        #expect(Self.forwardedFrames(steps2) == [ProviderSessionStateMachineTests.frame(2)], "completed")
 
         // A batch that fills its buffer: its frames share it (one copy at the next read
         // instead of one per frame).
