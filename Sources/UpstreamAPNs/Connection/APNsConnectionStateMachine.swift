@@ -166,7 +166,7 @@ package struct APNsConnectionStateMachine<Request> {
     package private(set) var phase: Phase = .starting
     /// Why the connection drains, when it does.
     package private(set) var drainReason: DrainReason?
-    private var streams: [HTTP2StreamID: OpenStream] = [:]
+    private var streams = StreamTable<HTTP2StreamID, OpenStream>()
     private var nextStreamID = HTTP2StreamID(1)
     private var goAwayLastStreamID: HTTP2StreamID?
     private var serverMaximumStreams: Int?
@@ -260,7 +260,7 @@ package struct APNsConnectionStateMachine<Request> {
         } else {
             self.nextStreamID = HTTP2StreamID(Int32(streamID) + 2)
         }
-        self.streams[streamID] = OpenStream(request: request, deadline: deadline)
+        self.streams.append(streamID, OpenStream(request: request, deadline: deadline))
         return self.settled(Action(write: streamID))
     }
 
@@ -274,14 +274,13 @@ package struct APNsConnectionStateMachine<Request> {
         endStream: Bool,
         completing completions: inout [Completion]
     ) -> Action {
-        // One lookup: the stream is then changed and removed at its index (each `streams[id]`
-        // hashes the id again; six of them per answer were 1.5 % of the bridge's CPU).
-        guard let index = self.streams.index(forKey: streamID) else { return Action() }
+        // One lookup: the stream is then changed and removed at its index.
+        guard let index = self.streams.index(of: streamID) else { return Action() }
         if let status {
-            self.streams.values[index].status = status
-            self.streams.values[index].apnsID = apnsID
-            self.streams.values[index].uniqueID = uniqueID
-            self.streams.values[index].channelID = channelID
+            self.streams[index].status = status
+            self.streams[index].apnsID = apnsID
+            self.streams[index].uniqueID = uniqueID
+            self.streams[index].channelID = channelID
         }
         guard endStream else { return Action() }
         return self.complete(at: index, into: &completions)
@@ -294,11 +293,11 @@ package struct APNsConnectionStateMachine<Request> {
         endStream: Bool,
         completing completions: inout [Completion]
     ) -> Action {
-        guard let index = self.streams.index(forKey: streamID) else { return Action() }
+        guard let index = self.streams.index(of: streamID) else { return Action() }
         var bytes = bytes
-        let room = self.configuration.maximumResponseBodyLength - self.streams.values[index].body.readableBytes
+        let room = self.configuration.maximumResponseBodyLength - self.streams[index].body.readableBytes
         if room > 0, let slice = bytes.readSlice(length: min(room, bytes.readableBytes)) {
-            self.streams.values[index].body.writeImmutableBuffer(slice)
+            self.streams[index].body.writeImmutableBuffer(slice)
         }
         guard endStream else { return Action() }
         return self.complete(at: index, into: &completions)
@@ -314,7 +313,7 @@ package struct APNsConnectionStateMachine<Request> {
     ) -> Action {
         // An index, not a copy of the stream: an answered stream is gone already, and a copy
         // retains its request and strings only to drop them.
-        guard let index = self.streams.index(forKey: streamID) else { return Action() }
+        guard let index = self.streams.index(of: streamID) else { return Action() }
         guard let reason else {
             // Closed normally: NIOHTTP2 may report the close before it hands over the frame
             // that carried END_STREAM (the body of an error answer). That frame arrives in the
@@ -322,7 +321,7 @@ package struct APNsConnectionStateMachine<Request> {
             self.closedDuringRead.append(streamID)
             return Action()
         }
-        let stream = self.streams.remove(at: index).value
+        let stream = self.streams.remove(at: index)
         let failure: APNsStreamFailure
         if let lastStreamID = self.goAwayLastStreamID, streamID > lastStreamID {
             failure = .unprocessed("above the GOAWAY's last stream id")
@@ -357,15 +356,13 @@ package struct APNsConnectionStateMachine<Request> {
         guard self.phase != .closed else { return Action() }
         self.goAwayLastStreamID = self.goAwayLastStreamID.map { min($0, lastStreamID) } ?? lastStreamID
         self.drain(.goAway)
-        for streamID in self.streams.keys where streamID > lastStreamID {
-            if let stream = self.streams.removeValue(forKey: streamID) {
-                completions.append(
-                    Completion(
-                        request: stream.request,
-                        result: .failure(.unprocessed("above the GOAWAY's last stream id"))
-                    )
+        for (_, stream) in self.streams.removeAll(where: { streamID, _ in streamID > lastStreamID }) {
+            completions.append(
+                Completion(
+                    request: stream.request,
+                    result: .failure(.unprocessed("above the GOAWAY's last stream id"))
                 )
-            }
+            )
         }
         return self.settled(Action())
     }
@@ -375,7 +372,7 @@ package struct APNsConnectionStateMachine<Request> {
     package mutating func deadlinesPassed(now: NIODeadline, completing completions: inout [Completion]) -> Action {
         guard self.phase != .closed else { return Action() }
         var action = Action()
-        for (streamID, stream) in self.streams where stream.deadline <= now {
+        for (streamID, stream) in self.streams.removeAll(where: { _, stream in stream.deadline <= now }) {
             action.resets.append(streamID)
             completions.append(
                 Completion(
@@ -383,9 +380,6 @@ package struct APNsConnectionStateMachine<Request> {
                     result: .failure(.interrupted("no answer before the request's deadline; stream reset"))
                 )
             )
-        }
-        for streamID in action.resets {
-            self.streams.removeValue(forKey: streamID)
         }
         return action.resets.isEmpty ? action : self.settled(action)
     }
@@ -395,7 +389,7 @@ package struct APNsConnectionStateMachine<Request> {
     package mutating func closed(completing completions: inout [Completion]) -> Action {
         Swift.precondition(self.phase != .closed, "the connection closed twice")
         self.phase = .closed
-        for (streamID, stream) in self.streams {
+        for (streamID, stream) in self.streams.removeAll() {
             let failure: APNsStreamFailure =
                 if let lastStreamID = self.goAwayLastStreamID, streamID > lastStreamID {
                     .unprocessed("above the GOAWAY's last stream id")
@@ -404,7 +398,6 @@ package struct APNsConnectionStateMachine<Request> {
                 }
             completions.append(Completion(request: stream.request, result: .failure(failure)))
         }
-        self.streams.removeAll()
         self.closedDuringRead.removeAll()
         self.closeAsked = true
         return self.settled(Action())
@@ -441,15 +434,15 @@ package struct APNsConnectionStateMachine<Request> {
     }
 
     private mutating func complete(_ streamID: HTTP2StreamID, into completions: inout [Completion]) -> Action {
-        guard let index = self.streams.index(forKey: streamID) else { return Action() }
+        guard let index = self.streams.index(of: streamID) else { return Action() }
         return self.complete(at: index, into: &completions)
     }
 
     private mutating func complete(
-        at index: Dictionary<HTTP2StreamID, OpenStream>.Index,
+        at index: StreamTable<HTTP2StreamID, OpenStream>.Index,
         into completions: inout [Completion]
     ) -> Action {
-        let stream = self.streams.remove(at: index).value
+        let stream = self.streams.remove(at: index)
         guard let status = stream.status else {
             completions.append(
                 Completion(request: stream.request, result: .failure(.interrupted("the stream ended without a status")))

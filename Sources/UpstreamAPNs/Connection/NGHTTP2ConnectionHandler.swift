@@ -50,7 +50,7 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler {
     private var headerEncoder: APNsRequestHeaderEncoder
     private var session: OpaquePointer?
     /// Bodies nghttp2 has not read in full yet, by stream.
-    private var payloads: [Int32: ByteBuffer] = [:]
+    private var payloads = StreamTable<Int32, ByteBuffer>()
     /// The answer whose header block is being read, and its stream. HTTP/2 sends a header block
     /// in one piece (HEADERS and its CONTINUATIONs, no other frame between them), so one slot
     /// serves every stream: no dictionary, and no hashing, per header.
@@ -177,18 +177,18 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler {
         flags: UnsafeMutablePointer<UInt32>
     ) -> Int {
         // One lookup; the payload is read and removed at its index.
-        guard let index = self.payloads.index(forKey: streamID) else {
+        guard let index = self.payloads.index(of: streamID) else {
             flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
             return 0
         }
-        let count = min(length, self.payloads.values[index].readableBytes)
-        self.payloads.values[index].readWithUnsafeReadableBytes { bytes in
+        let count = min(length, self.payloads[index].readableBytes)
+        self.payloads[index].readWithUnsafeReadableBytes { bytes in
             UnsafeMutableRawPointer(buffer).copyMemory(from: bytes.baseAddress!, byteCount: count)
             return count
         }
-        if self.payloads.values[index].readableBytes == 0 {
+        if self.payloads[index].readableBytes == 0 {
             flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
-            self.payloads.remove(at: index)
+            _ = self.payloads.remove(at: index)
         }
         return count
     }
@@ -465,7 +465,7 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler {
     }
 
     private func streamClosed(_ streamID: Int32, errorCode: UInt32) {
-        self.payloads.removeValue(forKey: streamID)
+        self.payloads.removeValue(forID: streamID)
         if streamID == self.answerStreamID { self.forgetAnswer() }
         let reason = errorCode == NGHTTP2_NO_ERROR.rawValue ? nil : HTTP2ErrorCode(networkCode: Int(errorCode))
         self.core.streamClosed(HTTP2StreamID(streamID), reason: reason)
@@ -485,14 +485,14 @@ extension NGHTTP2ConnectionHandler: APNsConnectionTransport {
         guard self.submit(request, authorization: authorization, hasBody: hasBody, to: session) == Int32(streamID)
         else { return false }
         if hasBody {
-            self.payloads[Int32(streamID)] = request.payload
+            self.payloads.append(Int32(streamID), request.payload)
         }
         return true
     }
 
     package func resetStream(_ streamID: HTTP2StreamID) {
         guard let session else { return }
-        self.payloads.removeValue(forKey: Int32(streamID))
+        self.payloads.removeValue(forID: Int32(streamID))
         _ = nghttp2_submit_rst_stream(
             session,
             UInt8(NGHTTP2_FLAG_NONE.rawValue),
