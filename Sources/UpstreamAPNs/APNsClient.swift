@@ -75,8 +75,9 @@ public final class APNsClient: Sendable {
     private let metrics: APNsClientMetrics
     /// One pool per event loop that has connections, in the order of the group's loops.
     private let pools: [APNsConnectionPool]
-    /// The pool of each loop that has one.
-    private let poolIndexByLoop: [ObjectIdentifier: Int]
+    /// The loops of the pools, as identities: a loop's pool is found by a scan of these (as
+    /// many as the machine's cores at most), cheaper than hashing it in a dictionary.
+    private let poolLoops: [ObjectIdentifier]
     /// The loops of the pools, in order (an async caller on none of them starts at the first).
     private let eventLoops: [any EventLoop]
     /// Set by ``shutdown()``: no attempt starts after it.
@@ -124,7 +125,6 @@ public final class APNsClient: Sendable {
         // evenly (3 connections on 2 loops: 2 and 1).
         let loops = Array(group.makeIterator().prefix(max(1, configuration.connectionsPerPool)))
         var pools: [APNsConnectionPool] = []
-        var indexByLoop: [ObjectIdentifier: Int] = [:]
         for (index, loop) in loops.enumerated() {
             let size =
                 configuration.connectionsPerPool / loops.count
@@ -142,10 +142,9 @@ public final class APNsClient: Sendable {
                     logger: logger
                 )
             )
-            indexByLoop[ObjectIdentifier(loop)] = index
         }
         self.pools = pools
-        self.poolIndexByLoop = indexByLoop
+        self.poolLoops = loops.map { ObjectIdentifier($0) }
         self.eventLoops = loops
     }
 
@@ -192,7 +191,7 @@ public final class APNsClient: Sendable {
     /// another connection where one has room (docs/upstream.md#requests).
     private func poolIndex(for eventLoop: any EventLoop, avoiding avoided: Int?) -> Int {
         if self.pools.count == 1 { return 0 }
-        let local = self.poolIndexByLoop[ObjectIdentifier(eventLoop)]
+        let local = self.poolLoops.firstIndex(of: ObjectIdentifier(eventLoop))
         if let local, local != avoided, self.pools[local].hasRoom { return local }
         let start = (local ?? 0) + 1
         for offset in 0..<self.pools.count {

@@ -102,6 +102,7 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
     }
 
     private struct Entry {
+        var id: Int
         var connection: Connection
         var limit: Int
         var inFlight = 0
@@ -116,7 +117,9 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
     }
 
     private let configuration: Configuration
-    private var entries: [Int: Entry] = [:]
+    /// The open connections, in the order they opened. A pool has a few: they are found by a
+    /// scan, which costs less than hashing their ids in a dictionary at every request.
+    private var entries: [Entry] = []
     private var connecting = 0
     private var nextConnectionID = 1
     private var waiters = CircularBuffer<Waiter>()
@@ -132,7 +135,7 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
 
     /// Connections that are ready and take requests now.
     package var usableConnections: Int {
-        self.entries.values.reduce(0) { $0 + ($1.limit > 0 ? 1 : 0) }
+        self.entries.reduce(0) { $0 + ($1.limit > 0 ? 1 : 0) }
     }
 
     package var queuedRequests: Int { self.waiters.count }
@@ -140,13 +143,13 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
     /// Whether a request placed now would be sent at once: a connection has a free stream and
     /// nothing waits.
     package var hasRoom: Bool {
-        self.waiters.isEmpty && self.entries.values.contains { $0.room > 0 }
+        self.waiters.isEmpty && self.entries.contains { $0.room > 0 }
     }
 
     /// Each connection's requests in flight and stream limit, and the queue.
     package var snapshot: String {
-        let connections = self.entries.sorted { $0.key < $1.key }.map {
-            "#\($0.key): \($0.value.inFlight)/\($0.value.limit)"
+        let connections = self.entries.sorted { $0.id < $1.id }.map {
+            "#\($0.id): \($0.inFlight)/\($0.limit)"
         }
         return
             "connections [\(connections.joined(separator: ", "))], queued \(self.waiters.count), connecting \(self.connecting)"
@@ -167,9 +170,15 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
             action.fail = [(request, .unprocessed("the upstream client is shut down"))]
             return action
         }
-        if let id = self.pickConnection(avoiding: avoid) {
-            self.entries[id]!.inFlight += 1
-            action.send.append(Placement(request: request, connectionID: id, connection: self.entries[id]!.connection))
+        if let index = self.pickConnection(avoiding: avoid) {
+            self.entries[index].inFlight += 1
+            action.send.append(
+                Placement(
+                    request: request,
+                    connectionID: self.entries[index].id,
+                    connection: self.entries[index].connection
+                )
+            )
             action.connect = self.connectionsToOpen(using: &random)
             return action
         }
@@ -187,11 +196,10 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
     /// A request placed on `connectionID` is over: queued requests that now have room go out.
     package mutating func streamFinished(on connectionID: Int, answered: Bool) -> Action {
         var action = Action()
-        // One lookup, then the entry is changed at its index.
-        guard let index = self.entries.index(forKey: connectionID) else { return action }
-        self.entries.values[index].inFlight -= 1
-        if answered, !self.entries.values[index].hasAnswered {
-            self.entries.values[index].hasAnswered = true
+        guard let index = self.entries.firstIndex(where: { $0.id == connectionID }) else { return action }
+        self.entries[index].inFlight -= 1
+        if answered, !self.entries[index].hasAnswered {
+            self.entries[index].hasAnswered = true
             self.consecutiveFailures = 0
         }
         action.send = self.dispatchWaiters()
@@ -237,7 +245,7 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
             return action
         }
         // One stream until the connection reports its real limit.
-        self.entries[connectionID] = Entry(connection: connection, limit: 1)
+        self.entries.append(Entry(id: connectionID, connection: connection, limit: 1))
         self.connectionsOpened += 1
         return action
     }
@@ -267,11 +275,11 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         using random: inout some RandomNumberGenerator
     ) -> Action {
         var action = Action()
-        guard self.entries[connectionID] != nil else { return action }
-        self.entries[connectionID]!.limit = limit
+        guard let index = self.entries.firstIndex(where: { $0.id == connectionID }) else { return action }
+        self.entries[index].limit = limit
         // A connection going away is replaced at once while there is traffic; an idle pool
         // opens connections when the next request comes.
-        let hasTraffic = !self.waiters.isEmpty || self.entries.values.contains { $0.inFlight > 0 }
+        let hasTraffic = !self.waiters.isEmpty || self.entries.contains { $0.inFlight > 0 }
         if limit == 0, hasTraffic {
             action.connect = self.connectionsToOpen(using: &random)
         }
@@ -286,7 +294,8 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         using random: inout some RandomNumberGenerator
     ) -> Action {
         var action = Action()
-        guard let entry = self.entries.removeValue(forKey: connectionID) else { return action }
+        guard let index = self.entries.firstIndex(where: { $0.id == connectionID }) else { return action }
+        let entry = self.entries.remove(at: index)
         if !entry.hasAnswered {
             // A connection that closed before answering anything counts as a failure, so that a
             // server which accepts and drops connections is not hammered.
@@ -304,7 +313,7 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         self.isShutDown = true
         var action = Action()
         action.fail = self.waiters.map { ($0.request, .unprocessed("the upstream client is shut down")) }
-        action.close = self.entries.values.map(\.connection)
+        action.close = self.entries.map(\.connection)
         self.waiters.removeAll()
         return action
     }
@@ -317,19 +326,20 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         return self.nextConnectionID
     }
 
+    /// The index in ``entries`` of the connection to place a request on, if one has room.
     private func pickConnection(avoiding avoid: Int?) -> Int? {
-        var best: (id: Int, room: Int)?
+        var best: (index: Int, room: Int)?
         var avoided: Int?
-        for (id, entry) in self.entries where entry.room > 0 {
-            if id == avoid {
-                avoided = id
+        for (index, entry) in self.entries.enumerated() where entry.room > 0 {
+            if entry.id == avoid {
+                avoided = index
                 continue
             }
             if best == nil || entry.room > best!.room {
-                best = (id, entry.room)
+                best = (index, entry.room)
             }
         }
-        return best?.id ?? avoided
+        return best?.index ?? avoided
     }
 
     /// Moves queued requests onto connections with room, oldest first.
@@ -337,11 +347,15 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         var placements = Placements()
         guard !self.waiters.isEmpty else { return placements }
         while let waiter = self.waiters.first {
-            guard let id = self.pickConnection(avoiding: waiter.avoid) else { break }
+            guard let index = self.pickConnection(avoiding: waiter.avoid) else { break }
             self.waiters.removeFirst()
-            self.entries[id]!.inFlight += 1
+            self.entries[index].inFlight += 1
             placements.append(
-                Placement(request: waiter.request, connectionID: id, connection: self.entries[id]!.connection)
+                Placement(
+                    request: waiter.request,
+                    connectionID: self.entries[index].id,
+                    connection: self.entries[index].connection
+                )
             )
         }
         return placements
