@@ -345,10 +345,12 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
     /// Moves queued requests onto connections with room, oldest first.
     private mutating func dispatchWaiters() -> Placements {
         var placements = Placements()
-        guard !self.waiters.isEmpty else { return placements }
-        while let waiter = self.waiters.first {
-            guard let index = self.pickConnection(avoiding: waiter.avoid) else { break }
-            self.waiters.removeFirst()
+        // A waiter is moved out of the queue only once a connection has room for it: reading
+        // it in place (`first`) copied it, a retain and a release of its request each time.
+        while !self.waiters.isEmpty, self.entries.contains(where: { $0.room > 0 }) {
+            let waiter = self.waiters.removeFirst()
+            // A connection has room, so one is picked (the avoided one if it is the only one).
+            let index = self.pickConnection(avoiding: waiter.avoid)!
             self.entries[index].inFlight += 1
             placements.append(
                 Placement(
