@@ -37,7 +37,9 @@ done
 send='$s12UpstreamAPNs0B6ClientC4send_2on10completionyAA0B7RequestV_7NIOCore9EventLoop_pyAA0B10SendResultOYbctF'
 perf probe -q -d "*:send_$label" 2>/dev/null || true
 perf probe -q -x "$bridge" -a "send_$label=$send"
-send_event=$(perf probe -l 2>/dev/null | awk -v l="send_$label" '$1 ~ ":" l "$" {print $1; exit}')
+# (awk reads the whole list: exiting at the first match would kill perf with SIGPIPE, and
+# pipefail would end the script once the list of probes is long)
+send_event=$(perf probe -l 2>/dev/null | awk -v l="send_$label" '$1 ~ ":" l "$" && !found {print $1; found = 1}')
 
 APNS_BRIDGE_BINARY=$bridge "$load" bridge --upstream nghttpd --connections 4 --notifications 1000000 \
     --set upstream.http2Engine="$engine" --label "$label" > "/tmp/runtime-calls-$label.json" 2> /dev/null &

@@ -120,6 +120,7 @@ public struct ProviderConnectionStateMachine {
                 var incoming = incoming
                 self.buffered.discardReadBytes()
                 self.buffered.writeBuffer(&incoming)
+                self.bufferedIsAdopted = false  // written to, so copied if it was shared
                 self.framesCopyBytes = false
             }
             if case .open = self.phase { return .decode }

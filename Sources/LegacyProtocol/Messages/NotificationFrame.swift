@@ -68,8 +68,8 @@ public struct NotificationFrame: Hashable, Sendable {
     /// slice keeps the whole buffer alive: a TLS handler's 32 KiB read buffer, for a frame of a
     /// few hundred bytes. While any slice lives, the next read into that buffer copies all of
     /// it first (copy-on-write), and a frame kept until its answer (the bridge keeps each one
-    /// in flight) keeps 32 KiB in memory. Copying the frame's own bytes costs one small
-    /// allocation and lets the read buffer be reused.
+    /// in flight) keeps 32 KiB in memory. Copying the frame's own bytes costs one small buffer
+    /// and lets the read buffer be reused.
     public func withOwnStorage() -> NotificationFrame {
         let tokenLength = self.deviceToken.readableBytes
         var bytes = ByteBufferAllocator().buffer(capacity: tokenLength + self.payload.readableBytes)

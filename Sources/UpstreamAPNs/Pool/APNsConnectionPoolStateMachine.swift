@@ -143,7 +143,7 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
     /// Whether a request placed now would be sent at once: a connection has a free stream and
     /// nothing waits.
     package var hasRoom: Bool {
-        self.waiters.isEmpty && self.entries.contains { $0.room > 0 }
+        self.waiters.isEmpty && self.pickConnection(avoiding: nil) != nil
     }
 
     /// Each connection's requests in flight and stream limit, and the queue.
@@ -196,7 +196,7 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
     /// A request placed on `connectionID` is over: queued requests that now have room go out.
     package mutating func streamFinished(on connectionID: Int, answered: Bool) -> Action {
         var action = Action()
-        guard let index = self.entries.firstIndex(where: { $0.id == connectionID }) else { return action }
+        guard let index = self.entryIndex(of: connectionID) else { return action }
         self.entries[index].inFlight -= 1
         if answered, !self.entries[index].hasAnswered {
             self.entries[index].hasAnswered = true
@@ -275,7 +275,7 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         using random: inout some RandomNumberGenerator
     ) -> Action {
         var action = Action()
-        guard let index = self.entries.firstIndex(where: { $0.id == connectionID }) else { return action }
+        guard let index = self.entryIndex(of: connectionID) else { return action }
         self.entries[index].limit = limit
         // A connection going away is replaced at once while there is traffic; an idle pool
         // opens connections when the next request comes.
@@ -294,7 +294,7 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         using random: inout some RandomNumberGenerator
     ) -> Action {
         var action = Action()
-        guard let index = self.entries.firstIndex(where: { $0.id == connectionID }) else { return action }
+        guard let index = self.entryIndex(of: connectionID) else { return action }
         let entry = self.entries.remove(at: index)
         if !entry.hasAnswered {
             // A connection that closed before answering anything counts as a failure, so that a
@@ -326,17 +326,30 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         return self.nextConnectionID
     }
 
+    // The scans below read each entry's fields in place: a loop over the entries themselves
+    // would copy each one, a retain and a release of its connection.
+
+    /// The index in ``entries`` of the connection `id`.
+    private func entryIndex(of id: Int) -> Int? {
+        for index in self.entries.indices where self.entries[index].id == id {
+            return index
+        }
+        return nil
+    }
+
     /// The index in ``entries`` of the connection to place a request on, if one has room.
     private func pickConnection(avoiding avoid: Int?) -> Int? {
         var best: (index: Int, room: Int)?
         var avoided: Int?
-        for (index, entry) in self.entries.enumerated() where entry.room > 0 {
-            if entry.id == avoid {
+        for index in self.entries.indices {
+            let room = self.entries[index].room
+            guard room > 0 else { continue }
+            if self.entries[index].id == avoid {
                 avoided = index
                 continue
             }
-            if best == nil || entry.room > best!.room {
-                best = (index, entry.room)
+            if best == nil || room > best!.room {
+                best = (index, room)
             }
         }
         return best?.index ?? avoided
@@ -347,7 +360,7 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         var placements = Placements()
         // A waiter is moved out of the queue only once a connection has room for it: reading
         // it in place (`first`) copied it, a retain and a release of its request each time.
-        while !self.waiters.isEmpty, self.entries.contains(where: { $0.room > 0 }) {
+        while !self.waiters.isEmpty, self.pickConnection(avoiding: nil) != nil {
             let waiter = self.waiters.removeFirst()
             // A connection has room, so one is picked (the avoided one if it is the only one).
             let index = self.pickConnection(avoiding: waiter.avoid)!
