@@ -131,7 +131,7 @@ struct ReloadTests {
                 .write(toFile: path, atomically: true, encoding: .utf8)
                 kill(bridge.process.processIdentifier, SIGHUP)
                 let reloaded = try await Self.waitForLog(bridge, "configuration reloaded")
-                #expect(reloaded.contains { $0.contains("tenants added: reloaded") })
+                #expect(reloaded.contains { $0.contains("tenants added: reloaded") }, "\(reloaded)")
 
                 let other = try await LegacyConnection.connect(
                     to: bridge.gatewayAddress,

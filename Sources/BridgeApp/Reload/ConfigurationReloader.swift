@@ -44,6 +44,11 @@ public actor ConfigurationReloader {
     private let applied: Counter
     private let refused: Counter
     private let lastSucceeded: CoreMetrics.Gauge
+    /// The reload running or last run: the next one starts once it has finished. Being an actor
+    /// is not enough: a reload awaits (reading the file, reviewing the open connections), and a
+    /// second one (a SIGHUP while the file watch fires) would otherwise start meanwhile and
+    /// compare against a half-applied configuration.
+    private var lastReload: Task<ReloadOutcome, Never>?
 
     init(
         source: SettingsSource?,
@@ -93,9 +98,20 @@ public actor ConfigurationReloader {
         self.running
     }
 
-    /// Reloads now. `trigger` names what asked (`SIGHUP`, `admin`, `watch`) in the log.
+    /// Reloads once the reload before has finished. `trigger` names what asked (`SIGHUP`,
+    /// `admin`, `watch`) in the log.
     @discardableResult
     public func reload(trigger: String) async -> ReloadOutcome {
+        let previous = self.lastReload
+        let reload = Task {
+            _ = await previous?.value
+            return await self.reloadNow(trigger: trigger)
+        }
+        self.lastReload = reload
+        return await reload.value
+    }
+
+    private func reloadNow(trigger: String) async -> ReloadOutcome {
         var logger = self.logger
         logger[metadataKey: "trigger"] = "\(trigger)"
         do {
