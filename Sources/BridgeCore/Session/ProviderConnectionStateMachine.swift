@@ -67,7 +67,9 @@ public struct ProviderConnectionStateMachine {
     /// Frames are kept until their answer, so their slices would make the next read copy the
     /// whole buffer; a provider writing one notification at a time fills a few hundred bytes
     /// of 32 KiB, and copying those is cheaper. A fuller read's frames share that one copy.
-    private var framesCopyBytes = false
+    private var framesCopyBytes: Bool {
+        self.bufferedIsAdopted && self.buffered.writerIndex < self.buffered.capacity / 4
+    }
     /// A read the channel asked for while the session was not reading: done when it reads again.
     private var readPending = false
 
@@ -113,7 +115,6 @@ public struct ProviderConnectionStateMachine {
             if self.buffered.readableBytes == 0 {
                 self.buffered = incoming
                 self.bufferedIsAdopted = true
-                self.framesCopyBytes = incoming.readableBytes < incoming.capacity / 4
             } else {
                 // Compact once per read, not once per frame: forwarded frames hold slices of
                 // the storage, so compacting copies what is left into new storage.
@@ -121,7 +122,6 @@ public struct ProviderConnectionStateMachine {
                 self.buffered.discardReadBytes()
                 self.buffered.writeBuffer(&incoming)
                 self.bufferedIsAdopted = false  // written to, so copied if it was shared
-                self.framesCopyBytes = false
             }
             if case .open = self.phase { return .decode }
             return .none
@@ -175,7 +175,6 @@ public struct ProviderConnectionStateMachine {
             self.buffered = ByteBuffer(buffer: self.buffered)
         }
         self.bufferedIsAdopted = false
-        self.framesCopyBytes = false
     }
 
     /// One step of ``nextFrameStep()``, on an open connection (which has a session).
