@@ -144,7 +144,7 @@ public final class APNsNotificationUpstream: NotificationUpstream {
     }
 
     /// The HTTP/2 request of a legacy notification (docs/upstream.md#requests).
-    public static func request(for notification: UpstreamNotification, apnsID: String) -> APNsRequest {
+    public static func request(for notification: UpstreamNotification, id: APNsRequestID) -> APNsRequest {
         let frame = notification.frame
         let pushType = APNsPushType.infer(topic: notification.tenant.topic, payload: frame.payload)
         return APNsRequest(
@@ -153,7 +153,7 @@ public final class APNsNotificationUpstream: NotificationUpstream {
             pushType: pushType,
             priority: pushType == .background ? 5 : frame.priority,
             expiration: frame.expiration,
-            apnsID: apnsID,
+            id: id,
             payload: frame.payload
         )
     }
@@ -225,7 +225,7 @@ public final class APNsNotificationUpstream: NotificationUpstream {
             completion(.gaveUp(.processingError))
             return
         }
-        let request = Self.request(for: notification, apnsID: self.idGenerator.next())
+        let request = Self.request(for: notification, id: self.idGenerator.nextID())
         self.logger.debug(
             "forwarding",
             metadata: [
@@ -233,7 +233,7 @@ public final class APNsNotificationUpstream: NotificationUpstream {
             ]
         )
         client.send(request, on: eventLoop) { result in
-            let outcome = self.outcome(of: result, identifier: identifier, apnsID: request.apnsID)
+            let outcome = self.outcome(of: result, identifier: identifier, request: request)
             member?.end()
             completion(outcome)
         }
@@ -345,7 +345,7 @@ public final class APNsNotificationUpstream: NotificationUpstream {
     private func outcome(
         of result: APNsSendResult,
         identifier: NotificationIdentifier,
-        apnsID: String
+        request: APNsRequest
     ) -> NotificationOutcome {
         if result.isAccepted {
             // The common case: nothing to log, no metadata to build.
@@ -353,7 +353,7 @@ public final class APNsNotificationUpstream: NotificationUpstream {
             return .accepted
         }
         let mapping = LegacyOutcomeMapping(result)
-        var metadata: Logger.Metadata = ["identifier": "\(identifier)", "apns-id": "\(apnsID)"]
+        var metadata: Logger.Metadata = ["identifier": "\(identifier)", "apns-id": "\(request.apnsID)"]
         let reason = Self.describe(result, into: &metadata)
         switch mapping {
         case .outcome:

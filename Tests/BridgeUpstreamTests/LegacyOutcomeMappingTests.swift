@@ -116,7 +116,7 @@ struct LegacyOutcomeMappingTests {
                 payload: ByteBuffer(string: #"{"aps":{"alert":"hi"}}"#)
             )
         )
-        let request = APNsNotificationUpstream.request(for: alert, apnsID: "id")
+        let request = APNsNotificationUpstream.request(for: alert, id: APNsRequestID("id"))
         #expect(request.path == "/3/device/ab01" + String(repeating: "ff", count: 30))
         #expect(request.topic == "com.example.a")
         #expect(request.pushType == .alert && request.priority == 10)
@@ -131,7 +131,7 @@ struct LegacyOutcomeMappingTests {
                 payload: ByteBuffer(string: #"{"aps":{"content-available":1}}"#)
             )
         )
-        let backgroundRequest = APNsNotificationUpstream.request(for: background, apnsID: "id")
+        let backgroundRequest = APNsNotificationUpstream.request(for: background, id: APNsRequestID("id"))
         #expect(
             backgroundRequest.pushType == .background && backgroundRequest.priority == 5
                 && backgroundRequest.expiration == 7

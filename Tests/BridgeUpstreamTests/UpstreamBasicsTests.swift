@@ -50,7 +50,7 @@ struct UpstreamBasicsTests {
             let client = try #require(harness.client.client(.sandbox))
             let request = APNsNotificationUpstream.request(
                 for: UpstreamHarness.notification(7),
-                apnsID: "4c2e0a18-5b3d-4e6f-8a9b-0c1d2e3f4a5b"
+                id: APNsRequestID("4c2e0a18-5b3d-4e6f-8a9b-0c1d2e3f4a5b")
             )
             guard case .answered(let response) = await client.send(request) else {
                 Issue.record("no answer")

@@ -127,6 +127,44 @@ struct APNsRequestHeaderEncoderTests {
         #expect(deleteHeaders.first(name: "apns-push-type") == nil && deleteHeaders.first(name: "content-type") == nil)
         #expect(deleteHeaders.first(name: "content-length") == "0")
     }
+
+    @Test("A device path and a generated id, written as bytes, are the bytes of their text")
+    func bytesWithoutStrings() {
+        let token = ByteBuffer(bytes: (0..<32).map { UInt8($0 * 8 + 3) })
+        let id = APNsRequestID(high: 0x0123_4567_89AB_4DEF, low: 0x8FED_CBA9_8765_4321)
+        #expect(id.description == "01234567-89ab-4def-8fed-cba987654321")
+        let request = APNsRequest(
+            deviceToken: token,
+            topic: "com.example.app",
+            pushType: .alert,
+            priority: 10,
+            expiration: 0,
+            id: id,
+            payload: ByteBuffer(string: "{}")
+        )
+        let hex = token.readableBytesView.map { String($0, radix: 16) }.map { $0.count == 1 ? "0" + $0 : $0 }
+        #expect(request.path == "/3/device/" + hex.joined())
+        #expect(request.apnsID == id.description)
+        #expect(request.unsendableHeader == nil)
+
+        // What the libnghttp2 engine writes, field by field, against the text the NIOHTTP2
+        // engine sends.
+        var encoder = APNsRequestHeaderEncoder(authority: "api.push.apple.com")
+        var fields: [(String, [UInt8], String)] = []
+        encoder.forEachField(of: request, authorization: "bearer x") { name, value, _ in
+            var bytes: [UInt8] = [0x2A]  // appended after what is there
+            value.append(to: &bytes)
+            fields.append((name, Array(bytes.dropFirst()), value.string))
+        }
+        #expect(fields.first { $0.0 == ":path" }?.2 == request.path)
+        #expect(fields.first { $0.0 == "apns-id" }?.2 == request.apnsID)
+        for (name, bytes, text) in fields {
+            #expect(bytes == Array(text.utf8), "\(name)")
+        }
+        var second = APNsRequestHeaderEncoder(authority: "api.push.apple.com")
+        let text = second.headers(for: request, authorization: nil)
+        #expect(text.first(name: ":path") == request.path && text.first(name: "apns-id") == request.apnsID)
+    }
 }
 
 @Suite("Provider tokens")

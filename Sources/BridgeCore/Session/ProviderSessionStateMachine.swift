@@ -352,7 +352,8 @@ public struct ProviderSessionStateMachine {
     /// Drops completed entries from the head. In `active` and `shuttingDown` no entry is ever
     /// rejected or given up (a failure moves to `failing`), so what is popped there completed well.
     private mutating func popCompletedHead() {
-        while let head = self.entries.first, head.isDone {
+        // Checked in place: `first` copied the head entry (its frame's buffers) to read a flag.
+        while !self.entries.isEmpty, self.entries[self.entries.startIndex].isDone {
             let completed = self.entries.removeFirst()
             self.headSequence += 1
             switch self.state {

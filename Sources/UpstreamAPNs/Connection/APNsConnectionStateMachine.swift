@@ -296,7 +296,9 @@ package struct APNsConnectionStateMachine<Request> {
         guard let index = self.streams.index(of: streamID) else { return Action() }
         var bytes = bytes
         let room = self.configuration.maximumResponseBodyLength - self.streams[index].body.readableBytes
-        if room > 0, let slice = bytes.readSlice(length: min(room, bytes.readableBytes)) {
+        // An empty DATA frame that only ends the stream (nghttpd's answer with an empty body)
+        // writes nothing: writing an empty slice into the empty body allocated its storage.
+        if room > 0, bytes.readableBytes > 0, let slice = bytes.readSlice(length: min(room, bytes.readableBytes)) {
             self.streams[index].body.writeImmutableBuffer(slice)
         }
         guard endStream else { return Action() }

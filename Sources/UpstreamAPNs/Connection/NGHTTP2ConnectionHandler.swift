@@ -116,7 +116,7 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler {
             let nameStart = fieldBytes.count
             Self.append(name, to: &fieldBytes)
             let valueStart = fieldBytes.count
-            Self.append(value, to: &fieldBytes)
+            value.append(to: &fieldBytes)
             // nghttp2 sends `:path` and `content-length` as literals without indexing by itself
             // (what `.nonIndexable` asks); NO_INDEX would make them never-indexed. Other names
             // it would add to the table: there NO_INDEX (never indexed, the same size as
@@ -415,7 +415,9 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler {
         let endStream = header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
         switch UInt32(header.type) {
         case NGHTTP2_HEADERS.rawValue:
-            let answer = header.stream_id == self.answerStreamID ? self.answer : Answer()
+            // Moved out, not copied (a copy retained and released its strings).
+            var answer = Answer()
+            if header.stream_id == self.answerStreamID { swap(&answer, &self.answer) }
             self.forgetAnswer()
             self.core.headersReceived(
                 on: HTTP2StreamID(header.stream_id),

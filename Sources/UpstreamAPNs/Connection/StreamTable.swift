@@ -29,7 +29,7 @@ package struct StreamTable<ID: Comparable, Value> {
     package init() {}
 
     /// Adds a stream; its id must be above every id added before (ids only grow).
-    package mutating func append(_ id: ID, _ value: Value) {
+    package mutating func append(_ id: ID, _ value: consuming Value) {
         if let highestID = self.highestID {
             precondition(highestID < id, "stream ids are added in increasing order")
         }

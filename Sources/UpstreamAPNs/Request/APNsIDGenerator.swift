@@ -26,38 +26,14 @@ public final class APNsIDGenerator: Sendable {
     }
 
     public func next() -> String {
-        let count = self.counter.wrappingAdd(1, ordering: .relaxed).newValue
-        let low = (count & 0x3FFF_FFFF_FFFF_FFFF) | 0x8000_0000_0000_0000
-        return Self.format(high: self.prefix, low: low)
+        self.nextID().description
     }
 
-    private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
-
-    static func format(high: UInt64, low: UInt64) -> String {
-        String(unsafeUninitializedCapacity: 36) { buffer in
-            var position = 0
-            func put(_ value: UInt64, nibbles: Int) {
-                var shift = (nibbles - 1) * 4
-                while shift >= 0 {
-                    buffer[position] = Self.digits[Int((value >> UInt64(shift)) & 0xF)]
-                    position += 1
-                    shift -= 4
-                }
-            }
-            func dash() {
-                buffer[position] = UInt8(ascii: "-")
-                position += 1
-            }
-            put(high >> 32, nibbles: 8)
-            dash()
-            put(high >> 16, nibbles: 4)
-            dash()
-            put(high, nibbles: 4)
-            dash()
-            put(low >> 48, nibbles: 4)
-            dash()
-            put(low, nibbles: 12)
-            return position
-        }
+    /// The next id as its two halves: written as text only where it is sent or logged (an
+    /// `apns-id` as a `String` was an allocation per notification).
+    public func nextID() -> APNsRequestID {
+        let count = self.counter.wrappingAdd(1, ordering: .relaxed).newValue
+        let low = (count & 0x3FFF_FFFF_FFFF_FFFF) | 0x8000_0000_0000_0000
+        return APNsRequestID(high: self.prefix, low: low)
     }
 }

@@ -18,14 +18,21 @@ public struct APNsRequest: Sendable {
         case channelManagement(method: String, channelID: String?)
     }
 
-    private struct Fields {
+    /// A request's path: a device's token, written as `/3/device/<lowercase hex>` only where it
+    /// is sent, or a path as given.
+    enum Path {
+        case device(token: ByteBuffer)
+        case text(String)
+    }
+
+    struct Fields {
         var kind: Kind
-        var path: String
+        var path: Path
         var topic: String?
         var pushType: APNsPushType
         var priority: UInt8
         var expiration: UInt32
-        var apnsID: String
+        var id: APNsRequestID
         var payload: ByteBuffer
     }
 
@@ -36,17 +43,30 @@ public struct APNsRequest: Sendable {
     /// answer").
     private let box: ImmutableBox<Fields>
 
+    /// The fields, for the header encoder: it writes the device path and a generated id as
+    /// bytes, with no `String` made for them.
+    var fields: Fields { self.box.value }
+
     public var kind: Kind { self.box.value.kind }
-    /// `/3/device/<lowercase hex token>`, `/4/broadcasts/apps/<bundle id>`, ….
-    public var path: String { self.box.value.path }
+    /// `/3/device/<lowercase hex token>`, `/4/broadcasts/apps/<bundle id>`, … (a device's path
+    /// is written out at each call: for logs and tests).
+    public var path: String {
+        switch self.box.value.path {
+        case .device(let token): Self.devicePath(token)
+        case .text(let path): path
+        }
+    }
     public var topic: String? { self.box.value.topic }
     public var pushType: APNsPushType { self.box.value.pushType }
     /// 10, 5 or 1.
     public var priority: UInt8 { self.box.value.priority }
     /// UNIX seconds; 0 means "deliver once or not at all".
     public var expiration: UInt32 { self.box.value.expiration }
-    /// Sent as `apns-id` to the device API, as `apns-request-id` to the others.
-    public var apnsID: String { self.box.value.apnsID }
+    /// Sent as `apns-id` to the device API, as `apns-request-id` to the others (a generated id
+    /// is written out at each call: for logs and tests).
+    public var apnsID: String { self.box.value.id.description }
+    /// The same id, as kept.
+    public var id: APNsRequestID { self.box.value.id }
     public var payload: ByteBuffer { self.box.value.payload }
 
     public init(
@@ -61,12 +81,12 @@ public struct APNsRequest: Sendable {
         self.init(
             Fields(
                 kind: .device,
-                path: path,
+                path: .text(path),
                 topic: topic,
                 pushType: pushType,
                 priority: priority,
                 expiration: expiration,
-                apnsID: apnsID,
+                id: APNsRequestID(apnsID),
                 payload: payload
             )
         )
@@ -88,12 +108,12 @@ public struct APNsRequest: Sendable {
         APNsRequest(
             Fields(
                 kind: .broadcast(channelID: channelID),
-                path: "/4/broadcasts/apps/\(bundleID)",
+                path: .text("/4/broadcasts/apps/\(bundleID)"),
                 topic: nil,
                 pushType: .liveactivity,
                 priority: priority,
                 expiration: expiration,
-                apnsID: requestID,
+                id: APNsRequestID(requestID),
                 payload: payload
             )
         )
@@ -119,12 +139,12 @@ public struct APNsRequest: Sendable {
         APNsRequest(
             Fields(
                 kind: .channelManagement(method: method, channelID: channelID),
-                path: path,
+                path: .text(path),
                 topic: nil,
                 pushType: .liveactivity,
                 priority: 10,
                 expiration: 0,
-                apnsID: requestID,
+                id: APNsRequestID(requestID),
                 payload: body
             )
         )
@@ -141,13 +161,38 @@ public struct APNsRequest: Sendable {
         payload: ByteBuffer
     ) {
         self.init(
-            path: Self.devicePath(deviceToken),
+            deviceToken: deviceToken,
             topic: topic,
             pushType: pushType,
             priority: priority,
             expiration: expiration,
-            apnsID: apnsID,
+            id: APNsRequestID(apnsID),
             payload: payload
+        )
+    }
+
+    /// A request to a device token with an id as kept (``APNsIDGenerator/nextID()``): neither
+    /// the path nor a generated id is written as a `String` on the way to the wire.
+    public init(
+        deviceToken: ByteBuffer,
+        topic: String?,
+        pushType: APNsPushType,
+        priority: UInt8,
+        expiration: UInt32,
+        id: APNsRequestID,
+        payload: ByteBuffer
+    ) {
+        self.init(
+            Fields(
+                kind: .device,
+                path: .device(token: deviceToken),
+                topic: topic,
+                pushType: pushType,
+                priority: priority,
+                expiration: expiration,
+                id: id,
+                payload: payload
+            )
         )
     }
 
@@ -158,7 +203,7 @@ public struct APNsRequest: Sendable {
     /// app (a device path is hex the client wrote).
     public var unsendableHeader: String? {
         if let topic = self.topic, !Self.isSendableFieldValue(topic) { return "apns-topic" }
-        if !Self.isSendableFieldValue(self.apnsID) {
+        if case .text(let id) = self.box.value.id.storage, !Self.isSendableFieldValue(id) {
             if case .device = self.kind { return "apns-id" }
             return "apns-request-id"
         }
@@ -190,24 +235,37 @@ public struct APNsRequest: Sendable {
 
     /// `/3/device/<lowercase hex token>`, in one allocation.
     public static func devicePath(_ token: ByteBuffer) -> String {
-        let prefix: StaticString = "/3/device/"
-        return String(unsafeUninitializedCapacity: prefix.utf8CodeUnitCount + 2 * token.readableBytes) { output in
-            var position = 0
-            prefix.withUTF8Buffer { bytes in
-                for byte in bytes {
-                    output[position] = byte
-                    position += 1
-                }
-            }
-            token.withUnsafeReadableBytes { bytes in
-                for byte in bytes {
-                    output[position] = Self.hexDigit(byte >> 4)
-                    output[position + 1] = Self.hexDigit(byte & 0x0F)
-                    position += 2
-                }
-            }
-            return position
+        String(unsafeUninitializedCapacity: Self.devicePathLength(token)) { output in
+            Self.writeDevicePath(token, into: output)
         }
+    }
+
+    static func devicePathLength(_ token: ByteBuffer) -> Int {
+        Self.devicePathPrefix.utf8CodeUnitCount + 2 * token.readableBytes
+    }
+
+    private static let devicePathPrefix: StaticString = "/3/device/"
+
+    /// Writes `/3/device/<lowercase hex token>` at the start of `output` (at least
+    /// ``devicePathLength(_:)`` bytes); returns the bytes written.
+    @discardableResult
+    static func writeDevicePath(_ token: ByteBuffer, into output: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        precondition(output.count >= Self.devicePathLength(token))
+        var position = 0
+        Self.devicePathPrefix.withUTF8Buffer { bytes in
+            for byte in bytes {
+                output[position] = byte
+                position += 1
+            }
+        }
+        token.withUnsafeReadableBytes { bytes in
+            for byte in bytes {
+                output[position] = Self.hexDigit(byte >> 4)
+                output[position + 1] = Self.hexDigit(byte & 0x0F)
+                position += 2
+            }
+        }
+        return position
     }
 
     @inline(__always)

@@ -22,7 +22,7 @@ public struct APNsRequestHeaderEncoder: Sendable {
         var headers = HPACKHeaders()
         headers.reserveCapacity(10)
         self.forEachField(of: request, authorization: authorization) { name, value, indexing in
-            headers.add(name: name, value: value, indexing: indexing)
+            headers.add(name: name, value: value.string, indexing: indexing)
         }
         return headers
     }
@@ -32,50 +32,51 @@ public struct APNsRequestHeaderEncoder: Sendable {
     public mutating func forEachField(
         of request: APNsRequest,
         authorization: String?,
-        _ field: (_ name: String, _ value: String, _ indexing: HPACKIndexing) -> Void
+        _ field: (_ name: String, _ value: APNsHeaderValue, _ indexing: HPACKIndexing) -> Void
     ) {
+        let fields = request.fields
         let changing: HPACKIndexing = self.hasIndexedChangingNames ? .nonIndexable : .indexable
         self.hasIndexedChangingNames = true
         // A device's path names one device, used once: never indexed. A broadcast's or a
         // channel request's path names the app, the same every time: indexed.
         let (method, pathIndexing): (String, HPACKIndexing) =
-            switch request.kind {
+            switch fields.kind {
             case .device: ("POST", .nonIndexable)
             case .broadcast: ("POST", .indexable)
             case .channelManagement(let method, _): (method, .indexable)
             }
-        field(":method", method, .indexable)
-        field(":scheme", "https", .indexable)
-        field(":path", request.path, pathIndexing)
-        field(":authority", self.authority, .indexable)
+        field(":method", .text(method), .indexable)
+        field(":scheme", .text("https"), .indexable)
+        field(":path", APNsHeaderValue(fields.path), pathIndexing)
+        field(":authority", .text(self.authority), .indexable)
         if let authorization {
-            field("authorization", authorization, .neverIndexed)
+            field("authorization", .text(authorization), .neverIndexed)
         }
-        switch request.kind {
+        switch fields.kind {
         case .device:
-            field("apns-id", request.apnsID, changing)
-            field("apns-expiration", String(request.expiration), changing)
-            field("apns-priority", Self.priorityValue(request.priority), .indexable)
-            if let topic = request.topic {
-                field("apns-topic", topic, .indexable)
+            field("apns-id", APNsHeaderValue(fields.id), changing)
+            field("apns-expiration", .text(String(fields.expiration)), changing)
+            field("apns-priority", .text(Self.priorityValue(fields.priority)), .indexable)
+            if let topic = fields.topic {
+                field("apns-topic", .text(topic), .indexable)
             }
-            field("apns-push-type", request.pushType.rawValue, .indexable)
+            field("apns-push-type", .text(fields.pushType.rawValue), .indexable)
         case .broadcast(let channelID):
-            field("apns-request-id", request.apnsID, changing)
-            field("apns-channel-id", channelID, .indexable)
-            field("apns-expiration", String(request.expiration), changing)
-            field("apns-priority", Self.priorityValue(request.priority), .indexable)
-            field("apns-push-type", request.pushType.rawValue, .indexable)
+            field("apns-request-id", APNsHeaderValue(fields.id), changing)
+            field("apns-channel-id", .text(channelID), .indexable)
+            field("apns-expiration", .text(String(fields.expiration)), changing)
+            field("apns-priority", .text(Self.priorityValue(fields.priority)), .indexable)
+            field("apns-push-type", .text(fields.pushType.rawValue), .indexable)
         case .channelManagement(_, let channelID):
-            field("apns-request-id", request.apnsID, changing)
+            field("apns-request-id", APNsHeaderValue(fields.id), changing)
             if let channelID {
-                field("apns-channel-id", channelID, .indexable)
+                field("apns-channel-id", .text(channelID), .indexable)
             }
-            if request.payload.readableBytes > 0 {
-                field("content-type", "application/json", .indexable)
+            if fields.payload.readableBytes > 0 {
+                field("content-type", .text("application/json"), .indexable)
             }
         }
-        field("content-length", String(request.payload.readableBytes), .indexable)
+        field("content-length", .text(String(fields.payload.readableBytes)), .indexable)
     }
 
     private static func priorityValue(_ priority: UInt8) -> String {
