@@ -88,7 +88,7 @@ public final class UpstreamEngineHarness {
             pushType: .alert,
             priority: 10,
             expiration: 0,
-            apnsID: "00000000-0000-4000-8000-\(String(repeating: "0", count: 12 - String(number).count))\(number)",
+            id: APNsRequestID(high: 0x4000, low: 0x8000_0000_0000_0000 | UInt64(number)),
             payload: ByteBuffer(string: payload)
         )
         let record = self.record

@@ -78,7 +78,7 @@ struct NghttpdInteropTests {
                     pushType: .alert,
                     priority: 10,
                     expiration: 0,
-                    apnsID: ids.next(),
+                    id: ids.nextID(),
                     payload: FrameBuilder.payload()
                 )
                 group.addTask {

@@ -43,7 +43,7 @@ struct TenantIsolationTests {
                 pushType: .alert,
                 priority: 10,
                 expiration: 0,
-                apnsID: apnsID,
+                id: APNsRequestID(apnsID),
                 payload: ByteBuffer()
             )
         }

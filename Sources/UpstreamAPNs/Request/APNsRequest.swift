@@ -150,29 +150,10 @@ public struct APNsRequest: Sendable {
         )
     }
 
-    /// A request to a device token (the raw bytes; the path holds them in lowercase hex).
-    public init(
-        deviceToken: ByteBuffer,
-        topic: String?,
-        pushType: APNsPushType,
-        priority: UInt8,
-        expiration: UInt32,
-        apnsID: String,
-        payload: ByteBuffer
-    ) {
-        self.init(
-            deviceToken: deviceToken,
-            topic: topic,
-            pushType: pushType,
-            priority: priority,
-            expiration: expiration,
-            id: APNsRequestID(apnsID),
-            payload: payload
-        )
-    }
-
-    /// A request to a device token with an id as kept (``APNsIDGenerator/nextID()``): neither
-    /// the path nor a generated id is written as a `String` on the way to the wire.
+    /// A request to a device token (the raw bytes; the path holds them in lowercase hex), with
+    /// an id as kept (``APNsIDGenerator/nextID()``, or `APNsRequestID("…")` for an id of the
+    /// caller's): neither the path nor a generated id is written as a `String` on the way to
+    /// the wire.
     public init(
         deviceToken: ByteBuffer,
         topic: String?,
