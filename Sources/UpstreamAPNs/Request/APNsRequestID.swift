@@ -1,5 +1,6 @@
 /// An `apns-id` (or `apns-request-id`): one the bridge made, kept as the 128 bits of its UUID
-/// until it is written, or text from elsewhere (a caller's own request id).
+/// until it is written, or text from elsewhere (a caller's own request id). Two ids are equal
+/// when they are kept the same way: a UUID and the same UUID as text are not.
 public struct APNsRequestID: Sendable, Hashable, CustomStringConvertible {
     enum Storage: Sendable, Hashable {
         case uuid(high: UInt64, low: UInt64)
@@ -28,12 +29,6 @@ public struct APNsRequestID: Sendable, Hashable, CustomStringConvertible {
         case .text(let text):
             text
         }
-    }
-
-    /// Whether the id is one the bridge made (so it needs no check before it is sent).
-    var isGenerated: Bool {
-        if case .uuid = self.storage { return true }
-        return false
     }
 
     static let uuidLength = 36
