@@ -74,6 +74,7 @@ public final class UpstreamEngineHarness {
     @discardableResult
     public func send(
         payload: String = #"{"aps":{"alert":"hi"}}"#,
+        authorization: String = "bearer test",
         deadline: NIODeadline = .uptimeNanoseconds(UInt64.max / 2),
         then: (@Sendable (Result<APNsResponse, APNsStreamFailure>) -> Void)? = nil
     ) -> Int {
@@ -99,7 +100,7 @@ public final class UpstreamEngineHarness {
             }
             then?(result)
         }
-        self.handler.send(request, authorization: "bearer test", deadline: deadline, owner: owner)
+        self.handler.send(request, authorization: authorization, deadline: deadline, owner: owner)
         return number
     }
 

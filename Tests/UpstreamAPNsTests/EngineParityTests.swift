@@ -1,5 +1,6 @@
 import NIOCore
 import NIOEmbedded
+import NIOHPACK
 import Synchronization
 import Testing
 import UpstreamAPNs
@@ -82,6 +83,66 @@ struct EngineParityTests {
         #expect(harness.limits.last == 1, "a later SETTINGS lowers the limit")
         harness.close()
         #expect(harness.completionsAfterSeal == 0)
+    }
+
+    /// The header blocks of the HEADERS frames in the client's output (no CONTINUATION: every
+    /// block here fits in one frame), padding and priority fields removed.
+    static func headerBlocks(_ bytes: [UInt8]) -> [ByteBuffer] {
+        var blocks: [ByteBuffer] = []
+        var index = 0
+        let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+        if bytes.starts(with: preface) { index = preface.count }
+        while index + 9 <= bytes.count {
+            let length = Int(bytes[index]) << 16 | Int(bytes[index + 1]) << 8 | Int(bytes[index + 2])
+            let type = bytes[index + 3]
+            let flags = bytes[index + 4]
+            var payload = bytes[(index + 9)..<(index + 9 + length)]
+            index += 9 + length
+            guard type == ServerFrames.headers else { continue }
+            if flags & 0x8 != 0 {  // PADDED
+                let padding = Int(payload.removeFirst())
+                payload = payload.dropLast(padding)
+            }
+            if flags & 0x20 != 0 { payload = payload.dropFirst(5) }  // PRIORITY
+            blocks.append(ByteBuffer(bytes: payload))
+        }
+        return blocks
+    }
+
+    @Test(
+        "The server decodes the same header fields from either engine, a long authorization included",
+        arguments: Self.engines
+    )
+    func headerFields(engine: APNsHTTP2Engine) throws {
+        let harness = try UpstreamEngineHarness(engine: engine)
+        harness.serverWrites(ServerFrames.settings())
+        // Longer than the libnghttp2 engine's first header buffer (1 KiB): it grows mid-block.
+        let long = "bearer " + String(repeating: "x", count: 3000)
+        harness.send(authorization: "bearer short")
+        harness.send(payload: String(repeating: "y", count: 1234), authorization: long)
+        harness.send(authorization: "bearer short")
+        var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+        let blocks = try Self.headerBlocks(harness.clientOutput()).map { block in
+            var block = block
+            return try decoder.decodeHeaders(from: &block).map { "\($0.name): \($0.value)" }
+        }
+        func expected(_ number: Int, authorization: String, length: Int) -> [String] {
+            let id = APNsRequestID(high: 0x4000, low: 0x8000_0000_0000_0000 | UInt64(number))
+            var token = ByteBuffer()
+            token.writeInteger(UInt64(number))
+            token.writeRepeatingByte(0xAB, count: 24)
+            let hex = token.readableBytesView.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+            return [
+                ":method: POST", ":scheme: https", ":path: /3/device/\(hex)", ":authority: api.sandbox.push.apple.com",
+                "authorization: \(authorization)", "apns-id: \(id)", "apns-expiration: 0", "apns-priority: 10",
+                "apns-topic: com.example.app", "apns-push-type: alert", "content-length: \(length)",
+            ]
+        }
+        #expect(blocks.count == 3)
+        #expect(blocks.first == expected(0, authorization: "bearer short", length: 22))
+        #expect(blocks.dropFirst().first == expected(1, authorization: long, length: 1234))
+        #expect(blocks.last == expected(2, authorization: "bearer short", length: 22))
+        harness.close()
     }
 
     @Test(

@@ -152,10 +152,20 @@ struct APNsRequestHeaderEncoderTests {
         var encoder = APNsRequestHeaderEncoder(authority: "api.push.apple.com")
         var fields: [(String, [UInt8], String)] = []
         encoder.forEachField(of: request, authorization: "bearer x") { name, value, _ in
-            var bytes: [UInt8] = [0x2A]  // appended after what is there
-            value.append(to: &bytes)
-            fields.append((name, Array(bytes.dropFirst()), value.string))
+            // Written into more room than it needs: the count it answers is what it wrote.
+            var bytes = [UInt8](repeating: 0x2A, count: value.byteCount + 8)
+            let written = bytes.withUnsafeMutableBytes { value.write(into: $0) }
+            #expect(written == value.byteCount && bytes[written...].allSatisfy { $0 == 0x2A }, "\(name)")
+            fields.append((name.description, Array(bytes[..<written]), value.string))
         }
+        #expect(
+            fields.map(\.0) == [
+                ":method", ":scheme", ":path", ":authority", "authorization", "apns-id", "apns-expiration",
+                "apns-priority", "apns-topic", "apns-push-type", "content-length",
+            ]
+        )
+        #expect(fields.first { $0.0 == "apns-expiration" }?.2 == "0")
+        #expect(fields.first { $0.0 == "content-length" }?.2 == "2")
         #expect(fields.first { $0.0 == ":path" }?.2 == request.path)
         #expect(fields.first { $0.0 == "apns-id" }?.2 == request.apnsID)
         for (name, bytes, text) in fields {

@@ -58,9 +58,8 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler {
     private var answer = Answer()
     /// Set while nghttp2 runs (`mem_recv`, `mem_send`): it must not be called again then.
     private var inNghttp2 = false
-    /// Scratch space for one request's header fields, kept between requests (``submit``).
-    private var fieldBytes: [UInt8] = []
-    private var fieldSpans: [FieldSpan] = []
+    /// One request's header fields, its memory kept between requests (``submit``).
+    private var headerBlock = NGHTTP2HeaderBlock()
 
     package init(
         configuration: APNsConnectionHandler.Configuration,
@@ -71,25 +70,17 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler {
         self.headerEncoder = APNsRequestHeaderEncoder(authority: configuration.authority)
     }
 
-    // MARK: Requests
-
-    /// A string's bytes copied as one contiguous buffer: appending a `String.UTF8View` goes
-    /// through the generic collection path (2.4 % of the bridge's CPU in a profile). A static
-    /// function with an `inout` array, not a nested one capturing it: a capture costs a dynamic
-    /// exclusivity check per call. The storage is read in place (every string here is native,
-    /// so contiguous): `withUTF8` needs a `var`, a copy of the string that cost a retain and a
-    /// release per field.
-    private static func append(_ string: String, to bytes: inout [UInt8]) {
-        let copied: Void? = string.utf8.withContiguousStorageIfAvailable { bytes.append(contentsOf: $0) }
-        if copied == nil {
-            bytes.append(contentsOf: string.utf8)
-        }
+    deinit {
+        self.headerBlock.deallocate()
     }
+
+    // MARK: Requests
 
     /// `nghttp2_submit_request` with the header block as name/value pairs (nghttp2 copies them)
     /// and, for a body, a data provider that reads ``payloads``. The fields come from the
-    /// shared ``APNsRequestHeaderEncoder`` straight into two scratch arrays the handler keeps,
-    /// so no `HPACKHeaders` is built and nothing is allocated per request once they have grown.
+    /// shared ``APNsRequestHeaderEncoder`` straight into the ``NGHTTP2HeaderBlock`` the handler
+    /// keeps: no `HPACKHeaders` is built, no name is copied, and nothing is allocated per request
+    /// once its buffer has grown.
     /// Returns the stream id, or a negative nghttp2 error.
     private func submit(
         _ request: APNsRequest,
@@ -97,76 +88,24 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler {
         hasBody: Bool,
         to session: OpaquePointer
     ) -> Int32 {
-        // The scratch arrays are moved into locals for the call: a class's stored property
-        // written from a closure costs a dynamic exclusivity check per access (about 2 % of the
-        // bridge's CPU in a profile); a local does not.
-        var fieldBytes: [UInt8] = []
-        var spans: [FieldSpan] = []
-        swap(&fieldBytes, &self.fieldBytes)
-        swap(&spans, &self.fieldSpans)
-        defer {
-            swap(&fieldBytes, &self.fieldBytes)
-            swap(&spans, &self.fieldSpans)
-        }
-        fieldBytes.removeAll(keepingCapacity: true)
-        spans.removeAll(keepingCapacity: true)
-        let noIndex = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
-        let none = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+        // A local copy for the call (the block is pointers and counts): a class's stored
+        // property written from a closure costs a dynamic exclusivity check per access.
+        var block = self.headerBlock
+        defer { self.headerBlock = block }
+        block.removeAll()
         self.headerEncoder.forEachField(of: request, authorization: authorization) { name, value, indexing in
-            let nameStart = fieldBytes.count
-            Self.append(name, to: &fieldBytes)
-            let valueStart = fieldBytes.count
-            value.append(to: &fieldBytes)
-            // nghttp2 sends `:path` and `content-length` as literals without indexing by itself
-            // (what `.nonIndexable` asks); NO_INDEX would make them never-indexed. Other names
-            // it would add to the table: there NO_INDEX (never indexed, the same size as
-            // "without indexing") keeps each request's apns-id out of it, as Apple asks.
-            let flags =
-                indexing == .indexable || (indexing == .nonIndexable && (name == ":path" || name == "content-length"))
-                ? none : noIndex
-            spans.append(
-                FieldSpan(
-                    name: nameStart,
-                    nameLength: valueStart - nameStart,
-                    value: valueStart,
-                    valueLength: fieldBytes.count - valueStart,
-                    flags: flags
-                )
-            )
+            block.append(name: name, value: value, indexing: indexing)
         }
-        return fieldBytes.withUnsafeMutableBufferPointer { storage in
-            let base = storage.baseAddress!
-            return withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: spans.count) { nva in
-                for (index, span) in spans.enumerated() {
-                    nva[index] = nghttp2_nv(
-                        name: base + span.name,
-                        value: base + span.value,
-                        namelen: span.nameLength,
-                        valuelen: span.valueLength,
-                        flags: span.flags
-                    )
-                }
-                guard hasBody else {
-                    return nghttp2_submit_request(session, nil, nva.baseAddress, spans.count, nil, nil)
-                }
-                var provider = nghttp2_data_provider()
-                provider.read_callback = { _, streamID, buffer, length, flags, _, userData in
-                    NGHTTP2ConnectionHandler.with(userData) { handler in
-                        handler.readBody(of: streamID, into: buffer!, length: length, flags: flags!)
-                    }
-                }
-                return nghttp2_submit_request(session, nil, nva.baseAddress, spans.count, &provider, nil)
+        guard hasBody else {
+            return nghttp2_submit_request(session, nil, block.fields, block.count, nil, nil)
+        }
+        var provider = nghttp2_data_provider()
+        provider.read_callback = { _, streamID, buffer, length, flags, _, userData in
+            NGHTTP2ConnectionHandler.with(userData) { handler in
+                handler.readBody(of: streamID, into: buffer!, length: length, flags: flags!)
             }
         }
-    }
-
-    /// Where one field's name and value lie in ``fieldBytes``.
-    private struct FieldSpan {
-        var name: Int
-        var nameLength: Int
-        var value: Int
-        var valueLength: Int
-        var flags: UInt8
+        return nghttp2_submit_request(session, nil, block.fields, block.count, &provider, nil)
     }
 
     /// nghttp2 asks for (more of) a body: copied from ``payloads``, the end marked once empty.

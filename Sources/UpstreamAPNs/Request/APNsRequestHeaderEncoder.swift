@@ -22,31 +22,32 @@ public struct APNsRequestHeaderEncoder: Sendable {
         var headers = HPACKHeaders()
         headers.reserveCapacity(10)
         self.forEachField(of: request, authorization: authorization) { name, value, indexing in
-            headers.add(name: name, value: value.string, indexing: indexing)
+            headers.add(name: name.description, value: value.string, indexing: indexing)
         }
         return headers
     }
 
     /// The same fields in the same order, handed one by one to `field` without building
-    /// `HPACKHeaders` (the libnghttp2 engine copies them straight into its name/value array).
+    /// `HPACKHeaders` (the libnghttp2 engine writes them straight into its header block, and
+    /// points at the constant names and values where they lie).
     public mutating func forEachField(
         of request: APNsRequest,
         authorization: String?,
-        _ field: (_ name: String, _ value: APNsHeaderValue, _ indexing: HPACKIndexing) -> Void
+        _ field: (_ name: StaticString, _ value: APNsHeaderValue, _ indexing: HPACKIndexing) -> Void
     ) {
         let fields = request.fields
         let changing: HPACKIndexing = self.hasIndexedChangingNames ? .nonIndexable : .indexable
         self.hasIndexedChangingNames = true
         // A device's path names one device, used once: never indexed. A broadcast's or a
         // channel request's path names the app, the same every time: indexed.
-        let (method, pathIndexing): (String, HPACKIndexing) =
+        let (method, pathIndexing): (APNsHeaderValue, HPACKIndexing) =
             switch fields.kind {
-            case .device: ("POST", .nonIndexable)
-            case .broadcast: ("POST", .indexable)
-            case .channelManagement(let method, _): (method, .indexable)
+            case .device: (.literal("POST"), .nonIndexable)
+            case .broadcast: (.literal("POST"), .indexable)
+            case .channelManagement(let method, _): (.text(method), .indexable)
             }
-        field(":method", .text(method), .indexable)
-        field(":scheme", .text("https"), .indexable)
+        field(":method", method, .indexable)
+        field(":scheme", .literal("https"), .indexable)
         field(":path", APNsHeaderValue(fields.path), pathIndexing)
         field(":authority", .text(self.authority), .indexable)
         if let authorization {
@@ -55,8 +56,8 @@ public struct APNsRequestHeaderEncoder: Sendable {
         switch fields.kind {
         case .device:
             field("apns-id", APNsHeaderValue(fields.id), changing)
-            field("apns-expiration", .text(String(fields.expiration)), changing)
-            field("apns-priority", .text(Self.priorityValue(fields.priority)), .indexable)
+            field("apns-expiration", .decimal(UInt64(fields.expiration)), changing)
+            field("apns-priority", Self.priorityValue(fields.priority), .indexable)
             if let topic = fields.topic {
                 field("apns-topic", .text(topic), .indexable)
             }
@@ -64,8 +65,8 @@ public struct APNsRequestHeaderEncoder: Sendable {
         case .broadcast(let channelID):
             field("apns-request-id", APNsHeaderValue(fields.id), changing)
             field("apns-channel-id", .text(channelID), .indexable)
-            field("apns-expiration", .text(String(fields.expiration)), changing)
-            field("apns-priority", .text(Self.priorityValue(fields.priority)), .indexable)
+            field("apns-expiration", .decimal(UInt64(fields.expiration)), changing)
+            field("apns-priority", Self.priorityValue(fields.priority), .indexable)
             field("apns-push-type", .text(fields.pushType.rawValue), .indexable)
         case .channelManagement(_, let channelID):
             field("apns-request-id", APNsHeaderValue(fields.id), changing)
@@ -73,18 +74,18 @@ public struct APNsRequestHeaderEncoder: Sendable {
                 field("apns-channel-id", .text(channelID), .indexable)
             }
             if fields.payload.readableBytes > 0 {
-                field("content-type", .text("application/json"), .indexable)
+                field("content-type", .literal("application/json"), .indexable)
             }
         }
-        field("content-length", .text(String(fields.payload.readableBytes)), .indexable)
+        field("content-length", .decimal(UInt64(fields.payload.readableBytes)), .indexable)
     }
 
-    private static func priorityValue(_ priority: UInt8) -> String {
+    private static func priorityValue(_ priority: UInt8) -> APNsHeaderValue {
         switch priority {
-        case 10: "10"
-        case 5: "5"
-        case 1: "1"
-        default: String(priority)
+        case 10: .literal("10")
+        case 5: .literal("5")
+        case 1: .literal("1")
+        default: .decimal(UInt64(priority))
         }
     }
 }

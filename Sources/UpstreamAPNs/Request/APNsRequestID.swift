@@ -33,36 +33,33 @@ public struct APNsRequestID: Sendable, Hashable, CustomStringConvertible {
 
     static let uuidLength = 36
 
-    private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
-
     /// Writes the lowercase 8-4-4-4-12 form into the first 36 bytes of `buffer`; returns 36.
     @discardableResult
     static func writeUUID(high: UInt64, low: UInt64, into buffer: UnsafeMutableBufferPointer<UInt8>) -> Int {
         precondition(buffer.count >= Self.uuidLength)
         var position = 0
-        Self.digits.withUnsafeBufferPointer { digits in
-            func put(_ value: UInt64, nibbles: Int) {
-                var shift = (nibbles - 1) * 4
-                while shift >= 0 {
-                    buffer[position] = digits[Int((value >> UInt64(shift)) & 0xF)]
-                    position += 1
-                    shift -= 4
-                }
-            }
-            func dash() {
-                buffer[position] = UInt8(ascii: "-")
+        func put(_ value: UInt64, nibbles: Int) {
+            var shift = (nibbles - 1) * 4
+            while shift >= 0 {
+                let nibble = UInt8(truncatingIfNeeded: value >> UInt64(shift)) & 0x0F
+                buffer[position] = nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") - 10 + nibble
                 position += 1
+                shift -= 4
             }
-            put(high >> 32, nibbles: 8)
-            dash()
-            put(high >> 16, nibbles: 4)
-            dash()
-            put(high, nibbles: 4)
-            dash()
-            put(low >> 48, nibbles: 4)
-            dash()
-            put(low, nibbles: 12)
         }
+        func dash() {
+            buffer[position] = UInt8(ascii: "-")
+            position += 1
+        }
+        put(high >> 32, nibbles: 8)
+        dash()
+        put(high >> 16, nibbles: 4)
+        dash()
+        put(high, nibbles: 4)
+        dash()
+        put(low >> 48, nibbles: 4)
+        dash()
+        put(low, nibbles: 12)
         return position
     }
 }
