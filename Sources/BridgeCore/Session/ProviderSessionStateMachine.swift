@@ -180,9 +180,15 @@ public struct ProviderSessionStateMachine {
             preconditionFailure("outcome for unknown notification \(sequence)")
         }
         let index = self.entries.index(self.entries.startIndex, offsetBy: Int(sequence - self.headSequence))
-        precondition(self.entries[index].outcome == nil, "second outcome for notification \(sequence)")
-        self.entries[index].outcome = outcome
-        let frame = self.entries[index].frame
+        // In place: the subscript's setter would copy the entry out and back (its frame's
+        // buffers retained and released).
+        self.entries.modify(index) { entry in
+            precondition(entry.outcome == nil, "second outcome for notification \(sequence)")
+            entry.outcome = outcome
+        }
+        // Read in place: a copy of the frame would retain and release its buffers.
+        let identifier = self.entries[index].frame.identifier
+        let command = self.entries[index].frame.command
 
         var action = UpstreamCompletedAction()
         switch outcome {
@@ -192,7 +198,7 @@ public struct ProviderSessionStateMachine {
                 FeedbackEntry(
                     tenant: self.tenant.name,
                     environment: self.tenant.environment,
-                    deviceToken: frame.deviceToken,
+                    deviceToken: self.entries[index].frame.deviceToken,
                     timestamp: timestamp
                 )
             )
@@ -201,7 +207,7 @@ public struct ProviderSessionStateMachine {
                 FeedbackKey(
                     tenant: self.tenant.name,
                     environment: self.tenant.environment,
-                    deviceToken: frame.deviceToken
+                    deviceToken: self.entries[index].frame.deviceToken
                 )
             )
         case .rejected, .gaveUp, .dropped:
@@ -212,7 +218,7 @@ public struct ProviderSessionStateMachine {
         case .active:
             if let status = outcome.failureStatus {
                 self.state = .failing(
-                    Failure(sequence: sequence, status: status, identifier: frame.identifier, command: frame.command)
+                    Failure(sequence: sequence, status: status, identifier: identifier, command: command)
                 )
                 action.farewell = self.decideFailureIfPossible()
             } else {
@@ -221,19 +227,14 @@ public struct ProviderSessionStateMachine {
             }
         case .failing(var failure):
             if let status = outcome.failureStatus, sequence < failure.sequence {
-                failure = Failure(
-                    sequence: sequence,
-                    status: status,
-                    identifier: frame.identifier,
-                    command: frame.command
-                )
+                failure = Failure(sequence: sequence, status: status, identifier: identifier, command: command)
                 self.state = .failing(failure)
             }
             action.farewell = self.decideFailureIfPossible()
         case .shuttingDown:
             if let status = outcome.failureStatus {
                 self.state = .failing(
-                    Failure(sequence: sequence, status: status, identifier: frame.identifier, command: frame.command)
+                    Failure(sequence: sequence, status: status, identifier: identifier, command: command)
                 )
                 action.farewell = self.decideFailureIfPossible()
             } else {
@@ -244,7 +245,7 @@ public struct ProviderSessionStateMachine {
             }
         case .finished:
             if self.entries[index].isRecorded {
-                action.resolvedRecord = RecordDraft(frame: frame, outcome: outcome)
+                action.resolvedRecord = RecordDraft(frame: self.entries[index].frame, outcome: outcome)
             }
             self.popCompletedHead()
         }
@@ -357,7 +358,7 @@ public struct ProviderSessionStateMachine {
             let completed = self.entries.removeFirst()
             self.headSequence += 1
             switch self.state {
-            case .active, .shuttingDown: self.lastCompleted = completed
+            case .active, .shuttingDown: self.lastCompleted = consume completed  // moved, not copied
             case .failing, .finished: break
             }
         }

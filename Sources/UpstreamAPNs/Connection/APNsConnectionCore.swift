@@ -240,8 +240,8 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
     }
 
     private func runPending() {
-        let action = self.pending
-        self.pending = StateMachine.Action()
+        var action = StateMachine.Action()
+        swap(&action, &self.pending)  // taken, not copied
         if !self.completions.isEmpty {
             // A completion may end more requests (a send that fails, a close): those go to the
             // emptied buffer and run in a nested call.

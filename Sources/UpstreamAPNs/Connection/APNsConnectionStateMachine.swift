@@ -110,7 +110,13 @@ package struct APNsConnectionStateMachine<Request> {
         /// The first SETTINGS arrived: HTTP/2 is set up.
         package var becameReady = false
         /// Reset these streams (RST_STREAM CANCEL): their deadline passed.
-        package var resets: [HTTP2StreamID] = []
+        package var resets: [HTTP2StreamID] {
+            get { self.resetStreams ?? [] }
+            set { self.resetStreams = newValue.isEmpty ? nil : newValue }
+        }
+        /// `nil` when there is none: an action is copied several times per request, and an
+        /// empty array is still a reference to retain and release with each copy.
+        private var resetStreams: [HTTP2StreamID]?
         /// Send a PING with this payload.
         package var ping: HTTP2PingData?
         /// Tell the pool this stream limit: it changed since the last one told.
@@ -136,7 +142,7 @@ package struct APNsConnectionStateMachine<Request> {
 
         /// Whether there is nothing to do.
         package var isEmpty: Bool {
-            self.write == nil && !self.becameReady && self.resets.isEmpty && self.ping == nil
+            self.write == nil && !self.becameReady && self.resetStreams == nil && self.ping == nil
                 && self.limitChanged == nil && self.close == nil
         }
 
@@ -145,7 +151,7 @@ package struct APNsConnectionStateMachine<Request> {
         package mutating func merge(_ later: Action) {
             if let write = later.write { self.write = write }
             self.becameReady = self.becameReady || later.becameReady
-            self.resets += later.resets
+            if let more = later.resetStreams { self.resets += more }
             if let ping = later.ping { self.ping = ping }
             if let limit = later.limitChanged { self.limitChanged = limit }
             if self.close == nil { self.close = later.close }
@@ -415,7 +421,7 @@ package struct APNsConnectionStateMachine<Request> {
     // MARK: Private
 
     /// `action`, plus a stream limit the pool has not been told yet and, once drained, the close.
-    private mutating func settled(_ action: Action) -> Action {
+    private mutating func settled(_ action: consuming Action) -> Action {
         var action = action
         let limit = self.streamLimit
         if limit != self.reportedLimit {
