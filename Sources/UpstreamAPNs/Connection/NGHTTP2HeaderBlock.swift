@@ -12,7 +12,8 @@ import NIOHPACK
 /// a local for a request (a class's stored property written field by field costs a dynamic
 /// exclusivity check per access; a local does not) and frees it when it is released.
 struct NGHTTP2HeaderBlock {
-    /// The most fields a request has (a device request has 10 with an authorization).
+    /// Room for more fields than a request has (a device request or a broadcast has 11 with an
+    /// authorization).
     static let capacity = 16
 
     private(set) var fields: UnsafeMutablePointer<nghttp2_nv>
