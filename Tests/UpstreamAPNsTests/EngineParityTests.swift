@@ -15,9 +15,9 @@ import UpstreamEngineFuzzing
 struct EngineParityTests {
     static let engines = APNsHTTP2Engine.available
 
-    /// The frames in the client's output: (type, flags, stream).
-    static func frames(_ bytes: [UInt8]) -> [(type: UInt8, flags: UInt8, stream: UInt32)] {
-        var frames: [(UInt8, UInt8, UInt32)] = []
+    /// The frames in the client's output: (type, flags, stream, payload).
+    static func frames(_ bytes: [UInt8]) -> [(type: UInt8, flags: UInt8, stream: UInt32, payload: ArraySlice<UInt8>)] {
+        var frames: [(UInt8, UInt8, UInt32, ArraySlice<UInt8>)] = []
         var index = 0
         // The connection preface comes first once.
         let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
@@ -27,7 +27,8 @@ struct EngineParityTests {
             let stream =
                 UInt32(bytes[index + 5]) << 24 | UInt32(bytes[index + 6]) << 16 | UInt32(bytes[index + 7]) << 8
                 | UInt32(bytes[index + 8])
-            frames.append((bytes[index + 3], bytes[index + 4], stream & 0x7FFF_FFFF))
+            let payload = bytes[min(index + 9, bytes.count)..<min(index + 9 + length, bytes.count)]
+            frames.append((bytes[index + 3], bytes[index + 4], stream & 0x7FFF_FFFF, payload))
             index += 9 + length
         }
         return frames
@@ -88,25 +89,15 @@ struct EngineParityTests {
     /// The header blocks of the HEADERS frames in the client's output (no CONTINUATION: every
     /// block here fits in one frame), padding and priority fields removed.
     static func headerBlocks(_ bytes: [UInt8]) -> [ByteBuffer] {
-        var blocks: [ByteBuffer] = []
-        var index = 0
-        let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
-        if bytes.starts(with: preface) { index = preface.count }
-        while index + 9 <= bytes.count {
-            let length = Int(bytes[index]) << 16 | Int(bytes[index + 1]) << 8 | Int(bytes[index + 2])
-            let type = bytes[index + 3]
-            let flags = bytes[index + 4]
-            var payload = bytes[(index + 9)..<(index + 9 + length)]
-            index += 9 + length
-            guard type == ServerFrames.headers else { continue }
-            if flags & 0x8 != 0 {  // PADDED
-                let padding = Int(payload.removeFirst())
-                payload = payload.dropLast(padding)
+        Self.frames(bytes).filter { $0.type == ServerFrames.headers }.map { frame in
+            var block = frame.payload
+            if frame.flags & 0x8 != 0 {  // PADDED
+                let padding = Int(block.removeFirst())
+                block = block.dropLast(padding)
             }
-            if flags & 0x20 != 0 { payload = payload.dropFirst(5) }  // PRIORITY
-            blocks.append(ByteBuffer(bytes: payload))
+            if frame.flags & 0x20 != 0 { block = block.dropFirst(5) }  // PRIORITY
+            return ByteBuffer(bytes: block)
         }
-        return blocks
     }
 
     @Test(
