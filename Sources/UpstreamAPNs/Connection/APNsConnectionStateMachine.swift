@@ -379,9 +379,9 @@ package struct APNsConnectionStateMachine<Request> {
     /// RST_STREAM CANCEL) and fail as interrupted (the server may have processed them).
     package mutating func deadlinesPassed(now: NIODeadline, completing completions: inout [Completion]) -> Action {
         guard self.phase != .closed else { return Action() }
-        var action = Action()
+        var resets: [HTTP2StreamID] = []
         for (streamID, stream) in self.streams.removeAll(where: { _, stream in stream.deadline <= now }) {
-            action.resets.append(streamID)
+            resets.append(streamID)
             completions.append(
                 Completion(
                     request: stream.request,
@@ -389,7 +389,9 @@ package struct APNsConnectionStateMachine<Request> {
                 )
             )
         }
-        return action.resets.isEmpty ? action : self.settled(action)
+        // Collected, then set once: `resets` is computed, so appending through it copied the
+        // array for each stream.
+        return resets.isEmpty ? Action() : self.settled(Action(resets: resets))
     }
 
     /// The connection closed: every open stream fails (unprocessed above a GOAWAY's last stream

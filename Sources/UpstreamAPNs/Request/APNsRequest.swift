@@ -249,8 +249,9 @@ public struct APNsRequest: Sendable {
         return position
     }
 
+    /// The lowercase hex digit of a nibble (0–15); the request id's UUID is written with it too.
     @inline(__always)
-    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+    static func hexDigit(_ nibble: UInt8) -> UInt8 {
         nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") - 10 + nibble
     }
 }

@@ -41,8 +41,7 @@ public struct APNsRequestID: Sendable, Hashable, CustomStringConvertible {
         func put(_ value: UInt64, nibbles: Int) {
             var shift = (nibbles - 1) * 4
             while shift >= 0 {
-                let nibble = UInt8(truncatingIfNeeded: value >> UInt64(shift)) & 0x0F
-                buffer[position] = nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") - 10 + nibble
+                buffer[position] = APNsRequest.hexDigit(UInt8(truncatingIfNeeded: value >> UInt64(shift)) & 0x0F)
                 position += 1
                 shift -= 4
             }
