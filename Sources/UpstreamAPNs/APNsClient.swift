@@ -25,6 +25,10 @@ public final class APNsClient: Sendable {
     public struct Configuration: Sendable {
         /// Connections to the endpoint, spread over the event loops (at most one pool per loop).
         public var connectionsPerPool: Int = 2
+        /// While every stream is taken and requests wait, more connections are opened, up to
+        /// this many (never fewer than ``connectionsPerPool``): a server that allows few streams
+        /// per connection is used through more connections (docs/upstream.md#connections).
+        public var maximumConnectionsPerPool: Int = 4
         /// The HTTP/2 implementation of the connections; libnghttp2 when the build has it.
         public var engine: APNsHTTP2Engine = .preferred
         /// Our own bound on open streams per connection, whatever the server allows.
@@ -125,15 +129,17 @@ public final class APNsClient: Sendable {
         // evenly (3 connections on 2 loops: 2 and 1).
         let loops = Array(group.makeIterator().prefix(max(1, configuration.connectionsPerPool)))
         var pools: [APNsConnectionPool] = []
+        let maximum = max(configuration.connectionsPerPool, configuration.maximumConnectionsPerPool)
         for (index, loop) in loops.enumerated() {
-            let size =
-                configuration.connectionsPerPool / loops.count
-                + (index < configuration.connectionsPerPool % loops.count ? 1 : 0)
+            func share(of count: Int) -> Int {
+                max(1, count / loops.count + (index < count % loops.count ? 1 : 0))
+            }
             pools.append(
                 APNsConnectionPool(
                     configuration: .init(
                         endpoint: endpoint,
-                        size: max(1, size),
+                        size: share(of: configuration.connectionsPerPool),
+                        maximumSize: share(of: maximum),
                         connection: connection,
                         client: configuration
                     ),

@@ -12,6 +12,9 @@ public final class APNsClientMetrics: Sendable {
     let requestDuration: Timer
     let retries: Counter
     let goAways: Counter
+    /// Connections set up: the pool's own, their replacements and the ones opened while every
+    /// stream was taken.
+    let connectionsOpened: Counter
     /// Streams reset because the upstream did not answer before the request's deadline.
     let timeouts: Counter
     /// Made once: nearly every answer is a 200, and it should not cost a lookup.
@@ -25,6 +28,7 @@ public final class APNsClientMetrics: Sendable {
     public static let durationName = "upstream_request_duration_seconds"
     public static let retriesName = "upstream_retries_total"
     public static let goAwaysName = "upstream_goaways_total"
+    public static let connectionsOpenedName = "upstream_connections_opened_total"
     public static let timeoutsName = "upstream_request_timeouts_total"
     public static let responsesName = "upstream_responses_total"
     public static let tokensMintedName = "provider_tokens_minted_total"
@@ -40,6 +44,7 @@ public final class APNsClientMetrics: Sendable {
         )
         self.retries = Counter(label: prefix + Self.retriesName, factory: factory)
         self.goAways = Counter(label: prefix + Self.goAwaysName, factory: factory)
+        self.connectionsOpened = Counter(label: prefix + Self.connectionsOpenedName, factory: factory)
         self.timeouts = Counter(label: prefix + Self.timeoutsName, factory: factory)
         self.okResponses = Counter(label: self.responsesLabel, dimensions: [("status", "200")], factory: factory)
         // The statuses APNs documents exist from the start (at zero), so that an alert on one

@@ -139,6 +139,35 @@ struct UpstreamFaultTests {
         }
     }
 
+    @Test(
+        "A server allowing 2 streams per connection: while notifications wait, the pool opens more connections, up to its maximum, and delivers each once"
+    )
+    func growsWhileEveryStreamIsTaken() async throws {
+        try await withResource(
+            try await UpstreamHarness.start(
+                configureMock: { $0.maximumConcurrentStreams = 2 },
+                configureClient: {
+                    $0.connectionsPerPool = 1
+                    $0.maximumConnectionsPerPool = 3
+                }
+            )
+        ) { harness in
+            harness.mock.script.delayResponses(by: .milliseconds(20))
+            let outcomes = try await sendMany(harness, count: 200, concurrency: 200)
+            #expect(outcomes.count == 200 && outcomes.values.allSatisfy { $0 == .accepted })
+            let perToken = Dictionary(grouping: harness.mock.ledger.accepted, by: \.token).mapValues(\.count)
+            #expect(perToken.count == 200 && perToken.values.allSatisfy { $0 == 1 })
+            // The second connection opens at the first answer, with 198 waiting; a third when
+            // the second has answered and notifications still wait (on a slow machine the
+            // first two may have carried them all by then). Never a fourth.
+            let opened = harness.client.connectionsOpened(.sandbox)
+            #expect((2...3).contains(opened), "\(opened) connections")
+            #expect(harness.counter("apns_bridge_upstream_connections_opened_total") == Int64(opened))
+            #expect(harness.mock.ledger.counters.streamLimitViolations == 0)
+            #expect(harness.mock.ledger.counters.maximumOpenStreams <= 2)
+        }
+    }
+
     @Test("APNs answering after 5 s: 1,000 notifications through fresh connections, each delivered once")
     func slowUpstreamDeliversOnce() async throws {
         // A new connection carries one stream until its first 200 (provider tokens), so 998 of
@@ -164,6 +193,9 @@ struct UpstreamFaultTests {
                 "delivered twice: \(perToken.values.filter { $0 > 1 }.count)"
             )
             #expect(harness.counter("apns_bridge_upstream_retries_total") == 0, "no request was reset and sent again")
+            // Each first 200 raised its connection's one stream to the server's limit before it
+            // let a waiter out: neither pool saw a full connection and opened another.
+            #expect(harness.client.connectionsOpened(.sandbox) == 2)
         }
     }
 

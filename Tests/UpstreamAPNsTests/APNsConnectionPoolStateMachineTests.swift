@@ -14,9 +14,12 @@ struct APNsConnectionPoolStateMachineTests {
         var machine: Machine
         var random = RequestRetryStateMachineTests.SeededGenerator(state: 7)
 
-        init(size: Int = 2, maximumQueued: Int = 100) {
+        /// - Parameter maximum: the most connections while every stream is taken (`size` unless
+        ///   given: most tests are about a pool that does not grow).
+        init(size: Int = 2, maximum: Int? = nil, maximumQueued: Int = 100) {
             var configuration = Machine.Configuration()
             configuration.size = size
+            configuration.maximumSize = maximum ?? size
             configuration.maximumQueuedRequests = maximumQueued
             configuration.reconnectBackoffBase = .milliseconds(100)
             configuration.reconnectBackoffLimit = .seconds(30)
@@ -111,6 +114,66 @@ struct APNsConnectionPoolStateMachineTests {
         let afterSecond = pool.machine.streamFinished(on: a, answered: true).send.map(\.request)
         #expect(afterSecond == [3])
         #expect(pool.machine.queuedRequests == 0)
+    }
+
+    @Test(
+        "While requests wait, every stream is taken and every connection has answered, one more connection opens at a time, up to the maximum"
+    )
+    func growsWhileBusy() {
+        var pool = Pool(size: 1, maximum: 3)
+        let a = pool.open(limit: 1)
+        #expect(Self.connection(pool.place(1)) == a)
+        let beforeAnswer = pool.place(2)
+        #expect(Self.isQueued(beforeAnswer))
+        #expect(beforeAnswer.connect == .none, "a has not answered: its server may still raise its limit")
+
+        let answered = pool.machine.streamFinished(on: a, answered: true)
+        #expect(answered.send.map(\.request) == [2])
+        #expect(answered.connect == .none, "nothing waits")
+        let third = pool.place(3)
+        #expect(Self.isQueued(third))
+        #expect(third.connect == .open([2]), "a answered and is full, and 3 waits: one more")
+        #expect(pool.place(4).connect == .none, "one at a time: 2 is connecting")
+
+        let b = pool.connecting.removeFirst()
+        _ = pool.machine.connectionOpened(b, b * 100)
+        let ready = pool.machine.limitChanged(on: b, to: 1, using: &pool.random)
+        #expect(ready.send.map(\.request) == [3])
+        #expect(ready.connect == .none, "b has not answered yet")
+        let bAnswered = pool.machine.streamFinished(on: b, answered: true)
+        #expect(bAnswered.send.map(\.request) == [4])
+        #expect(bAnswered.connect == .none, "nothing waits")
+        #expect(pool.place(5).connect == .open([3]))
+
+        let c = pool.connecting.removeFirst()
+        _ = pool.machine.connectionOpened(c, c * 100)
+        #expect(pool.machine.limitChanged(on: c, to: 1, using: &pool.random).send.map(\.request) == [5])
+        _ = pool.machine.streamFinished(on: c, answered: true)
+        #expect(Self.connection(pool.place(6)) == c)
+        let atMaximum = pool.place(7)
+        #expect(Self.isQueued(atMaximum) && atMaximum.connect == .none, "three connections: the maximum")
+        #expect(pool.machine.usableConnections == 3 && pool.machine.connectionsOpened == 3)
+    }
+
+    @Test(
+        "A burst that waits behind a connection's first answer opens one more connection when that answer leaves it full; none beyond the size when the maximum is the size"
+    )
+    func growsAtTheAnswerThatLeavesItFull() {
+        var pool = Pool(size: 1, maximum: 2)
+        let a = pool.open(limit: 1)
+        _ = pool.place(1)
+        #expect(Self.isQueued(pool.place(2)) && Self.isQueued(pool.place(3)))
+        let answered = pool.machine.streamFinished(on: a, answered: true)
+        #expect(answered.send.map(\.request) == [2])
+        #expect(answered.connect == .open([2]), "3 still waits and a is full")
+
+        var fixed = Pool(size: 1)
+        let b = fixed.open(limit: 1)
+        _ = fixed.place(1)
+        _ = fixed.place(2)
+        _ = fixed.place(3)
+        #expect(fixed.machine.streamFinished(on: b, answered: true).connect == .none)
+        #expect(fixed.place(4).connect == .none)
     }
 
     @Test("Queued requests fail at their deadline; the sweep stops when nothing waits")

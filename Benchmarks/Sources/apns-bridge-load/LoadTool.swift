@@ -187,6 +187,10 @@ struct BridgeRun: AsyncParsableCommand {
         try await Task.sleep(for: .milliseconds(300))
         let peak = bridge.stats.peakResidentKilobytes
         let resident = bridge.stats.residentKilobytes
+        // The pools' own connections, and any opened while every stream was taken.
+        let upstreamConnectionsOpened = Int(
+            (try? await bridge.metric("apns_bridge_upstream_connections_opened_total")) ?? -1
+        )
         await load.closeAll()
         let seconds = Double(finished - started) / 1e9
 
@@ -199,6 +203,7 @@ struct BridgeRun: AsyncParsableCommand {
             "bridge_peak_rss_kb": peak, "bridge_rss_kb": resident,
             "error_responses": load.errorResponses.load(ordering: .relaxed),
             "connections_closed_early": load.closedEarly.load(ordering: .relaxed),
+            "upstream_connections_opened": upstreamConnectionsOpened,
         ]
         if kind == .mock {
             let summary = tracker.summary()

@@ -71,6 +71,10 @@ extension BridgeSettings {
         }
         var client = upstream.client
         client.connectionsPerPool = try settings.int(.upstreamConnectionsPerPool, default: client.connectionsPerPool)
+        client.maximumConnectionsPerPool = try settings.int(
+            .upstreamMaximumConnectionsPerPool,
+            default: client.maximumConnectionsPerPool
+        )
         client.maximumStreamsPerConnection = try settings.int(
             .upstreamMaximumStreams,
             default: client.maximumStreamsPerConnection

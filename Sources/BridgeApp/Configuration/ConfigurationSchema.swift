@@ -233,6 +233,12 @@ extension ConfigurationKey {
         .restart,
         "HTTP/2 connections per credentials and environment"
     )
+    static let upstreamMaximumConnectionsPerPool = Self(
+        "upstream.maximumConnectionsPerPool",
+        .whole(1...256),
+        .restart,
+        "more connections while every stream is taken and requests wait, up to this many (at least connectionsPerPool)"
+    )
     static let upstreamMaximumStreams = Self(
         "upstream.maximumStreamsPerConnection",
         .whole(1...100_000),
@@ -322,7 +328,8 @@ extension ConfigurationKey {
         .credentials, .defaultCredentials, .tenants, .acceptUnlistedCertificates,
         .upstreamProduction, .upstreamSandbox, .upstreamBroadcastProduction, .upstreamBroadcastSandbox,
         .upstreamChannelsProduction, .upstreamChannelsSandbox, .upstreamCA, .upstreamServerName,
-        .upstreamConnectionsPerPool, .upstreamMaximumStreams, .upstreamConnectTimeout, .upstreamPingInterval,
+        .upstreamConnectionsPerPool, .upstreamMaximumConnectionsPerPool, .upstreamMaximumStreams,
+        .upstreamConnectTimeout, .upstreamPingInterval,
         .upstreamRetryBudget, .upstreamRequestTimeout, .upstreamMaximumQueued, .upstreamHTTP2Engine,
         .storeURL, .storeResendWindow, .storeSQLiteSynchronous, .usageRetention, .adminListen,
     ]

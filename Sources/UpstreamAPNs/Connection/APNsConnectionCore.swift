@@ -242,6 +242,14 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
     private func runPending() {
         var action = StateMachine.Action()
         swap(&action, &self.pending)  // taken, not copied
+        if let limit = action.limitChanged {
+            // Told before the answers that came with it free their streams: a provider-token
+            // connection's first 200 raises its one stream to the server's limit, and the pool
+            // must not see it full at one stream then (it would open a connection for that
+            // moment; docs/upstream.md#connections).
+            action.limitChanged = nil
+            self.events?.limitChanged(limit)
+        }
         if !self.completions.isEmpty {
             // A completion may end more requests (a send that fails, a close): those go to the
             // emptied buffer and run in a nested call.

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Logging
 import NIOCore
 import NIOSSL
@@ -16,6 +17,8 @@ final class APNsConnectionPool: Sendable {
         var endpoint: APNsEndpoint
         /// This pool's share of the client's connections.
         var size: Int
+        /// Its share of the most connections while every stream is taken.
+        var maximumSize: Int
         var connection: APNsConnectionHandler.Configuration
         var client: APNsClient.Configuration
     }
@@ -39,7 +42,13 @@ final class APNsConnectionPool: Sendable {
         self.group = group
         self.logger = logger
         self.state = Mutex(
-            StateMachine(configuration: .init(configuration.client, size: configuration.size))
+            StateMachine(
+                configuration: .init(
+                    configuration.client,
+                    size: configuration.size,
+                    maximumSize: configuration.maximumSize
+                )
+            )
         )
     }
 
@@ -160,6 +169,7 @@ final class APNsConnectionPool: Sendable {
                 let opened = self.state.withLock { $0.connectionOpened(id, connection) }
                 self.execute(opened)
                 guard opened.close.isEmpty else { return }  // the pool was shut down meanwhile
+                self.configuration.connection.metrics.connectionsOpened.increment()
                 self.logger.debug("upstream connection ready", metadata: ["upstream_connection": "\(id)"])
                 connection.setEvents(
                     limitChanged: { limit in self.limitChanged(on: id, to: limit) },

@@ -15,6 +15,11 @@ import NIOCore
 ///   room; with no room anywhere it waits in a FIFO queue (bounded), never past its deadline.
 /// - **Opening**: the pool wants `size` connections that are usable or connecting. It opens them
 ///   on demand (the first request, a warm-up, a connection going away while there is traffic).
+/// - **Growing**: while requests wait because every stream of every connection is taken, and
+///   every connection has answered (a new one carries one stream until then, and its server may
+///   still raise its limit), one more connection is opened, up to `maximumSize`. A server that
+///   allows few streams per connection is then used through more connections; the extra ones
+///   stay, like the others, and a pool replaces only down to `size` when connections close.
 /// - **Backoff**: after a failed connect, or a connection that closed before answering anything,
 ///   connections are opened one at a time after an exponential backoff with jitter (base
 ///   doubling up to the limit, a random point in the upper half); the first answer on a
@@ -27,14 +32,18 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
     /// defaults live).
     package struct Configuration: Sendable, Hashable {
         package var size: Int
+        /// The most connections while every stream is taken and requests wait (at least `size`).
+        package var maximumSize: Int
         package var maximumQueuedRequests: Int
         package var reconnectBackoffBase: TimeAmount
         package var reconnectBackoffLimit: TimeAmount
 
-        /// - Parameter size: this pool's share of the client's connections (all of them when
-        ///   `nil`).
-        package init(_ client: APNsClient.Configuration = .init(), size: Int? = nil) {
+        /// - Parameters:
+        ///   - size: this pool's share of the client's connections (all of them when `nil`).
+        ///   - maximumSize: its share of the most connections (all of them when `nil`).
+        package init(_ client: APNsClient.Configuration = .init(), size: Int? = nil, maximumSize: Int? = nil) {
             self.size = size ?? client.connectionsPerPool
+            self.maximumSize = max(self.size, maximumSize ?? client.maximumConnectionsPerPool)
             self.maximumQueuedRequests = client.maximumQueuedRequests
             self.reconnectBackoffBase = client.reconnectBackoffBase
             self.reconnectBackoffLimit = client.reconnectBackoffLimit
@@ -190,6 +199,9 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         action.sweepQueue = !self.deadlineSweepScheduled
         self.deadlineSweepScheduled = true
         action.connect = self.connectionsToOpen(using: &random)
+        if action.connect == .none {
+            action.connect = self.growWhileBusy()
+        }
         return action
     }
 
@@ -203,6 +215,7 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
             self.consecutiveFailures = 0
         }
         action.send = self.dispatchWaiters()
+        action.connect = self.growWhileBusy()
         return action
     }
 
@@ -389,6 +402,19 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         }
         self.connecting += wanted
         return .open((0..<wanted).map { _ in self.makeConnectionID() })
+    }
+
+    /// One more connection while requests wait, every stream is taken and every connection has
+    /// answered, below `maximumSize` and with none connecting or failing.
+    private mutating func growWhileBusy() -> ConnectAction {
+        guard !self.waiters.isEmpty, self.connecting == 0, self.entries.count < self.configuration.maximumSize,
+            self.consecutiveFailures == 0, !self.reconnectScheduled, !self.isShutDown
+        else { return .none }
+        for index in self.entries.indices {
+            guard self.entries[index].hasAnswered, self.entries[index].room <= 0 else { return .none }
+        }
+        self.connecting += 1
+        return .open([self.makeConnectionID()])
     }
 
     /// Base × 2^(failures−1), capped, then a random point in its upper half: spreads the
