@@ -34,6 +34,12 @@ struct ClientRun: AsyncParsableCommand {
     @Option(help: "Payload bytes (JSON).")
     var payloadSize = 200
 
+    @Option(
+        help:
+            "Notifications per second, paced (0: as fast as the window allows). With the mock upstream, the latency of one HTTP/2 hop at the rate a bridge run was given."
+    )
+    var rate: Double = 0
+
     @Option(help: "A label copied into the result.")
     var label = ""
 
@@ -41,6 +47,7 @@ struct ClientRun: AsyncParsableCommand {
         guard let kind = UpstreamKind(rawValue: self.upstream) else {
             throw ValidationError("--upstream is mock or nghttpd")
         }
+        guard self.rate >= 0 else { throw ValidationError("--rate ≥ 0") }
         guard self.notifications > 0, self.notifications <= 50_000_000, self.window > 0 else {
             throw ValidationError("--notifications 1…50,000,000, --window ≥ 1")
         }
@@ -84,15 +91,20 @@ struct ClientRun: AsyncParsableCommand {
         let own = ProcessStats.current
         let cpuBefore = own.cpuSeconds
         let started = ArrivalTracker.now
-        progress("sending \(self.notifications) notifications with APNsClient, \(self.window) in flight…")
-        try await driver.run(window: self.window, group: MultiThreadedEventLoopGroup.singleton)
+        if self.rate > 0 {
+            progress("sending \(self.notifications) notifications with APNsClient at \(Int(self.rate))/s…")
+            try await driver.run(rate: self.rate, group: MultiThreadedEventLoopGroup.singleton)
+        } else {
+            progress("sending \(self.notifications) notifications with APNsClient, \(self.window) in flight…")
+            try await driver.run(window: self.window, group: MultiThreadedEventLoopGroup.singleton)
+        }
         let finished = ArrivalTracker.now
         let cpu = own.cpuSeconds - cpuBefore
         let seconds = Double(finished - started) / 1e9
         var fields: [String: any Sendable] = [
             "run": "client", "label": self.label, "upstream": kind.rawValue,
             "upstream_connections": self.upstreamConnections, "notifications": self.notifications,
-            "window": self.window, "payload_bytes": self.payloadSize, "seconds": seconds,
+            "window": self.window, "rate_target": self.rate, "payload_bytes": self.payloadSize, "seconds": seconds,
             "accepted": driver.accepted.load(ordering: .relaxed),
             "failed": driver.failed.load(ordering: .relaxed),
             "throughput": Double(driver.accepted.load(ordering: .relaxed)) / seconds,
@@ -106,6 +118,7 @@ struct ClientRun: AsyncParsableCommand {
             fields["duplicated"] = summary.duplicated
             fields["p50_us"] = Int(summary.latency.valueAtPercentile(50))
             fields["p99_us"] = Int(summary.latency.valueAtPercentile(99))
+            fields["p999_us"] = Int(summary.latency.valueAtPercentile(99.9))
         }
         client.shutdown()
         await upstream.stop()
@@ -134,6 +147,7 @@ final class ClientDriver: Sendable {
         self.tracker = tracker
     }
 
+    /// As fast as `window` requests in flight allow: each answer sends the next.
     func run(window: Int, group: any EventLoopGroup) async throws {
         let finished = group.next().makePromise(of: Void.self)
         for _ in 0..<min(window, self.total) {
@@ -142,7 +156,31 @@ final class ClientDriver: Sendable {
         try await finished.futureResult.get()
     }
 
-    private func sendNext(on eventLoop: any EventLoop, finished: EventLoopPromise<Void>) {
+    /// Paced as the bridge runs pace their providers: on each event loop a timer ticks every
+    /// millisecond and sends that loop's share of the notifications due by then.
+    func run(rate: Double, group: any EventLoopGroup) async throws {
+        let finished = group.next().makePromise(of: Void.self)
+        let loops = Array(group.makeIterator())
+        let started = ArrivalTracker.now
+        for (index, loop) in loops.enumerated() {
+            let share = self.total / loops.count + (index < self.total % loops.count ? 1 : 0)
+            let perSecond = rate * Double(share) / Double(self.total)
+            let sent = NIOLoopBoundBox.makeBoxSendingValue(0, eventLoop: loop)
+            loop.scheduleRepeatedTask(initialDelay: .zero, delay: .milliseconds(1)) { task in
+                let elapsed = Double(ArrivalTracker.now - started) / 1e9
+                let due = min(share, Int(perSecond * elapsed))
+                while sent.value < due {
+                    self.sendNext(on: loop, finished: finished, continuing: false)
+                    sent.value += 1
+                }
+                if sent.value >= share { task.cancel() }
+            }
+        }
+        try await finished.futureResult.get()
+    }
+
+    /// Sends one; when `continuing`, its answer sends the next.
+    private func sendNext(on eventLoop: any EventLoop, finished: EventLoopPromise<Void>, continuing: Bool = true) {
         let id = self.nextID.wrappingAdd(1, ordering: .relaxed).oldValue
         guard id < self.total else { return }
         let token = LoadToken.hex(LoadToken.number(for: id, distinct: self.distinctTokens))
@@ -164,7 +202,7 @@ final class ClientDriver: Sendable {
             }
             if self.done.wrappingAdd(1, ordering: .relaxed).newValue == self.total {
                 finished.succeed()
-            } else {
+            } else if continuing {
                 self.sendNext(on: eventLoop, finished: finished)
             }
         }
