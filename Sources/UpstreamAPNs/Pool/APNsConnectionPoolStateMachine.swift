@@ -19,7 +19,7 @@ import NIOCore
 ///   every connection has answered (a new one carries one stream until then, and its server may
 ///   still raise its limit), one more connection is opened, up to `maximumSize`. A server that
 ///   allows few streams per connection is then used through more connections; the extra ones
-///   stay, like the others, and a pool replaces only down to `size` when connections close.
+///   stay, like the others, and when connections close a pool replaces them only up to `size`.
 /// - **Backoff**: after a failed connect, or a connection that closed before answering anything,
 ///   connections are opened one at a time after an exponential backoff with jitter (base
 ///   doubling up to the limit, a random point in the upper half); the first answer on a
