@@ -129,7 +129,6 @@ public final class APNsClient: Sendable {
         // evenly (3 connections on 2 loops: 2 and 1).
         let loops = Array(group.makeIterator().prefix(max(1, configuration.connectionsPerPool)))
         var pools: [APNsConnectionPool] = []
-        let maximum = max(configuration.connectionsPerPool, configuration.maximumConnectionsPerPool)
         for (index, loop) in loops.enumerated() {
             func share(of count: Int) -> Int {
                 max(1, count / loops.count + (index < count % loops.count ? 1 : 0))
@@ -139,7 +138,8 @@ public final class APNsClient: Sendable {
                     configuration: .init(
                         endpoint: endpoint,
                         size: share(of: configuration.connectionsPerPool),
-                        maximumSize: share(of: maximum),
+                        // (never below its size: the pool's configuration sees to that)
+                        maximumSize: share(of: configuration.maximumConnectionsPerPool),
                         connection: connection,
                         client: configuration
                     ),

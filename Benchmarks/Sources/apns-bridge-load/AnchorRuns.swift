@@ -156,8 +156,8 @@ final class ClientDriver: Sendable {
         try await finished.futureResult.get()
     }
 
-    /// Paced as the bridge runs pace their providers: on each event loop a timer ticks every
-    /// millisecond and sends that loop's share of the notifications due by then.
+    /// Paced as the bridge runs pace their providers (``Pacer``): each event loop sends its share
+    /// of the notifications due by each millisecond.
     func run(rate: Double, group: any EventLoopGroup) async throws {
         let finished = group.next().makePromise(of: Void.self)
         let loops = Array(group.makeIterator())
@@ -165,16 +165,9 @@ final class ClientDriver: Sendable {
         for (index, loop) in loops.enumerated() {
             let share = self.total / loops.count + (index < self.total % loops.count ? 1 : 0)
             let perSecond = rate * Double(share) / Double(self.total)
-            let sent = NIOLoopBoundBox.makeBoxSendingValue(0, eventLoop: loop)
-            loop.scheduleRepeatedTask(initialDelay: .zero, delay: .milliseconds(1)) { task in
-                let elapsed = Double(ArrivalTracker.now - started) / 1e9
-                let due = min(share, Int(perSecond * elapsed))
-                while sent.value < due {
-                    self.sendNext(on: loop, finished: finished, continuing: false)
-                    sent.value += 1
-                }
-                if sent.value >= share { task.cancel() }
-            }
+            Pacer(total: share, ratePerSecond: perSecond, startedAt: started) {
+                self.sendNext(on: loop, finished: finished, continuing: false)
+            }.start(on: loop)
         }
         try await finished.futureResult.get()
     }

@@ -142,13 +142,22 @@ final class LegacyLoad: @unchecked Sendable {
         }
         let total = max(1, self.shares.reduce(0, +))
         for (_, group) in byLoop {
+            // One at a time, round-robin over the loop's connections that have some left
+            // (shares differ by one at most).
+            var remaining = group.shares
+            var nextChannel = 0
             let pacer = Pacer(
-                channels: group.channels,
-                shares: group.shares,
                 total: group.total,
                 ratePerSecond: rate * Double(group.total) / Double(total),
                 startedAt: started
-            )
+            ) {
+                while remaining[nextChannel] == 0 {
+                    nextChannel = (nextChannel + 1) % group.channels.count
+                }
+                group.channels[nextChannel].pipeline.fireUserInboundEventTriggered(LoadConnectionHandler.Send(count: 1))
+                remaining[nextChannel] -= 1
+                nextChannel = (nextChannel + 1) % group.channels.count
+            }
             pacer.start(on: group.loop)
         }
     }
@@ -287,30 +296,27 @@ final class LoadConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
     }
 }
 
-/// Hands out paced notifications on one event loop (see ``LegacyLoad/start()``).
+/// Hands out paced notifications on one event loop: a timer ticks every millisecond and calls
+/// `handOut` once for each notification due by then (``LegacyLoad/start()``, and the client run's
+/// ``ClientDriver/run(rate:group:)``).
 final class Pacer: @unchecked Sendable {
-    private let channels: [any Channel]
-    /// Notifications each channel still has to send.
-    private var remaining: [Int]
     private let total: Int
     private let ratePerSecond: Double
     private let startedAt: UInt64
     // Touched on the pacer's event loop only.
+    private let handOut: () -> Void
     private var handedOut = 0
-    private var nextChannel = 0
-    private var task: RepeatedTask?
 
-    init(channels: [any Channel], shares: [Int], total: Int, ratePerSecond: Double, startedAt: UInt64) {
-        self.channels = channels
-        self.remaining = shares
+    init(total: Int, ratePerSecond: Double, startedAt: UInt64, handOut: @escaping () -> Void) {
         self.total = total
         self.ratePerSecond = ratePerSecond
         self.startedAt = startedAt
+        self.handOut = handOut
     }
 
     func start(on loop: any EventLoop) {
         loop.execute {
-            self.task = loop.scheduleRepeatedTask(initialDelay: .zero, delay: .milliseconds(1)) { task in
+            loop.scheduleRepeatedTask(initialDelay: .zero, delay: .milliseconds(1)) { task in
                 self.tick(task)
             }
         }
@@ -320,13 +326,7 @@ final class Pacer: @unchecked Sendable {
         let elapsed = Double(ArrivalTracker.now - self.startedAt) / 1e9
         let due = min(self.total, Int(self.ratePerSecond * elapsed))
         while self.handedOut < due {
-            // The next channel with notifications left (shares differ by one at most).
-            while self.remaining[self.nextChannel] == 0 {
-                self.nextChannel = (self.nextChannel + 1) % self.channels.count
-            }
-            self.channels[self.nextChannel].pipeline.fireUserInboundEventTriggered(LoadConnectionHandler.Send(count: 1))
-            self.remaining[self.nextChannel] -= 1
-            self.nextChannel = (self.nextChannel + 1) % self.channels.count
+            self.handOut()
             self.handedOut += 1
         }
         if self.handedOut >= self.total { task.cancel() }
