@@ -30,20 +30,25 @@ struct MockAPNsRequestValidator {
         func refuse(_ status: Int, _ reason: MockAPNsReason, _ token: String? = nil) -> Result<Accepted, Refused> {
             .failure(Refused(status: status, reason: reason, token: token))
         }
-        for name in [
-            "apns-id", "apns-topic", "apns-priority", "apns-expiration", "apns-push-type", "apns-collapse-id",
-            "authorization",
-        ]
-        where headers[name].count > 1 {
-            return refuse(400, .duplicateHeaders)
+        // One pass over the headers: a repeated APNs header is refused before anything else.
+        var seen: UInt8 = 0
+        for header in headers {
+            guard let bit = Self.singleHeaderBits[header.name] else { continue }
+            if seen & bit != 0 { return refuse(400, .duplicateHeaders) }
+            seen |= bit
         }
         guard headers.first(name: ":method") == "POST" else { return refuse(405, .methodNotAllowed) }
         guard let path = headers.first(name: ":path"), path.hasPrefix("/3/device/") else {
             return refuse(404, .badPath)
         }
-        let token = String(path.dropFirst("/3/device/".count)).lowercased()
-        guard token.count >= 32, token.count <= 200, token.count % 2 == 0, token.allSatisfy(\.isHexDigit) else {
-            return refuse(400, .badDeviceToken, token)
+        let tokenBytes = path.utf8.dropFirst("/3/device/".utf8.count)
+        guard (32...200).contains(tokenBytes.count), tokenBytes.count % 2 == 0, tokenBytes.allSatisfy(Self.isHexDigit)
+        else {
+            return refuse(400, .badDeviceToken, String(path.dropFirst("/3/device/".count)).lowercased())
+        }
+        let token = String(unsafeUninitializedCapacity: tokenBytes.count) { output in
+            _ = output.initialize(from: tokenBytes.lazy.map(Self.lowercased))
+            return tokenBytes.count
         }
 
         let claims: ProviderTokenVerifier.Claims?
@@ -102,10 +107,36 @@ struct MockAPNsRequestValidator {
         "widgets",
     ]
 
-    /// 8-4-4-4-12 hexadecimal digits.
+    /// The headers APNs refuses to see twice, each with its bit.
+    private static let singleHeaderBits: [String: UInt8] = [
+        "apns-id": 1 << 0, "apns-topic": 1 << 1, "apns-priority": 1 << 2, "apns-expiration": 1 << 3,
+        "apns-push-type": 1 << 4, "apns-collapse-id": 1 << 5, "authorization": 1 << 6,
+    ]
+
+    /// 8-4-4-4-12 hexadecimal digits (ASCII).
     static func isUUID(_ value: String) -> Bool {
-        let groups = value.split(separator: "-", omittingEmptySubsequences: false)
-        guard groups.map(\.count) == [8, 4, 4, 4, 12] else { return false }
-        return groups.allSatisfy { $0.allSatisfy(\.isHexDigit) }
+        var count = 0
+        for byte in value.utf8 {
+            switch count {
+            case 8, 13, 18, 23: guard byte == UInt8(ascii: "-") else { return false }
+            default: guard Self.isHexDigit(byte) else { return false }
+            }
+            count += 1
+        }
+        return count == 36
+    }
+
+    static func isHexDigit(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"),
+            UInt8(ascii: "A")...UInt8(ascii: "F"):
+            return true
+        default:
+            return false
+        }
+    }
+
+    private static func lowercased(_ byte: UInt8) -> UInt8 {
+        (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte
     }
 }
