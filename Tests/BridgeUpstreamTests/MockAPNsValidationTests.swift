@@ -15,6 +15,8 @@ struct MockAPNsValidationTests {
         var headers: [String] = ["apns-topic: \(UpstreamHarness.topic)", "apns-push-type: alert"]
         /// nil sends a GET; otherwise a POST with this body.
         var body: String? = #"{"aps":{"alert":"hi"}}"#
+        /// Whether nghttp presents the provider's client certificate.
+        var certificate = true
         var status: Int
         var reason: MockAPNsReason?
         var testDescription: String { self.name }
@@ -63,6 +65,19 @@ struct MockAPNsValidationTests {
             path: "/3/device/" + String(repeating: "ab", count: 101),
             status: 400,
             reason: .badDeviceToken
+        ),
+        Case(
+            name: "no client certificate and no provider token",
+            certificate: false,
+            status: 403,
+            reason: .missingProviderToken
+        ),
+        Case(
+            name: "a provider token that is not a JWT",
+            headers: ["apns-topic: \(topic)", "apns-push-type: alert", "authorization: bearer not.a.jwt"],
+            certificate: false,
+            status: 403,
+            reason: .invalidProviderToken
         ),
         Case(name: "no apns-topic", headers: ["apns-push-type: alert"], status: 400, reason: .missingTopic),
         Case(
@@ -160,7 +175,7 @@ struct MockAPNsValidationTests {
         try await withResource(try await MockAPNsServer.start(configuration: configuration, logger: .forTests())) {
             mock in
             for (index, check) in Self.cases.enumerated() {
-                var arguments = ["--cert=\(files.certificate)", "--key=\(files.privateKey)"]
+                var arguments = check.certificate ? ["--cert=\(files.certificate)", "--key=\(files.privateKey)"] : []
                 arguments += check.headers.map { "--header=\($0)" }
                 if let body = check.body {
                     let bodyPath = directory + "/body-\(index)"
