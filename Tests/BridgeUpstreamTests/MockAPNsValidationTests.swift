@@ -12,7 +12,7 @@ struct MockAPNsValidationTests {
     struct Case: CustomTestStringConvertible, Sendable {
         var name: String
         var path: String = "/3/device/" + String(repeating: "AB", count: 32)
-        var headers: [String] = ["apns-topic: \(UpstreamHarness.topic)", "apns-push-type: alert"]
+        var headers: [String] = MockAPNsValidationTests.alert
         /// nil sends a GET; otherwise a POST with this body.
         var body: String? = #"{"aps":{"alert":"hi"}}"#
         /// Whether nghttp presents the provider's client certificate.
@@ -23,10 +23,12 @@ struct MockAPNsValidationTests {
     }
 
     static let uuid = "0a1b2c3d-4e5f-6789-abcd-ef0123456789"
+    /// The headers of a valid alert, without an `apns-id`.
+    static let alert = ["apns-topic: \(topic)", "apns-push-type: alert"]
     static let cases: [Case] = [
         Case(
             name: "a valid request",
-            headers: ["apns-topic: \(topic)", "apns-push-type: alert", "apns-id: \(uuid)"],
+            headers: alert + ["apns-id: \(uuid)"],
             status: 200
         ),
         Case(
@@ -74,7 +76,7 @@ struct MockAPNsValidationTests {
         ),
         Case(
             name: "a provider token that is not a JWT",
-            headers: ["apns-topic: \(topic)", "apns-push-type: alert", "authorization: bearer not.a.jwt"],
+            headers: alert + ["authorization: bearer not.a.jwt"],
             certificate: false,
             status: 403,
             reason: .invalidProviderToken
@@ -88,27 +90,25 @@ struct MockAPNsValidationTests {
         ),
         Case(
             name: "an apns-id that is not a UUID",
-            headers: ["apns-topic: \(topic)", "apns-push-type: alert", "apns-id: 0a1b2c3d4e5f6789abcdef0123456789"],
+            headers: alert + ["apns-id: 0a1b2c3d4e5f6789abcdef0123456789"],
             status: 400,
             reason: .badMessageId
         ),
         Case(
             name: "an apns-id with a non-hex digit",
-            headers: [
-                "apns-topic: \(topic)", "apns-push-type: alert", "apns-id: 0a1b2c3d-4e5f-6789-abcd-ef012345678g",
-            ],
+            headers: alert + ["apns-id: 0a1b2c3d-4e5f-6789-abcd-ef012345678g"],
             status: 400,
             reason: .badMessageId
         ),
         Case(
-            name: "an apns-id one digit long",
-            headers: ["apns-topic: \(topic)", "apns-push-type: alert", "apns-id: \(uuid)0"],
+            name: "an apns-id one digit too long",
+            headers: alert + ["apns-id: \(uuid)0"],
             status: 400,
             reason: .badMessageId
         ),
         Case(
             name: "an apns-expiration that is not a number",
-            headers: ["apns-topic: \(topic)", "apns-push-type: alert", "apns-expiration: soon"],
+            headers: alert + ["apns-expiration: soon"],
             status: 400,
             reason: .badExpirationDate
         ),
@@ -121,7 +121,7 @@ struct MockAPNsValidationTests {
         ),
         Case(
             name: "apns-priority 7",
-            headers: ["apns-topic: \(topic)", "apns-push-type: alert", "apns-priority: 7"],
+            headers: alert + ["apns-priority: 7"],
             status: 400,
             reason: .badPriority
         ),
