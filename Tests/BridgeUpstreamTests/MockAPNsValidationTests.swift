@@ -6,10 +6,11 @@ import NIOSSL
 import Testing
 
 /// MockAPNs refuses what APNs refuses, checked with a client that is not ours: nghttp (nghttp2's
-/// command-line client) sends requests our client never would, with a client certificate.
+/// command-line client) sends requests our client never would, with the provider's client
+/// certificate unless a case says otherwise.
 @Suite("MockAPNs: requests APNs refuses, sent by nghttp")
 struct MockAPNsValidationTests {
-    struct Case: CustomTestStringConvertible, Sendable {
+    struct Case: Sendable {
         var name: String
         var path: String = "/3/device/" + String(repeating: "AB", count: 32)
         var headers: [String] = MockAPNsValidationTests.alert
@@ -19,7 +20,6 @@ struct MockAPNsValidationTests {
         var certificate = true
         var status: Int
         var reason: MockAPNsReason?
-        var testDescription: String { self.name }
     }
 
     static let uuid = "0a1b2c3d-4e5f-6789-abcd-ef0123456789"
@@ -191,9 +191,9 @@ struct MockAPNsValidationTests {
                 guard let record = records.last else { continue }
                 #expect(record.status == check.status, "\(check.name)")
                 #expect(record.reason == check.reason, "\(check.name)")
-                if check.reason != nil {
+                if let reason = check.reason {
                     #expect(
-                        run.output.contains(#""reason":"\#(check.reason!.rawValue)""#),
+                        run.output.contains(#""reason":"\#(reason.rawValue)""#),
                         "\(check.name): \(run.output)"
                     )
                 }
