@@ -4,16 +4,23 @@ import NIOCore
 
 /// The habits of real legacy clients that the project's own client does not have, reproduced
 /// with tools every machine has: `openssl s_client` (a session saved and resumed, as Java's JSSE
-/// and .NET do on every reconnect) and CPython's `ssl` (Tests/Interop/habits/legacy_habits.py:
+/// and .NET do on every reconnect), CPython's `ssl` (Tests/Interop/habits/legacy_habits.py:
 /// a resumed session, and a feedback reader that takes one 38-byte `recv` per tuple as Go's
-/// libraries do).
+/// libraries do), and Go's `crypto/tls` (Tests/Interop/habits/go_habits.go: the Go libraries'
+/// reads, which drop bytes that come with an error such as the close behind them).
 public enum LegacyHabits {
     /// python3 and openssl are on PATH (`.ci/run` installs both, and requires them).
     public static var available: Bool { executablePath("python3") != nil && executablePath("openssl") != nil }
 
-    public static let script = URL(fileURLWithPath: #filePath)
+    /// go is on PATH (Debian: `golang-go`; `.ci/run` installs it, and requires it).
+    public static var goAvailable: Bool { executablePath("go") != nil }
+
+    private static let folder = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("Tests/Interop/habits/legacy_habits.py").path
+        .appendingPathComponent("Tests/Interop/habits")
+
+    public static let script = Self.folder.appendingPathComponent("legacy_habits.py").path
+    public static let goProgram = Self.folder.appendingPathComponent("go_habits.go").path
 
     /// A provider's certificate, key and the CA as PEM files in `directory`, for external clients.
     public struct Files: Sendable {
@@ -45,6 +52,32 @@ public enum LegacyHabits {
         guard run.status == 0, let result = try? JSONDecoder().decode(Result.self, from: Data(run.outputBytes)) else {
             throw Failed(
                 what: "legacy_habits.py \(command)",
+                status: run.status,
+                detail: run.output + run.error.suffix(2000)
+            )
+        }
+        return result
+    }
+
+    /// Runs go_habits.go's `command` with `go run` (standard library only; built once into a
+    /// build cache in the tests' temporary folder) and decodes the JSON object it prints.
+    public static func go<Result: Decodable>(
+        _ command: String,
+        _ arguments: [String],
+        as: Result.Type
+    ) async throws -> Result {
+        let temporary = FileManager.default.temporaryDirectory.path
+        let run = try await ChildRun.run(
+            "env",
+            [
+                "GOCACHE=\(temporary)/go-build-cache", "GOPATH=\(temporary)/go-path", "go", "run", Self.goProgram,
+                command,
+            ]
+                + arguments
+        )
+        guard run.status == 0, let result = try? JSONDecoder().decode(Result.self, from: Data(run.outputBytes)) else {
+            throw Failed(
+                what: "go_habits.go \(command)",
                 status: run.status,
                 detail: run.output + run.error.suffix(2000)
             )

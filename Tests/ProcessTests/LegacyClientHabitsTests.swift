@@ -45,9 +45,10 @@ extension ServeProcessTests {
         return bytes
     }
 
-    @Test("python3 and openssl are available when interop is required")
+    @Test("python3, openssl and go are available when interop is required")
     func toolsAvailable() {
         #expect(!interopRequired || LegacyHabits.available, "python3 and openssl must be on PATH")
+        #expect(!interopRequired || LegacyHabits.goAvailable, "go must be on PATH (Debian: golang-go)")
     }
 
     @Test(
