@@ -18,6 +18,10 @@ public struct Tenant: Hashable, Sendable, CustomStringConvertible {
     public var certificateTopics: [String]
     /// The Live Activity channels its provider reaches through channel tokens.
     public var channels: BroadcastChannels
+    /// Its own timing of the close after an error-response, where the configuration gives one
+    /// (docs/protocol.md#closing): a provider that only writes wants Apple's quick close, one
+    /// that reads late the listener's defaults.
+    public var closing: ClosingOverrides
 
     public init(
         name: String,
@@ -25,7 +29,8 @@ public struct Tenant: Hashable, Sendable, CustomStringConvertible {
         environment: APNsEnvironment,
         credentials: String? = nil,
         certificateTopics: [String] = [],
-        channels: BroadcastChannels = BroadcastChannels()
+        channels: BroadcastChannels = BroadcastChannels(),
+        closing: ClosingOverrides = ClosingOverrides()
     ) {
         self.name = name
         self.topic = topic
@@ -33,6 +38,7 @@ public struct Tenant: Hashable, Sendable, CustomStringConvertible {
         self.credentials = credentials
         self.certificateTopics = certificateTopics
         self.channels = channels
+        self.closing = closing
     }
 
     /// 5120 bytes for VoIP topics, 4096 otherwise.

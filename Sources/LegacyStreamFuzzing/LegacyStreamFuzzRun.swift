@@ -49,7 +49,7 @@ public struct LegacyStreamFuzzRun {
             case .farewell(let farewell): checkFarewell(farewell)
             case .close: closed = true
             case .decode: decode()
-            case .none, .read, .prepare, .startGraceTimer, .drain: break
+            case .none, .read, .prepare, .startGraceTimer, .drain, .closeOutput: break
             }
         }
 

@@ -5,6 +5,7 @@ import BridgeServer
 import BridgeStores
 import BridgeUpstream
 import Foundation
+import NIOCore
 import UpstreamAPNs
 
 struct CheckConfigCommand: AsyncParsableCommand {
@@ -46,6 +47,9 @@ struct CheckConfigCommand: AsyncParsableCommand {
         lines.append(
             "tls       \(settings.tlsFiles.certificate); client CAs: \(tls.clientCertificateAuthorities.count) certificate(s); pinned: \(tls.pinnedFingerprints.count); TLS \(tls.allowLegacyTLS ? "1.0" : "1.2")–\(tls.allowTLS13 ? "1.3" : "1.2")"
         )
+        lines.append(
+            "closing   after an error-response: \(Self.seconds(settings.gateway.errorDrainTime)) of drain, then close_notify and up to \(Self.seconds(tls.closeNotifyWait)) for the client's; after a poll's last tuple: \(Self.seconds(settings.feedback.closeDelay)), then the same"
+        )
         lines.append("store     \(BridgeStoreLocation.redacted(settings.storeLocation))")
         lines.append("http/2    \(settings.upstream.client.engine) engine (this build has: \(BridgeVersion.engines))")
         for environment in APNsEnvironment.allCases {
@@ -72,6 +76,13 @@ struct CheckConfigCommand: AsyncParsableCommand {
             lines.append(
                 "  \(rule.name): matches \(match.joined(separator: " or ")); topic \(rule.topic ?? "the certificate's UID"); environment \(rule.environment?.rawValue ?? "from the certificate"); credentials \(rule.credentials ?? settings.defaultCredentials)"
             )
+            if rule.closing != ClosingOverrides() {
+                let drain = rule.closing.errorDrain.map { Self.seconds($0) } ?? "the listener's"
+                let wait = rule.closing.closeNotifyWait.map { Self.seconds($0) } ?? "the listener's"
+                lines.append(
+                    "    closing: its own, \(drain) of drain, then up to \(wait) for the client's close_notify"
+                )
+            }
             for channel in rule.channels.all {
                 let storage =
                     channel.storesMessages.map {
@@ -90,6 +101,12 @@ struct CheckConfigCommand: AsyncParsableCommand {
             lines.append("  any other certificate is refused during the TLS handshake")
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// `0.5 s`, `5 s`.
+    static func seconds(_ amount: TimeAmount) -> String {
+        let seconds = Double(amount.nanoseconds) / 1e9
+        return seconds == seconds.rounded() ? "\(Int(seconds)) s" : "\(seconds) s"
     }
 
     /// Every key of the schema, two lines each.

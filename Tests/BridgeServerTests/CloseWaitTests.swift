@@ -7,15 +7,74 @@ import LegacyProtocol
 import NIOCore
 import Testing
 
-/// The close after an error-response (docs/protocol.md#closing): after the drain, the close waits
-/// for the provider's close_notify at most `tls.closeNotifyWaitSeconds`. A client that only
-/// writes (grocer, houston) never sends one; CPython's `ssl` plays it, writing every 10 ms and
-/// never reading.
+/// The close after an error-response (docs/protocol.md#closing): the packet, the drain (reading
+/// and dropping, no close_notify yet), close_notify and FIN, then a wait for the provider's
+/// close_notify of at most `tls.closeNotifyWaitSeconds`. A client that only writes (grocer,
+/// houston) never sends one; CPython's `ssl` plays it, writing every 10 ms and never reading. A
+/// Go client reads the packet with Go's `crypto/tls`, which returns it together with an error
+/// when the close already waits behind it.
 @Suite("Closing after an error-response")
 struct CloseWaitTests {
     struct WriteOnlyRun: Decodable {
         var writes: Int
         var failed_after_seconds: Double?
+    }
+
+    struct GoErrorResponseRead: Decodable {
+        var bytes: Int
+        var packet: String
+        var error: String
+        var heard: Bool
+    }
+
+    @Test(
+        "A Go client (one Read into 6 bytes after its frames, as timehop/apns reads) hears its error-response without an error beside it, reading at once or 300 ms late, 10 times each",
+        .enabled(if: LegacyHabits.goAvailable || interopRequired)
+    )
+    func goClientHearsItsPacket() async throws {
+        // The product's drain (the harness shortens it for other tests).
+        let drain = GatewayConfiguration(tls: GatewayConfiguration.loopback(pki: try DevelopmentCA()).tls)
+            .errorDrainTime
+        try await withResource(try await GatewayHarness.start(configure: { $0.errorDrainTime = drain })) { harness in
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "go-error-response-\(UUID().uuidString)"
+            ).path
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let files = try LegacyHabits.Files(
+                identity: try harness.pki.providerIdentity(bundleID: "com.example.app"),
+                pki: harness.pki,
+                in: directory,
+                name: "go"
+            )
+            // A notification that goes through, then one with an empty payload: status 4 at once.
+            var frames = FrameBuilder.frame(
+                .itemized,
+                identifier: 1,
+                token: FrameBuilder.token(1),
+                payload: FrameBuilder.payload()
+            )
+            frames.writeImmutableBuffer(
+                FrameBuilder.frame(.itemized, identifier: 2, token: FrameBuilder.token(2), payload: ByteBuffer())
+            )
+            let framesFile = try LegacyHabits.file(frames, in: directory)
+            for delay in [0, 300] {
+                for attempt in 1...10 {
+                    let read = try await LegacyHabits.go(
+                        "error-response",
+                        [
+                            "127.0.0.1", "\(harness.server.localAddress.port!)", files.certificate, files.privateKey,
+                            files.ca, framesFile, "\(delay)",
+                        ],
+                        as: GoErrorResponseRead.self
+                    )
+                    #expect(
+                        read.heard && read.packet == "080400000002",
+                        "reading \(delay) ms late, try \(attempt): \(read.bytes) bytes (\(read.packet)), error \(read.error)"
+                    )
+                }
+            }
+        }
     }
 
     @Test(

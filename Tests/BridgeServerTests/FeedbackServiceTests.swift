@@ -242,6 +242,66 @@ struct FeedbackServiceTests {
         }
     }
 
+    struct GoFeedbackRead: Decodable {
+        var tuples: Int
+        var dropped_with_error: Int
+        var short_reads: Int
+        var tokens: [String]
+        var error: String
+    }
+
+    @Test(
+        "A Go reader (Read(buf[:38]) until an error, dropping bytes that come with one, as both Go libraries read) gets every tuple, reading at once, 300 ms and 1 s late, over 10 polls each; what it got is deleted",
+        .enabled(if: LegacyHabits.goAvailable || interopRequired),
+        arguments: [StoreKind.sqlite]
+    )
+    func goReaderKeepsTheLastTuple(kind: StoreKind) async throws {
+        try await withResource(try await Bridge.start(kind)) { bridge in
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "go-feedback-\(UUID().uuidString)"
+            ).path
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            // One tenant per delay, so that the three readers poll side by side.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (index, delay) in [0, 300, 1000].enumerated() {
+                    let tenant = "com.example.go\(index)"
+                    let files = try LegacyHabits.Files(
+                        identity: try bridge.upstream.pki.providerIdentity(bundleID: tenant),
+                        pki: bridge.upstream.pki,
+                        in: directory,
+                        name: "poller\(index)"
+                    )
+                    group.addTask {
+                        for poll in 0..<10 {
+                            let first = index * 1000 + poll * 10
+                            try await bridge.record(3, tenant: tenant, first: first)
+                            let read = try await LegacyHabits.go(
+                                "feedback",
+                                [
+                                    "127.0.0.1", "\(bridge.feedback.localAddress.port!)", files.certificate,
+                                    files.privateKey, files.ca, "\(delay)",
+                                ],
+                                as: GoFeedbackRead.self
+                            )
+                            let expected = (first..<first + 3).map { FrameBuilder.token($0).hexDump(format: .compact) }
+                            #expect(
+                                read.tokens.sorted() == expected && read.dropped_with_error == 0
+                                    && read.short_reads == 0,
+                                "reading \(delay) ms late, poll \(poll): \(read.tokens) for \(expected), \(read.dropped_with_error) read dropped with an error (\(read.error))"
+                            )
+                            try await eventually {
+                                try await bridge.store.pendingEntries(tenant: tenant, environment: .sandbox, limit: 10)
+                                    .isEmpty
+                            }
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+    }
+
     @Test("An unknown client certificate gets nothing", arguments: [StoreKind.sqlite])
     func unknownCertificate(kind: StoreKind) async throws {
         try await withResource(try await Bridge.start(kind)) { bridge in

@@ -70,7 +70,10 @@ struct GatewayConnectionHandlerTests {
         /// The handler's metrics, made from a factory the test reads.
         let metrics = TestMetrics()
 
-        init(configure: (inout GatewayConfiguration) -> Void = { _ in }) throws {
+        init(
+            tenant: Tenant = GatewayConnectionHandlerTests.tenant,
+            configure: (inout GatewayConfiguration) -> Void = { _ in }
+        ) throws {
             let pki = try DevelopmentCA()
             var configuration = GatewayConfiguration.loopback(pki: pki)
             configuration.idleTimeout = nil
@@ -84,7 +87,8 @@ struct GatewayConnectionHandlerTests {
                     feedback: self.feedback,
                     tenantResolver: CertificateSubjectTenantResolver(environment: .sandbox),
                     inFlight: self.inFlight,
-                    metrics: GatewayMetrics(factory: self.metrics)
+                    metrics: GatewayMetrics(factory: self.metrics),
+                    closeNotifyWait: { [closeNotifyWait = configuration.tls.closeNotifyWait] in closeNotifyWait }
                 ),
                 logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
             )
@@ -93,7 +97,7 @@ struct GatewayConnectionHandlerTests {
             try self.channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 2195)).wait()
             let certificate = try pki.providerIdentity(bundleID: Self.tenantName).certificate
             self.channel.pipeline.fireUserInboundEventTriggered(
-                ProviderVerified(tenant: GatewayConnectionHandlerTests.tenant, certificate: certificate)
+                ProviderVerified(tenant: tenant, certificate: certificate)
             )
         }
 
@@ -138,7 +142,7 @@ struct GatewayConnectionHandlerTests {
     }
 
     @Test(
-        "A failure upstream: the error-response names it, the output closes, and the connection closes after the drain time"
+        "A failure upstream: the error-response names it; close_notify only after the drain time, the close after the close-notify wait"
     )
     func failureFarewellAndDrain() throws {
         let connection = try Connection()
@@ -152,12 +156,20 @@ struct GatewayConnectionHandlerTests {
             written.readErrorResponse()
                 == ErrorResponsePacket(status: .invalidToken, identifier: NotificationIdentifier(rawValue: 2))
         )
-        #expect(connection.closes.modes == [.output], "close_notify and FIN; still reading")
+        #expect(connection.closes.modes == [], "no close_notify beside the packet (docs/protocol.md#closing)")
         #expect(connection.channel.isActive, "still reading and dropping for the drain time")
         try connection.send(3...3)
         #expect(connection.upstream.ledger.count == 2, "nothing is forwarded after the failure")
         connection.channel.embeddedEventLoop.advanceTime(by: connection.configuration.errorDrainTime - .milliseconds(1))
-        #expect(connection.channel.isActive)
+        #expect(connection.closes.modes == [])
+        connection.channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
+        #expect(connection.closes.modes == [.output], "close_notify and FIN at the drain's end; still reading")
+        try connection.send(4...4)
+        #expect(connection.upstream.ledger.count == 2)
+        connection.channel.embeddedEventLoop.advanceTime(
+            by: connection.configuration.tls.closeNotifyWait - .milliseconds(1)
+        )
+        #expect(connection.channel.isActive, "waiting for the provider's close_notify")
         connection.channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
         #expect(connection.closes.modes == [.output, .all])
         #expect(!connection.channel.isActive)
@@ -173,6 +185,34 @@ struct GatewayConnectionHandlerTests {
                 dimensions: [("tenant", Connection.tenantName), ("outcome", "accepted")]
             ) == 1
         )
+        #expect(try connection.finish().isClean, "nothing left unread in either direction")
+    }
+
+    @Test("A tenant's own close: no drain and no close-notify wait close the connection with the packet, as Apple did")
+    func tenantQuickClose() throws {
+        var tenant = Self.tenant
+        tenant.closing = ClosingOverrides(errorDrain: .zero, closeNotifyWait: .zero)
+        let connection = try Connection(tenant: tenant)
+        try connection.send(1...1)
+        connection.answer(0, .rejected(.invalidToken))
+        var written = try connection.written()
+        #expect(written.readErrorResponse()?.status == .invalidToken)
+        #expect(connection.closes.modes == [.output, .all], "close_notify, then the close, with no time between")
+        #expect(!connection.channel.isActive)
+        #expect(try connection.finish().isClean, "nothing left unread in either direction")
+    }
+
+    @Test("The provider's input ends during the drain: the close comes at the drain's end, with no close-notify wait")
+    func inputEndsDuringDrain() throws {
+        let connection = try Connection()
+        try connection.send(1...1)
+        connection.answer(0, .rejected(.invalidToken))
+        #expect(try connection.written().readableBytes == 6)
+        connection.channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        #expect(connection.channel.isActive, "a client that half-closed may still be reading its packet")
+        connection.channel.embeddedEventLoop.advanceTime(by: connection.configuration.errorDrainTime)
+        #expect(connection.closes.modes == [.all])
+        #expect(!connection.channel.isActive)
         #expect(try connection.finish().isClean, "nothing left unread in either direction")
     }
 
@@ -217,7 +257,9 @@ struct GatewayConnectionHandlerTests {
         // Notification 3 is in flight, and some clients resend the one status 10 names.
         #expect(connection.resendRecords.count == 2)
         connection.answer(2, .accepted)
-        connection.channel.embeddedEventLoop.advanceTime(by: connection.configuration.errorDrainTime)
+        connection.channel.embeddedEventLoop.advanceTime(
+            by: connection.configuration.errorDrainTime + connection.configuration.tls.closeNotifyWait
+        )
         #expect(!connection.channel.isActive)
         #expect(try connection.finish().isClean, "nothing left unread in either direction")
     }

@@ -20,10 +20,12 @@ struct ReloadTests {
     static let otherBundle = "com.example.reloaded"
 
     /// A configuration file with the given tenants (names → uid), every certificate and key from
-    /// the environment, and `extra` YAML lines at the end.
+    /// the environment, `tenantLines` added to a tenant's block (`key: value` lines), and `extra`
+    /// YAML lines at the end.
     static func config(
         _ environment: BridgeProcess.Environment,
         tenants: [(String, String)],
+        tenantLines: [String: [String]] = [:],
         extra: String = ""
     ) -> String {
         let directory = environment.directory
@@ -55,6 +57,9 @@ struct ReloadTests {
             """
         for (name, uid) in tenants {
             text += "  \(name):\n    uid: \(uid)\n    topic: \(UpstreamHarness.topic)\n"
+            for line in tenantLines[name] ?? [] {
+                text += "    \(line)\n"
+            }
         }
         return text + extra
     }
@@ -243,6 +248,88 @@ struct ReloadTests {
                 #expect(await environment.mock.ledger.waitForAccepted(2))
                 #expect(shop.isActive)
                 await shop.close()
+            }
+        }
+    }
+
+    struct WriteOnlyRun: Decodable {
+        var writes: Int
+        var failed_after_seconds: Double?
+    }
+
+    @Test(
+        "A tenant's own close after an error-response (no drain, no close-notify wait: Apple's quick close) applies from a reload on; a client that only writes then sees a write fail at once instead of after the listener's 20 s",
+        .enabled(if: LegacyHabits.available)
+    )
+    func tenantCloseAppliedOnReload() async throws {
+        try await withResource(try await BridgeProcess.Environment.make()) { environment in
+            let tenants = [("shop", UpstreamHarness.topic)]
+            let (bridge, path) = try await Self.start(
+                environment,
+                config: Self.config(environment, tenants: tenants),
+                extraArguments: ["--set", "tls.closeNotifyWaitSeconds=20"]
+            )
+            try await withResource(bridge) { bridge in
+                let directory = environment.directory
+                let files = try LegacyHabits.Files(
+                    identity: try environment.provider(),
+                    pki: environment.pki,
+                    in: directory,
+                    name: "writer"
+                )
+                // An empty payload: status 4 at once; then a good frame every 10 ms, never reading.
+                let bad = FrameBuilder.frame(
+                    .itemized,
+                    identifier: 1,
+                    token: FrameBuilder.token(1),
+                    payload: ByteBuffer()
+                )
+                let arguments = [
+                    "127.0.0.1", "\(bridge.gatewayAddress.port!)", files.certificate, files.privateKey, files.ca,
+                    try LegacyHabits.file(bad, in: directory), try LegacyHabits.file(Self.frame(2), in: directory),
+                    "10",
+                ]
+
+                // The listener's close: 0.5 s of drain, then up to 20 s for a close_notify that
+                // never comes. No write fails within 3 s (a timer never fires early).
+                let before = try await LegacyHabits.python("write-only", arguments + ["300"], as: WriteOnlyRun.self)
+                #expect(
+                    before.failed_after_seconds == nil,
+                    "a write failed after \(before.failed_after_seconds ?? 0) s"
+                )
+
+                try Self.config(
+                    environment,
+                    tenants: tenants,
+                    tenantLines: ["shop": ["errorDrainSeconds: 0", "closeNotifyWaitSeconds: 0"]]
+                )
+                .write(toFile: path, atomically: true, encoding: .utf8)
+                let checked = try await ServeStartupTests.runToExitWithOutput([
+                    "check-config", "--config", path, "--set", "tls.closeNotifyWaitSeconds=20",
+                ])
+                #expect(checked.status == 0, "\(checked.stderr)")
+                #expect(
+                    checked.stdout.contains(
+                        "closing   after an error-response: 0.5 s of drain, then close_notify and up to 20 s for the client's"
+                    ),
+                    "\(checked.stdout)"
+                )
+                #expect(
+                    checked.stdout.contains(
+                        "    closing: its own, 0 s of drain, then up to 0 s for the client's close_notify"
+                    ),
+                    "\(checked.stdout)"
+                )
+                kill(bridge.process.processIdentifier, SIGHUP)
+                let reloaded = try await Self.waitForLog(bridge, "configuration reloaded")
+                #expect(reloaded.contains { $0.contains("tenants changed: shop") }, "\(reloaded)")
+
+                // The tenant's own close: the connection ends with the packet, and a write soon
+                // fails. Well under the listener's 20.5 s; the margin is for a loaded machine.
+                let after = try await LegacyHabits.python("write-only", arguments + ["1500"], as: WriteOnlyRun.self)
+                let failedAfter = try #require(after.failed_after_seconds, "no write failed in \(after.writes) writes")
+                #expect(failedAfter < 10, "the first failed write came \(failedAfter) s after the bad frame")
+                #expect(environment.mock.ledger.accepted.isEmpty, "a frame written after an error was forwarded")
             }
         }
     }

@@ -80,6 +80,7 @@ extension BridgeSettings {
             .gatewayShutdownGrace,
             default: gateway.shutdownGracePeriod
         )
+        gateway.errorDrainTime = try settings.timeAmount(.gatewayErrorDrain, default: gateway.errorDrainTime)
         return gateway
     }
 
@@ -100,6 +101,7 @@ extension BridgeSettings {
             default: feedback.maximumHandshakesPerAddress
         )
         feedback.writeTimeout = try settings.timeAmount(.feedbackWriteTimeout, default: feedback.writeTimeout)
+        feedback.closeDelay = try settings.timeAmount(.feedbackCloseDelay, default: feedback.closeDelay)
         feedback.drain.only32ByteTokens = try settings.bool(
             .feedbackOnly32ByteTokens,
             default: feedback.drain.only32ByteTokens

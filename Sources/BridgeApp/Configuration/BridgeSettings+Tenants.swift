@@ -40,7 +40,11 @@ extension BridgeSettings {
                     try settings.choice(key(.tenantEnvironment), default: defaultEnvironment, Self.environments)
                 },
                 credentials: settings.string(key(.tenantCredentials)),
-                channels: try Self.loadChannels(tenant: name, settings)
+                channels: try Self.loadChannels(tenant: name, settings),
+                closing: ClosingOverrides(
+                    errorDrain: try settings.optionalTimeAmount(key(.tenantErrorDrain)),
+                    closeNotifyWait: try settings.optionalTimeAmount(key(.tenantCloseNotifyWait))
+                )
             )
             if let topic = rule.topic, !Tenant.isValidTopic(topic) {
                 throw ConfigurationError(

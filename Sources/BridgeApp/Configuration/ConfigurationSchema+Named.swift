@@ -34,6 +34,18 @@ extension ConfigurationKey {
         "which credentials its notifications are sent with (default defaultCredentials)"
     )
     static let tenantChannels = Self("tenant.NAME.channels", .names, .live, "names of its Live Activity channels")
+    static let tenantErrorDrain = Self(
+        "tenant.NAME.errorDrainSeconds",
+        .seconds(0...10),
+        .live,
+        "its own gateway.errorDrainSeconds (0 with closeNotifyWaitSeconds 0: Apple's quick close, for providers that only write)"
+    )
+    static let tenantCloseNotifyWait = Self(
+        "tenant.NAME.closeNotifyWaitSeconds",
+        .seconds(0...60),
+        .live,
+        "its own tls.closeNotifyWaitSeconds, on both ports"
+    )
 
     // One channel of a tenant: `tenant.NAME.channel.CHANNEL.*`.
     static let channelID = Self(
@@ -96,6 +108,7 @@ extension ConfigurationKey {
 
     public static let tenantKeys: [ConfigurationKey] = [
         .tenantUID, .tenantFingerprints, .tenantTopic, .tenantEnvironment, .tenantCredentials, .tenantChannels,
+        .tenantErrorDrain, .tenantCloseNotifyWait,
     ]
     public static let channelKeys: [ConfigurationKey] = [.channelID, .channelToken, .channelStoragePolicy]
     public static let credentialKeys: [ConfigurationKey] = [

@@ -71,6 +71,12 @@ extension ConfigurationKey {
         .restart,
         "at shutdown, how long notifications in flight may take before status 10"
     )
+    static let gatewayErrorDrain = Self(
+        "gateway.errorDrainSeconds",
+        .seconds(0...10),
+        .restart,
+        "after an error-response, how long what the provider still sends is read and dropped before close_notify (default 0.5)"
+    )
 
     // The feedback listener and its lists.
     static let feedbackListen = Self(
@@ -102,6 +108,12 @@ extension ConfigurationKey {
         .seconds(1...3600),
         .restart,
         "a poller that stops reading this long is cut off"
+    )
+    static let feedbackCloseDelay = Self(
+        "feedback.closeDelaySeconds",
+        .seconds(0...60),
+        .restart,
+        "after the last tuple, how long the poller may close first before close_notify (default 2): a reader this late keeps its last tuple"
     )
     static let feedbackOnly32ByteTokens = Self(
         "feedback.only32ByteTokens",
@@ -137,7 +149,7 @@ extension ConfigurationKey {
         "tls.closeNotifyWaitSeconds",
         .seconds(0...60),
         .live,
-        "after an error-response's drain or a poll's last tuple, how long the close waits for the client's close_notify (default 5); 0: close at once"
+        "after close_notify (an error-response's drain, a poll's close delay), how long the close waits for the client's (default 5); 0: close at once"
     )
 
     // Both legacy listeners behind a load balancer.
@@ -319,8 +331,9 @@ extension ConfigurationKey {
         .logLevel, .logFormat, .environment,
         .gatewayListen, .gatewayMaximumConnections, .gatewayMaximumHandshakes, .gatewayMaximumHandshakesPerAddress,
         .gatewayMaximumInFlight, .gatewayHandshakeTimeout, .gatewayIdleTimeout, .gatewayShutdownGrace,
+        .gatewayErrorDrain,
         .feedbackListen, .feedbackMaximumConnections, .feedbackMaximumHandshakes, .feedbackMaximumHandshakesPerAddress,
-        .feedbackWriteTimeout, .feedbackOnly32ByteTokens, .feedbackRetention,
+        .feedbackWriteTimeout, .feedbackCloseDelay, .feedbackOnly32ByteTokens, .feedbackRetention,
         .tlsCertificate, .tlsPrivateKey, .tlsClientCA, .tlsPinnedFingerprints, .tlsAllowTLS13, .tlsAllowLegacyTLS,
         .tlsCloseNotifyWait,
         .proxyProtocolLoadBalancers,

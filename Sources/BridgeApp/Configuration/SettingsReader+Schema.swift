@@ -49,6 +49,13 @@ extension SettingsReader {
         TimeAmount(try self.duration(key, default: Duration.nanoseconds(value.nanoseconds)))
     }
 
+    /// A number of seconds, or `nil` when the key is not set (a tenant's override of a
+    /// listener's value).
+    func optionalTimeAmount(_ key: ConfigurationKey) throws -> TimeAmount? {
+        guard self.string(key) != nil else { return nil }
+        return try self.timeAmount(key, default: .zero)
+    }
+
     /// One of the entry's choices, mapped to its value; the mapping must name exactly the
     /// choices the schema lists.
     func choice<T>(_ key: ConfigurationKey, default value: T, _ choices: [String: T]) throws -> T {

@@ -23,9 +23,13 @@ extension ProviderConnectionStateMachine {
         /// any instance before the provider can learn to resend it), then report
         /// ``farewellRecordsStored()``.
         case farewell(ProviderSessionStateMachine.Farewell)
-        /// The farewell's packet is out: close the output, read and drop what still comes for
-        /// the drain time, then close; `read`: a read was held back, do it now.
+        /// The farewell's packet is out: read and drop what still comes for the drain time,
+        /// then report ``drainEnded()``; `read`: a read was held back, do it now.
         case drain(read: Bool)
+        /// The drain is over: close the output (close_notify and FIN), keep reading and
+        /// dropping, and report ``closeWaitEnded()`` after the close-notify wait, unless the
+        /// provider closes first.
+        case closeOutput
     }
 
     /// One step of decoding what is buffered.

@@ -18,15 +18,20 @@ import NIOCore
 ///      │ shutdown                                │ shutdown                │ a farewell (failure,
 ///      ▼                                         ▼                         ▼ status 10)
 ///   closed ◀──────────channelInactive──────── draining ◀──────────────────┘
-///      ▲                                                                   │ input ended and
-///      └───────────────────────────────closeDrained────────────────────────┘ everything answered
+///      ▲ ▲                                       │ drainEnded              │ input ended and
+///      │ └──closeWaitEnded, input ended───── closing                       │ everything answered
+///      └───────────────────────────────closeDrained────────────────────────┘
 /// ```
 /// - `handshaking`: waiting for TLS (and so for the tenant). Nothing is decoded.
 /// - `preparing`: the tenant is known; the resend store is learning whether it holds records
 ///   for it (one query for a shared store). Bytes are buffered, not decoded.
 /// - `open`: frames are decoded while the session reads (backpressure: it stops at its
 ///   in-flight bound, and reads are held back until it drains).
-/// - `draining`: the farewell is being written; whatever arrives is read and dropped (docs/protocol.md#after-a-failure).
+/// - `draining`: the farewell is being written, then drained: whatever arrives is read and
+///   dropped, and no close_notify goes out yet, so that a client reading a little late gets the
+///   packet without the close beside it (docs/protocol.md#closing).
+/// - `closing`: close_notify and FIN are out; whatever arrives is still read and dropped until
+///   the provider closes too or the close-notify wait ends.
 /// - `closed`: outcomes of notifications still in flight keep arriving, to resolve resend records.
 ///
 /// The session exists from the handshake on (`preparing`, `open`, `draining`, and `closed` after
@@ -42,7 +47,9 @@ public struct ProviderConnectionStateMachine {
         case handshaking
         case preparing
         case open
-        case draining
+        /// `inputEnded`: the provider's input ended meanwhile, so the close need not wait for it.
+        case draining(inputEnded: Bool)
+        case closing
         case closed
     }
 
@@ -72,6 +79,9 @@ public struct ProviderConnectionStateMachine {
     }
     /// A read the channel asked for while the session was not reading: done when it reads again.
     private var readPending = false
+    /// Bytes that arrived after a farewell and were dropped: a provider that only writes keeps
+    /// sending them until the close (docs/protocol.md#closing).
+    public private(set) var bytesDroppedAfterFarewell = 0
 
     public init(
         sessionConfiguration: ProviderSessionStateMachine.Configuration = .init(),
@@ -125,8 +135,11 @@ public struct ProviderConnectionStateMachine {
             }
             if case .open = self.phase { return .decode }
             return .none
-        case .handshaking, .draining, .closed:
+        case .draining, .closing:
+            self.bytesDroppedAfterFarewell += incoming.readableBytes
             return .none  // after a farewell, frames are dropped (docs/protocol.md#after-a-failure)
+        case .handshaking, .closed:
+            return .none
         }
     }
 
@@ -135,7 +148,7 @@ public struct ProviderConnectionStateMachine {
     public mutating func readRequested() -> Action {
         let wantsData: Bool
         switch self.phase {
-        case .handshaking, .preparing, .draining: wantsData = true
+        case .handshaking, .preparing, .draining, .closing: wantsData = true
         case .open: wantsData = self.session?.isReading ?? false
         case .closed: wantsData = false
         }
@@ -256,8 +269,9 @@ public struct ProviderConnectionStateMachine {
         case .preparing, .open:
             return self.endInput()
         case .draining:
-            return .none  // the drain timer closes the connection
-        case .handshaking, .closed:
+            self.phase = .draining(inputEnded: true)
+            return .none  // the drain's end closes the connection
+        case .handshaking, .closing, .closed:
             return .close
         }
     }
@@ -268,7 +282,7 @@ public struct ProviderConnectionStateMachine {
         switch self.phase {
         case .preparing, .open:
             return self.endInput()
-        case .handshaking, .draining:
+        case .handshaking, .draining, .closing:
             self.enterClosed()
             return .none
         case .closed:
@@ -294,7 +308,7 @@ public struct ProviderConnectionStateMachine {
             }
             self.enterDraining()
             return .farewell(farewell)
-        case .draining, .closed:
+        case .draining, .closing, .closed:
             return .none
         }
     }
@@ -311,10 +325,34 @@ public struct ProviderConnectionStateMachine {
     /// connection is still there: write the packet, then `.close` when the provider's input has
     /// ended (nothing will arrive to drain), else `.drain`.
     public mutating func farewellRecordsStored() -> Action {
-        guard let isInputClosed = self.session?.isInputClosed else { return .none }
-        if isInputClosed { return .close }
+        guard case .draining(let inputEnded) = self.phase, let isInputClosed = self.session?.isInputClosed else {
+            return .none
+        }
+        if isInputClosed || inputEnded {
+            self.enterClosed()
+            return .close
+        }
         defer { self.readPending = false }
         return .drain(read: self.readPending)
+    }
+
+    /// The drain after the packet is over: `.closeOutput` (close_notify and FIN, then wait for
+    /// the provider's close), or `.close` when the provider's input ended meanwhile.
+    public mutating func drainEnded() -> Action {
+        guard case .draining(let inputEnded) = self.phase else { return .none }
+        if inputEnded {
+            self.enterClosed()
+            return .close
+        }
+        self.phase = .closing
+        return .closeOutput
+    }
+
+    /// The close-notify wait is over and the provider has not closed: close.
+    public mutating func closeWaitEnded() -> Action {
+        guard case .closing = self.phase else { return .none }
+        self.enterClosed()
+        return .close
     }
 
     /// A farewell could not be written (the channel was gone): nothing is left to do but resolve
@@ -353,7 +391,7 @@ public struct ProviderConnectionStateMachine {
     private var isReviewable: Bool {
         switch self.phase {
         case .preparing, .open: true
-        case .handshaking, .draining, .closed: false
+        case .handshaking, .draining, .closing, .closed: false
         }
     }
 
@@ -391,9 +429,9 @@ public struct ProviderConnectionStateMachine {
 
     private mutating func enterDraining() {
         switch self.phase {
-        case .preparing, .open, .draining:
-            self.phase = .draining
-        case .handshaking, .closed:
+        case .preparing, .open:
+            self.phase = .draining(inputEnded: false)
+        case .handshaking, .draining, .closing, .closed:
             break
         }
         self.buffered = ByteBuffer()

@@ -20,6 +20,11 @@ public struct FeedbackConfiguration: Sendable {
     /// The load balancers whose connections begin with a PROXY protocol header naming the
     /// client (docs/scaling.md#proxy-protocol); off by default.
     public var proxyProtocol: ProxyProtocolPolicy = .off
+    /// After the last tuple, how long the poller has to close first before the bridge sends
+    /// close_notify: a reader that reads up to this late gets its last tuple without the close
+    /// beside it, which Go's TLS would return together and both Go libraries then drop
+    /// (docs/protocol.md#closing). An empty list closes at once.
+    public var closeDelay: TimeAmount = .seconds(2)
     /// Batch size, and the 38-byte-tuple option (tokens that are not 32 bytes are left out).
     public var drain = FeedbackDrainOptions()
 

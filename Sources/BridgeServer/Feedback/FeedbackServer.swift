@@ -11,8 +11,9 @@ import Synchronization
 ///
 /// On connect, the client certificate names the tenant (the gateway's resolver); the server
 /// writes every pending tuple of that tenant and environment, streamed from the store a batch
-/// at a time, and closes. Nothing is read from the poller. A batch's entries are deleted only
-/// after its bytes were written and flushed, and only once the drain is over (see
+/// at a time, and closes (docs/protocol.md#closing: the poller gets `closeDelay` to close
+/// first). Nothing is read from the poller. A batch's entries are deleted only after its bytes
+/// were written and flushed, and the last ones only after the close (see
 /// ``FeedbackStore/drain(tenant:environment:options:deliver:finish:)``).
 ///
 /// Run ``run()`` while it serves: each handshake's client-certificate check and each drain is one
@@ -84,6 +85,7 @@ public final class FeedbackServer: Sendable {
                 configuration: configuration,
                 store: store,
                 tasks: tasks,
+                closeNotifyWait: { tls.closeNotifyWait },
                 usage: usage,
                 metrics: metrics,
                 logger: connectionLogger
@@ -125,6 +127,8 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
     private let configuration: FeedbackConfiguration
     private let store: any FeedbackStore
     private let tasks: ConnectionTasks
+    /// The listener's close-notify wait as last loaded (`tls.closeNotifyWaitSeconds`).
+    private let closeNotifyWait: @Sendable () -> TimeAmount
     private let usage: UsageRecorder?
     private let metrics: GatewayMetrics
     private var logger: Logger
@@ -133,6 +137,7 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
         configuration: FeedbackConfiguration,
         store: any FeedbackStore,
         tasks: ConnectionTasks,
+        closeNotifyWait: @escaping @Sendable () -> TimeAmount,
         usage: UsageRecorder?,
         metrics: GatewayMetrics,
         logger: Logger
@@ -140,6 +145,7 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
         self.configuration = configuration
         self.store = store
         self.tasks = tasks
+        self.closeNotifyWait = closeNotifyWait
         self.usage = usage
         self.metrics = metrics
         self.logger = logger
@@ -168,7 +174,9 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
         let logger = self.logger
         let usage = self.usage
         let metrics = self.metrics
+        let closeNotifyWait = tenant.closing.closeNotifyWait ?? self.closeNotifyWait()
         let started = self.tasks.start {
+            var delivered = false
             do {
                 let result = try await store.drain(
                     tenant: tenant.name,
@@ -190,9 +198,15 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
                     if let last = buffers.last {
                         try await channel.writeAndFlush(last)
                     }
+                    delivered = true
                     metrics.feedbackTuplesDelivered(tuples.count)
                 } finish: {
-                    try? await channel.close()
+                    // Some clients read until EOF: an empty list closes at once.
+                    await Self.close(
+                        channel,
+                        after: delivered ? configuration.closeDelay : .zero,
+                        closeNotifyWait: closeNotifyWait
+                    )
                 }
                 if !result.completed {
                     channel.close(promise: nil)
@@ -211,6 +225,21 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
             // The listener is closing: the list stays pending for the next poll.
             channel.close(promise: nil)
         }
+    }
+
+    /// docs/protocol.md#closing: the poller has `delay` to close first; then close_notify and
+    /// FIN, and the full close when the poller answers with its own close_notify or after
+    /// `closeNotifyWait`. Returns when the connection is closed.
+    private static func close(_ channel: any Channel, after delay: TimeAmount, closeNotifyWait: TimeAmount) async {
+        let closeOutput = channel.eventLoop.scheduleTask(in: delay) {
+            channel.close(mode: .output, promise: nil)
+            let close = channel.eventLoop.scheduleTask(in: closeNotifyWait) {
+                channel.close(promise: nil)
+            }
+            channel.closeFuture.whenComplete { _ in close.cancel() }
+        }
+        try? await channel.closeFuture.get()
+        closeOutput.cancel()
     }
 }
 

@@ -24,8 +24,10 @@ public struct GatewayConfiguration: Sendable {
     /// client (docs/scaling.md#proxy-protocol); off by default.
     public var proxyProtocol: ProxyProtocolPolicy = .off
     public var session = ProviderSessionStateMachine.Configuration()
-    /// After an error-response: how long to keep reading (and dropping) before the final close,
-    /// so that a reset does not destroy the packet on its way (docs/protocol.md#after-a-failure).
+    /// After an error-response: how long to keep reading (and dropping) before close_notify, so
+    /// that a reset does not destroy the packet on its way and a client reading a little late
+    /// gets the packet without the close beside it (docs/protocol.md#closing). A tenant may
+    /// have its own (``ClosingOverrides``).
     public var errorDrainTime: TimeAmount = .milliseconds(500)
     /// On shutdown: how long in-flight notifications may take before status 10 is sent (docs/protocol.md#shutdown).
     public var shutdownGracePeriod: TimeAmount = .seconds(10)

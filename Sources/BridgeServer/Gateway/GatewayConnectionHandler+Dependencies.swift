@@ -1,4 +1,5 @@
 import BridgeCore
+import NIOCore
 
 extension GatewayConnectionHandler {
     /// What a provider connection works with, shared by every connection of the gateway.
@@ -12,6 +13,9 @@ extension GatewayConnectionHandler {
         /// The migration view's counts (`nil`: not kept).
         var usage: UsageRecorder?
         var metrics: GatewayMetrics
+        /// The listener's close-notify wait as last loaded (`tls.closeNotifyWaitSeconds`, live on
+        /// reload), for tenants without one of their own (docs/protocol.md#closing).
+        var closeNotifyWait: @Sendable () -> TimeAmount
 
         package init(
             upstream: any NotificationUpstream,
@@ -20,7 +24,8 @@ extension GatewayConnectionHandler {
             tenantResolver: any TenantResolver,
             inFlight: InFlightWork,
             usage: UsageRecorder? = nil,
-            metrics: GatewayMetrics
+            metrics: GatewayMetrics,
+            closeNotifyWait: @escaping @Sendable () -> TimeAmount
         ) {
             self.upstream = upstream
             self.resendRecords = resendRecords
@@ -29,6 +34,7 @@ extension GatewayConnectionHandler {
             self.inFlight = inFlight
             self.usage = usage
             self.metrics = metrics
+            self.closeNotifyWait = closeNotifyWait
         }
     }
 }

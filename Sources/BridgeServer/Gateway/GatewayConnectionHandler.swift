@@ -30,7 +30,8 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
     private var context: ChannelHandlerContext?
     /// Kept after the handler is removed: outcomes still arrive then, to resolve resend records.
     private var eventLoop: (any EventLoop)?
-    private var drainTimeout: Scheduled<Void>?
+    /// The drain after an error-response, then the wait for the provider's close_notify.
+    private var closeTimeout: Scheduled<Void>?
     private var graceTimeout: Scheduled<Void>?
     /// Completes when the farewell's resend records are stored: their outcomes are written
     /// after it, or a shared store could see an outcome before its record.
@@ -148,13 +149,33 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         case .farewell(let farewell):
             self.sayFarewell(farewell)
         case .drain(let read):
+            // docs/protocol.md#closing: no close_notify yet, so that a client reading a little
+            // late gets its packet alone (Go's TLS returns data and a close behind it together).
             guard let context = self.context else { return }
-            context.close(mode: .output, promise: nil)
-            self.drainTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: self.configuration.errorDrainTime) {
-                self.closeAfterDrain()
+            let drain = self.connection.tenant?.closing.errorDrain ?? self.configuration.errorDrainTime
+            self.closeTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: drain) {
+                self.execute(self.connection.drainEnded())
             }
             if read {
                 context.read()
+            }
+        case .closeOutput:
+            guard let context = self.context else { return }
+            context.close(mode: .output, promise: nil)
+            let wait = self.connection.tenant?.closing.closeNotifyWait ?? self.dependencies.closeNotifyWait()
+            self.closeTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: wait) {
+                let action = self.connection.closeWaitEnded()
+                if action == .close {
+                    // How an operator recognises a provider that only writes (docs/protocol.md#closing).
+                    self.logger.info(
+                        "the provider did not close after its farewell; closing the connection",
+                        metadata: [
+                            "bytes_dropped": "\(self.connection.bytesDroppedAfterFarewell)",
+                            "close_notify_wait_seconds": "\(Double(wait.nanoseconds) / 1e9)",
+                        ]
+                    )
+                }
+                self.execute(action)
             }
         }
     }
@@ -346,14 +367,6 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// The drain is over: the full close. NIOSSL's close still waits up to its shutdown timeout
-    /// (`tls.closeNotifyWaitSeconds`, 5 s by default) for the provider's close_notify, reading
-    /// and dropping meanwhile: a provider that keeps writing after its error gets that long to
-    /// read the packet before a reset could destroy it (docs/protocol.md#closing).
-    private func closeAfterDrain() {
-        self.context?.close(promise: nil)
-    }
-
     /// Every frame the provider sent before it closed its side has an outcome.
     private func closeDrained() {
         self.logger.debug("provider input read to its end and every notification answered; closing")
@@ -380,10 +393,11 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// docs/protocol.md#after-a-failure: remember what the provider will resend, then write the packet, flush, and do what
-    /// the machine says (close at once when the provider's input has ended, else send
-    /// close_notify and FIN, read and drop what still arrives for a moment, and close). The
-    /// machine is already draining: it decided the farewell.
+    /// docs/protocol.md#after-a-failure: remember what the provider will resend, then write the
+    /// packet, flush, and do what the machine says (close at once when the provider's input has
+    /// ended; else read and drop what still arrives for the drain, then send close_notify and
+    /// FIN and wait for the provider's close). The machine is already draining: it decided the
+    /// farewell.
     ///
     /// When the connection is already gone, nobody can be told and nobody will resend: the
     /// failure is logged and counted, and no records are made.
@@ -448,7 +462,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
     }
 
     private func cancelTimers() {
-        self.drainTimeout?.cancel()
+        self.closeTimeout?.cancel()
         self.graceTimeout?.cancel()
     }
 }

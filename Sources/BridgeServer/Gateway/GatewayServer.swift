@@ -89,7 +89,8 @@ public final class GatewayServer: Sendable {
             tenantResolver: tenantResolver,
             inFlight: inFlight,
             usage: usage,
-            metrics: metrics
+            metrics: metrics,
+            closeNotifyWait: { tls.closeNotifyWait }
         )
         let registry = ConnectionRegistry(gauge: metrics.gatewayConnections)
         let tasks = ConnectionTasks()

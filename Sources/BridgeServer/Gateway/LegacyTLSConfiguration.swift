@@ -22,7 +22,9 @@ public struct LegacyTLSConfiguration: Sendable {
     /// meanwhile: after an error-response's drain, and after a feedback poll's last tuple
     /// (docs/protocol.md#closing). A client that only writes sees its writes fail only after the
     /// drain plus this; a client still writing when the close comes may get a reset before it
-    /// read its packet. NIOSSL's default, 5 s; 0 closes at once.
+    /// read its packet. 5 s; 0 closes at once. A tenant may have its own
+    /// (``ClosingOverrides``). The connection's handler times this wait, not NIOSSL (whose
+    /// shutdown timeout is one per context, so it could not differ by tenant).
     public var closeNotifyWait: TimeAmount = .seconds(5)
 
     public init(
@@ -49,7 +51,10 @@ public struct LegacyTLSConfiguration: Sendable {
         tls.sendCANameList = !self.clientCertificateAuthorities.isEmpty
         tls.minimumTLSVersion = self.allowLegacyTLS ? .tlsv1 : .tlsv12
         tls.maximumTLSVersion = self.allowTLS13 ? .tlsv13 : .tlsv12
-        tls.shutdownTimeout = self.closeNotifyWait
+        // The handlers send close_notify themselves (`close(mode: .output)`) and time the wait
+        // for the client's (``closeNotifyWait``); a full close after that, or any other close,
+        // is not held up by NIOSSL.
+        tls.shutdownTimeout = .zero
         return try NIOSSLContext(configuration: tls)
     }
 }

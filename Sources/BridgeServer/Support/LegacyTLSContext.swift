@@ -25,6 +25,7 @@ public final class LegacyTLSContext: Sendable {
     private struct Current: Sendable {
         var sslContext: NIOSSLContext
         var verifier: ClientCertificateVerifier
+        var closeNotifyWait: TimeAmount
     }
 
     private let current: Mutex<Current>
@@ -37,7 +38,14 @@ public final class LegacyTLSContext: Sendable {
         self.current = Mutex(try Self.make(configuration, tenantResolver: tenantResolver))
     }
 
-    /// Uses `configuration` for the handshakes that start from now on.
+    /// How long a close waits for the client's close_notify (`tls.closeNotifyWaitSeconds`, as
+    /// last loaded), where the connection's tenant has no wait of its own
+    /// (docs/protocol.md#closing).
+    public var closeNotifyWait: TimeAmount {
+        self.current.withLock { $0.closeNotifyWait }
+    }
+
+    /// Uses `configuration` for the handshakes that start from now on, and for the closes.
     public func reload(_ configuration: LegacyTLSConfiguration) throws {
         let next = try Self.make(configuration, tenantResolver: self.tenantResolver)
         self.current.withLock { $0 = next }
@@ -57,7 +65,8 @@ public final class LegacyTLSContext: Sendable {
                 pinnedFingerprints: configuration.pinnedFingerprints.union(tenantResolver.pinnedFingerprints),
                 tenantResolver: tenantResolver,
                 trustedLeaves: TrustedLeaves()
-            )
+            ),
+            closeNotifyWait: configuration.closeNotifyWait
         )
     }
 

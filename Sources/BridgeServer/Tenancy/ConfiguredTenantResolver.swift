@@ -44,7 +44,8 @@ public struct ConfiguredTenantResolver: TenantResolver {
                 environment: rule.environment ?? certificate.markedEnvironment ?? self.defaultEnvironment,
                 credentials: rule.credentials,
                 certificateTopics: certificate.topics,
-                channels: rule.channels
+                channels: rule.channels,
+                closing: rule.closing
             )
         }
         guard self.acceptsUnlistedCertificates, let userID = certificate.userID, Tenant.isValidTopic(userID) else {

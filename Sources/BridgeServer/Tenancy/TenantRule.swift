@@ -17,6 +17,8 @@ public struct TenantRule: Hashable, Sendable {
     public var credentials: String?
     /// Live Activity channels reached through channel tokens.
     public var channels: BroadcastChannels
+    /// Its own timing of the close after an error-response (docs/protocol.md#closing).
+    public var closing: ClosingOverrides
 
     public init(
         name: String,
@@ -25,7 +27,8 @@ public struct TenantRule: Hashable, Sendable {
         topic: String? = nil,
         environment: APNsEnvironment? = nil,
         credentials: String? = nil,
-        channels: BroadcastChannels = BroadcastChannels()
+        channels: BroadcastChannels = BroadcastChannels(),
+        closing: ClosingOverrides = ClosingOverrides()
     ) {
         self.name = name
         self.fingerprints = Set(fingerprints.map(Self.normalizedFingerprint))
@@ -34,6 +37,7 @@ public struct TenantRule: Hashable, Sendable {
         self.environment = environment
         self.credentials = credentials
         self.channels = channels
+        self.closing = closing
     }
 
     /// Lowercase hex without separators: `AB:CD:…` and `abcd…` are the same fingerprint.
