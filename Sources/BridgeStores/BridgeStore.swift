@@ -17,6 +17,10 @@ public protocol BridgeStore: FeedbackStore, ResendRecordStore, UsageStore {
     /// database (docs/feedback.md#on-the-list).
     var feedbackListFilter: FeedbackListFilter { get }
 
+    /// Whether the store answers, and what waits for it to answer again
+    /// (docs/operations.md#store-outage).
+    var health: StoreHealth { get }
+
     /// Removes feedback entries older than the retention, expired resend records, claims left
     /// behind by a drain that never finished, and usage older than its retention. Runs periodically (see
     /// ``BridgeStoreMaintenance``); returns the rows removed.

@@ -16,8 +16,22 @@ public struct BridgeStoreConfiguration: Sendable {
     /// Feedback changes waiting for a commit beyond this are refused (and logged by the
     /// gateway): a store that is down must not grow memory without bound.
     public var maximumQueuedFeedbackChanges: Int = 100_000
-    /// How often a claim of a pending resend record checks for its outcome.
-    public var resendOutcomePollInterval: Duration = .milliseconds(20)
+    /// The longest a claim of a pending resend record goes without checking the store for its
+    /// outcome: 20 ms after it starts waiting, then twice as long each time, at most this. An
+    /// outcome this process writes wakes it at once; one another instance writes is seen at the
+    /// next check.
+    public var resendOutcomeCheckInterval: Duration = .milliseconds(500)
+    /// How long what holds a provider waits for a store that does not answer (a PostgreSQL
+    /// restart): the lookup of a resend, a farewell's resend records before its packet, a
+    /// feedback poll's next batch. Beyond it the lookup fails with status 1, the packet goes
+    /// out without its records, the poll is closed (docs/operations.md#store-outage). Writes
+    /// that hold nobody (feedback changes, resend outcomes) are retried until the store
+    /// answers or closes.
+    public var outageBudget: Duration = .seconds(10)
+    /// PostgreSQL only: a statement of a write or a lookup that has not answered by then is
+    /// taken as lost: its connection is closed and it is tried again (a statement on a
+    /// connection to a server that was killed was seen to wait for ever).
+    public var statementTimeout: Duration = .seconds(30)
     /// PostgreSQL only: how often an instance renews its heartbeat, and how long after the last
     /// renewal the other instances take it for gone (crashed), so that the resends of what it
     /// had in flight are forwarded again instead of waiting (docs/protocol.md#resend-records). An instance that

@@ -20,6 +20,21 @@ struct CloseWaitTests {
         var failed_after_seconds: Double?
     }
 
+    /// A new folder with a provider's certificate, key and CA for an external client.
+    static func clientFiles(_ harness: GatewayHarness, name: String) throws -> (String, LegacyHabits.Files) {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "\(name)-\(UUID().uuidString)"
+        ).path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let files = try LegacyHabits.Files(
+            identity: try harness.pki.providerIdentity(bundleID: "com.example.app"),
+            pki: harness.pki,
+            in: directory,
+            name: name
+        )
+        return (directory, files)
+    }
+
     struct GoErrorResponseRead: Decodable {
         var bytes: Int
         var packet: String
@@ -36,17 +51,8 @@ struct CloseWaitTests {
         let drain = GatewayConfiguration(tls: GatewayConfiguration.loopback(pki: try DevelopmentCA()).tls)
             .errorDrainTime
         try await withResource(try await GatewayHarness.start(configure: { $0.errorDrainTime = drain })) { harness in
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-                "go-error-response-\(UUID().uuidString)"
-            ).path
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            let (directory, files) = try Self.clientFiles(harness, name: "go")
             defer { try? FileManager.default.removeItem(atPath: directory) }
-            let files = try LegacyHabits.Files(
-                identity: try harness.pki.providerIdentity(bundleID: "com.example.app"),
-                pki: harness.pki,
-                in: directory,
-                name: "go"
-            )
             // A notification that goes through, then one with an empty payload: status 4 at once.
             var frames = FrameBuilder.frame(
                 .itemized,
@@ -87,17 +93,8 @@ struct CloseWaitTests {
             $0.tls.closeNotifyWait = .milliseconds(500)
         }
         try await withResource(try await GatewayHarness.start(configure: configure)) { harness in
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-                "write-only-\(UUID().uuidString)"
-            ).path
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            let (directory, files) = try Self.clientFiles(harness, name: "writer")
             defer { try? FileManager.default.removeItem(atPath: directory) }
-            let files = try LegacyHabits.Files(
-                identity: try harness.pki.providerIdentity(bundleID: "com.example.app"),
-                pki: harness.pki,
-                in: directory,
-                name: "writer"
-            )
             // An empty payload: status 4 at once, and nothing after it is forwarded.
             let first = FrameBuilder.frame(
                 .itemized,

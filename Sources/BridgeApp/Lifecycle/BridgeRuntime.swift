@@ -238,7 +238,7 @@ public enum BridgeRuntime {
                 expiry: expiry
             )
         }
-        let readiness = Readiness(upstream: upstream, tenants: tenants, gauges: gauges)
+        let readiness = Readiness(upstream: upstream, tenants: tenants, store: store.health, gauges: gauges)
 
         let reclaimer = MemoryReclaimer(logger: logger)
         var services: [any Service] = [

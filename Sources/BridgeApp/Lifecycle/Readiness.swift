@@ -1,11 +1,14 @@
 import BridgeCore
 import BridgeServer
+import BridgeStores
 import BridgeUpstream
 
-/// Readiness (`/readyz`) and the gauges read at each scrape.
+/// Readiness (`/readyz`: a usable upstream connection), health (`/healthz`: the store answers)
+/// and the gauges read at each scrape.
 struct Readiness: Sendable {
     var upstream: ReloadableUpstream
     var tenants: ReloadableTenantResolver
+    var store: StoreHealth
     var gauges: BridgeGauges
 
     /// The environments whose connections readiness depends on: the default one and those
@@ -46,6 +49,10 @@ struct Readiness: Sendable {
                 self.warmUp()  // a probe that finds no connection asks for one (the pool backs off)
                 return false
             },
+            storeProblem: {
+                guard let outage = self.store.currentOutage else { return nil }
+                return "the store has not answered for \(ContinuousClock.now - outage.since): \(outage.lastError)"
+            },
             beforeScrape: { self.updateGauges() },
             reload: {
                 let outcome = await reloader.reload(trigger: "admin")
@@ -55,8 +62,10 @@ struct Readiness: Sendable {
         )
     }
 
-    /// The gauges read rather than counted: usable upstream connections by environment.
+    /// The gauges read rather than counted: usable upstream connections by environment, and
+    /// whether the store answers.
     func updateGauges() {
+        self.gauges.store(reachable: self.store.currentOutage == nil, writesWaiting: self.store.writesWaiting)
         for environment in APNsEnvironment.allCases {
             let usable = self.upstream.members.values.reduce(0) { $0 + $1.client.usableConnectionCount(environment) }
             self.gauges.upstreamConnections(environment, usable)

@@ -7,12 +7,15 @@ import Prometheus
 import ServiceLifecycle
 
 /// The admin HTTP port (loopback by default): `GET /metrics` (Prometheus text format),
-/// `GET /healthz` (200 while the process serves), `GET /readyz` (200 when a usable upstream
+/// `GET /healthz` (200 while the process serves and its store answers, else 503 saying since
+/// when the store has failed: docs/operations.md#store-outage), `GET /readyz` (200 when a usable upstream
 /// connection exists, else 503), `POST /-/reload` (reloads the configuration: 200 with what
 /// changed, or 422 with why the new configuration was refused), `GET /` (the status page).
 public final class AdminServer: Service, Sendable {
     public struct Probes: Sendable {
         var isReady: @Sendable () -> Bool
+        /// What is wrong with the store, or `nil` while it answers.
+        var storeProblem: @Sendable () -> String?
         /// Sets the gauges that are read rather than counted.
         var beforeScrape: @Sendable () -> Void
         /// Reloads the configuration: whether it was applied, and the report.
@@ -22,11 +25,13 @@ public final class AdminServer: Service, Sendable {
 
         public init(
             isReady: @escaping @Sendable () -> Bool,
+            storeProblem: @escaping @Sendable () -> String? = { nil },
             beforeScrape: @escaping @Sendable () -> Void = {},
             reload: (@Sendable () async -> (applied: Bool, report: String))? = nil,
             statusPage: (@Sendable () async -> String)? = nil
         ) {
             self.isReady = isReady
+            self.storeProblem = storeProblem
             self.beforeScrape = beforeScrape
             self.reload = reload
             self.statusPage = statusPage
@@ -194,6 +199,9 @@ final class AdminRequestHandler: ChannelInboundHandler {
             self.probes.beforeScrape()
             return (.ok, "text/plain; version=0.0.4; charset=utf-8", registry.emitToBuffer())
         case "/healthz":
+            if let problem = self.probes.storeProblem() {
+                return (.serviceUnavailable, text, Array("\(problem)\n".utf8))
+            }
             return (.ok, text, Array("ok\n".utf8))
         case "/readyz":
             return self.probes.isReady()

@@ -20,6 +20,11 @@ public struct FeedbackConfiguration: Sendable {
     /// The load balancers whose connections begin with a PROXY protocol header naming the
     /// client (docs/scaling.md#proxy-protocol); off by default.
     public var proxyProtocol: ProxyProtocolPolicy = .off
+    /// A poll whose next batch the store has not given within this is closed: a store that
+    /// does not answer (a PostgreSQL restart) must not hold a poller without data or a close
+    /// (docs/operations.md#store-outage). What the poller took is deleted; the rest stays
+    /// pending for its next poll.
+    public var storeTimeout: TimeAmount = .seconds(10)
     /// After the last tuple, how long the poller has to close first before the bridge sends
     /// close_notify: a reader that reads up to this late gets its last tuple without the close
     /// beside it, which Go's TLS would return together and both Go libraries then drop

@@ -177,12 +177,16 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
         let closeNotifyWait = tenant.closing.closeNotifyWait ?? self.closeNotifyWait()
         let started = self.tasks.start {
             var delivered = false
+            // Closes the connection when the store gives no batch in time; renewed at each.
+            var storeTimeout = Self.closeUnlessRenewed(channel, within: configuration.storeTimeout, logger: logger)
+            defer { storeTimeout.cancel() }
             do {
                 let result = try await store.drain(
                     tenant: tenant.name,
                     environment: tenant.environment,
                     options: configuration.drain
                 ) { tuples in
+                    storeTimeout.cancel()
                     // One write per TLS record, each of whole tuples: no tuple straddles two
                     // records. Writes complete in order, so the last one's completion is all's.
                     let buffers = FeedbackTuple.recordSizedBuffers(tuples, allocator: channel.allocator)
@@ -200,7 +204,9 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
                     }
                     delivered = true
                     metrics.feedbackTuplesDelivered(tuples.count)
+                    storeTimeout = Self.closeUnlessRenewed(channel, within: configuration.storeTimeout, logger: logger)
                 } finish: {
+                    storeTimeout.cancel()
                     // Some clients read until EOF: an empty list closes at once.
                     await Self.close(
                         channel,
@@ -223,6 +229,21 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
         }
         if !started {
             // The listener is closing: the list stays pending for the next poll.
+            channel.close(promise: nil)
+        }
+    }
+
+    /// Closes `channel` after `timeout` unless cancelled first: the store did not answer.
+    private static func closeUnlessRenewed(
+        _ channel: any Channel,
+        within timeout: TimeAmount,
+        logger: Logger
+    ) -> Scheduled<Void> {
+        channel.eventLoop.scheduleTask(in: timeout) {
+            logger.warning(
+                "the store gave no feedback batch in time; closing the poller's connection (the rest stays pending)",
+                metadata: ["timeout_seconds": "\(Double(timeout.nanoseconds) / 1e9)"]
+            )
             channel.close(promise: nil)
         }
     }

@@ -2,6 +2,7 @@ import BridgeCore
 import Foundation
 import LegacyProtocol
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import PostgresNIO
@@ -57,6 +58,9 @@ public final class PostgresBridgeStore: BridgeStore {
     private let heartbeat: BackgroundWork
     /// Set by the first ``close()``: a second one does nothing.
     private let isClosed = Mutex(false)
+    public let health: StoreHealth
+    /// Claims waiting for an outcome this instance writes.
+    private let outcomeWaiters = ResendOutcomeWaiters()
 
     private init(
         client: PostgresClient,
@@ -65,6 +69,7 @@ public final class PostgresBridgeStore: BridgeStore {
         listener: BackgroundWork,
         instanceID: String,
         heartbeat: BackgroundWork,
+        health: StoreHealth,
         configuration: BridgeStoreConfiguration,
         logger: Logger
     ) {
@@ -76,13 +81,17 @@ public final class PostgresBridgeStore: BridgeStore {
         self.heartbeat = heartbeat
         self.configuration = configuration
         self.logger = logger
+        self.health = health
         let batcher = FeedbackWriteBatcher(
             maximumQueued: configuration.maximumQueuedFeedbackChanges,
-            filter: feedbackListFilter
+            filter: feedbackListFilter,
+            health: health
         ) { batch in
             try await Self.retryingConflicts(logger: logger) {
-                try await client.withTransaction(logger: logger) { connection in
-                    try await Self.write(batch, on: connection, now: configuration.nowSeconds, logger: logger)
+                try await Self.withConnection(client, timeout: configuration.statementTimeout) { connection in
+                    try await connection.withTransaction(logger: logger) { connection in
+                        try await Self.write(batch, on: connection, now: configuration.nowSeconds, logger: logger)
+                    }
                 }
             }
         }
@@ -177,11 +186,13 @@ public final class PostgresBridgeStore: BridgeStore {
             await clientRun.stop()
             throw error
         }
+        let health = StoreHealth(logger: logger)
         let heartbeat = BackgroundWork {
             await Self.renewHeartbeat(
                 instanceID: instanceID,
                 client: client,
                 every: configuration.instanceHeartbeatInterval,
+                health: health,
                 logger: logger
             )
         }
@@ -193,6 +204,7 @@ public final class PostgresBridgeStore: BridgeStore {
             listener: listener!,
             instanceID: instanceID,
             heartbeat: heartbeat,
+            health: health,
             configuration: configuration,
             logger: logger
         )
@@ -259,32 +271,106 @@ public final class PostgresBridgeStore: BridgeStore {
 
     /// Renews the heartbeat (the database's clock, so instances' clocks need not agree) until
     /// cancelled. A row another instance removed (this one looked dead, say after a long
-    /// partition) is written again: from then on its pending records are live again.
+    /// partition) is written again: from then on its pending records are live again. Each
+    /// renewal tells `health` whether the database answers.
     private static func renewHeartbeat(
         instanceID: String,
         client: PostgresClient,
         every interval: Duration,
+        health: StoreHealth,
         logger: Logger
     ) async {
         while !Task.isCancelled {
             do {
                 try await Task.sleep(for: interval)
-                try await client.query(
-                    """
-                    INSERT INTO bridge_instances (id) VALUES (\(instanceID))
-                    ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()
-                    """,
-                    logger: logger
-                )
+                // While the server is down, postgres-nio queues a query until it can connect
+                // (failing it only after 15 s of failed attempts): a renewal that takes longer
+                // than the interval counts as a failure, so that the outage shows at once.
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        try await client.query(
+                            """
+                            INSERT INTO bridge_instances (id) VALUES (\(instanceID))
+                            ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()
+                            """,
+                            logger: logger
+                        )
+                    }
+                    group.addTask {
+                        try await Task.sleep(for: interval)
+                        throw HeartbeatTimedOut(after: interval)
+                    }
+                    defer { group.cancelAll() }
+                    try await group.next()
+                }
+                health.succeeded()
             } catch is CancellationError {
                 return
             } catch {
-                logger.warning(
-                    "could not renew this instance's heartbeat",
-                    metadata: ["error": "\(String(reflecting: error))"]
-                )
+                if Task.isCancelled { return }
+                health.failed("heartbeat", error)
             }
         }
+    }
+
+    /// Runs `body` on a pooled connection, and gives it up if it has not finished within
+    /// `timeout`: the connection is closed and the call throws, so that a write that must be
+    /// retried is (docs/operations.md#store-outage). After a SIGKILL of the postmaster, a
+    /// statement on a connection to the dead server was seen never to complete, not even when
+    /// its task was cancelled or its connection closed; so `body` runs in a task of its own
+    /// that this call does not wait for once the time is up (the one such task in the store:
+    /// a child task would hold the caller for ever).
+    static func withConnection<Result: Sendable>(
+        _ client: PostgresClient,
+        timeout: Duration,
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        try await client.withConnection { connection in
+            let promise = connection.eventLoop.makePromise(of: Result.self)
+            let settled = NIOLockedValueBox(false)
+            @Sendable func settle(_ result: Swift.Result<Result, any Error>) {
+                let first = settled.withLockedValue { settled in
+                    defer { settled = true }
+                    return !settled
+                }
+                if first { promise.completeWith(result) }
+            }
+            let work = Task {
+                do {
+                    settle(.success(try await body(connection)))
+                } catch {
+                    settle(.failure(error))
+                }
+            }
+            let timer = connection.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
+                settle(.failure(StatementTimedOut(after: timeout)))
+                work.cancel()
+                connection.close().whenComplete { _ in }
+            }
+            defer { timer.cancel() }
+            return try await promise.futureResult.get()
+        }
+    }
+
+    /// Runs one statement through ``withConnection(_:timeout:_:)`` and reads its rows with `read`.
+    func run<Result: Sendable>(
+        _ query: PostgresQuery,
+        _ read: @escaping @Sendable (PostgresRowSequence) async throws -> Result
+    ) async throws -> Result {
+        try await Self.withConnection(self.client, timeout: self.configuration.statementTimeout) {
+            [logger] connection in
+            try await read(try await connection.query(query, logger: logger))
+        }
+    }
+
+    struct StatementTimedOut: Error, CustomStringConvertible {
+        var after: Duration
+        var description: String { "the statement had no answer within \(self.after); its connection was closed" }
+    }
+
+    struct HeartbeatTimedOut: Error, CustomStringConvertible {
+        var after: Duration
+        var description: String { "no answer within \(self.after)" }
     }
 
     /// Rebuilds `filter` from every entry's token, 10,000 rows per query.
@@ -694,18 +780,26 @@ public final class PostgresBridgeStore: BridgeStore {
         let encoded = records.map { $0.outcome.map(StoredOutcome.encode) ?? (kind: -1, value: 0) }
         let kinds = encoded.map(\.kind)
         let values = encoded.map(\.value)
+        let deadline = ContinuousClock.now + self.configuration.outageBudget
         return eventLoop.makeFutureWithTask {
-            try await self.client.query(
-                """
-                INSERT INTO resend_records (key_hash, tenant, expires_at, outcome, outcome_value, owner)
-                SELECT r.key_hash, r.tenant, \(expiresAt), NULLIF(r.kind, -1), r.value, \(self.instanceID)
-                FROM unnest(\(hashes)::bytea[], \(tenants)::text[], \(kinds)::bigint[], \(values)::bigint[])
-                    WITH ORDINALITY AS r(key_hash, tenant, kind, value, position)
-                ORDER BY r.position
-                """,
-                logger: self.logger
-            )
+            // The packet waits for these: within the outage budget, a store that is briefly gone
+            // is waited for rather than the resends duplicated.
+            try await self.health.retrying("resend records", while: { self.isOpen && .now < deadline }) {
+                try await self.run(
+                    """
+                    INSERT INTO resend_records (key_hash, tenant, expires_at, outcome, outcome_value, owner)
+                    SELECT r.key_hash, r.tenant, \(expiresAt), NULLIF(r.kind, -1), r.value, \(self.instanceID)
+                    FROM unnest(\(hashes)::bytea[], \(tenants)::text[], \(kinds)::bigint[], \(values)::bigint[])
+                        WITH ORDINALITY AS r(key_hash, tenant, kind, value, position)
+                    ORDER BY r.position
+                    """
+                ) { _ in }
+            }
         }
+    }
+
+    private var isOpen: Bool {
+        !self.isClosed.withLock { $0 }
     }
 
     public func resolve(
@@ -716,89 +810,142 @@ public final class PostgresBridgeStore: BridgeStore {
         guard self.mayHoldLiveRecords(tenant: key.tenant) else { return eventLoop.makeSucceededVoidFuture() }
         let (kind, value) = StoredOutcome.encode(outcome)
         let hash = key.storageHash
+        // No record outlives the window: an outcome not written by then is no longer needed.
+        let deadline = ContinuousClock.now + self.configuration.resendRecordWindow
         return eventLoop.makeFutureWithTask {
             // Only this instance's records: the outcome is of a notification it forwarded.
             // FOR UPDATE, not SKIP LOCKED: a claim on another instance may hold the row for a
-            // moment; skipping it would lose the outcome that claim is waiting for.
-            try await self.client.query(
-                """
-                UPDATE resend_records SET outcome = \(kind), outcome_value = \(value)
-                WHERE id = (
-                    SELECT id FROM resend_records WHERE key_hash = \(hash) AND outcome IS NULL AND owner = \(self.instanceID)
-                    ORDER BY id LIMIT 1 FOR UPDATE
-                )
-                """,
-                logger: self.logger
-            )
+            // moment; skipping it would lose the outcome that claim is waiting for. A claim
+            // waits for this outcome while this instance lives: it is written when the store
+            // answers again, never dropped (docs/operations.md#store-outage).
+            let updated = try await self.health.retrying("resend outcome", while: { self.isOpen && .now < deadline }) {
+                try await self.run(
+                    """
+                    UPDATE resend_records SET outcome = \(kind), outcome_value = \(value)
+                    WHERE id = (
+                        SELECT id FROM resend_records WHERE key_hash = \(hash) AND outcome IS NULL AND owner = \(self.instanceID)
+                        ORDER BY id LIMIT 1 FOR UPDATE
+                    )
+                    RETURNING id
+                    """
+                ) { rows in
+                    var ids: [Int64] = []
+                    for try await id in rows.decode(Int64.self) { ids.append(id) }
+                    return ids
+                }
+            }
+            for id in updated { self.outcomeWaiters.wake(id) }
         }
     }
 
     public func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<ResendClaim> {
         guard self.mayHoldLiveRecords(tenant: key.tenant) else { return eventLoop.makeSucceededFuture(.new) }
         let hash = key.storageHash
+        let deadline = ContinuousClock.now + self.configuration.outageBudget
         return eventLoop.makeFutureWithTask {
-            let now = self.configuration.nowMilliseconds
-            var claimed: (id: Int64, expiresAt: Int64, kind: Int64?, value: Int64?)?
-            // FOR UPDATE, not SKIP LOCKED: a row locked by a resolve is still this claim's to
-            // take. When a concurrent claim takes the row first, the statement finds nothing
-            // (PostgreSQL re-checks the row after the wait): then it runs again for the next
-            // identical record, if there is one.
-            for _ in 0..<8 {
-                let rows = try await self.client.query(
-                    """
-                    UPDATE resend_records SET claimed = true
-                    WHERE id = (
-                        SELECT id FROM resend_records WHERE key_hash = \(hash) AND NOT claimed AND expires_at >= \(now)
-                        ORDER BY id LIMIT 1 FOR UPDATE
-                    )
-                    RETURNING id, expires_at, outcome, outcome_value
-                    """,
-                    logger: self.logger
-                )
-                for try await row in rows.decode((Int64, Int64, Int64?, Int64?).self) {
-                    claimed = (row.0, row.1, row.2, row.3)
-                }
-                if claimed != nil { break }
-                var remaining: Int64 = 0
-                let count = try await self.client.query(
-                    "SELECT count(*) FROM resend_records WHERE key_hash = \(hash) AND NOT claimed AND expires_at >= \(now)",
-                    logger: self.logger
-                )
-                for try await found in count.decode(Int64.self) { remaining = found }
-                if remaining == 0 { return .new }
+            // A store that is briefly gone is waited for, within the outage budget: a lookup
+            // that failed at once would fail a notification APNs would have accepted.
+            let claimed = try await self.health.retrying(
+                "resend lookup",
+                isWrite: false,
+                while: { self.isOpen && .now < deadline }
+            ) {
+                try await self.takeRecord(hash)
             }
             guard var record = claimed else { return .new }
             // The outcome of the first send may still be on its way, possibly on another
             // instance: wait for it while its owner is alive (its heartbeat renewed within the
             // lease), at most until the record expires. An owner that is gone sends no outcome.
-            let lease = Double(self.configuration.instanceLease.milliseconds) / 1000
+            // This instance's own outcomes wake the wait; another's are seen at the next check.
+            var checks = 0
             while record.kind == nil {
                 if self.configuration.nowMilliseconds > record.expiresAt { return .outcomeUnknown }
-                let rows = try await self.client.query(
-                    """
-                    SELECT r.outcome, r.outcome_value, EXISTS (
-                        SELECT 1 FROM bridge_instances i
-                        WHERE i.id = r.owner AND i.heartbeat_at >= now() - make_interval(secs => \(lease))
-                    )
-                    FROM resend_records r WHERE r.id = \(record.id)
-                    """,
-                    logger: self.logger
+                await self.outcomeWaiters.waitBeforeCheck(
+                    of: record.id,
+                    checks: &checks,
+                    limit: self.configuration.resendOutcomeCheckInterval
                 )
-                var ownerAlive = false
-                var found = false
-                for try await (kind, value, alive) in rows.decode((Int64?, Int64?, Bool).self) {
-                    record.kind = kind
-                    record.value = value
-                    ownerAlive = alive
-                    found = true
+                let checked = try await self.health.retrying(
+                    "resend outcome check",
+                    isWrite: false,
+                    while: { self.isOpen && self.configuration.nowMilliseconds <= record.expiresAt }
+                ) {
+                    try await self.checkOutcome(of: record.id)
                 }
-                if !found { return .outcomeUnknown }
-                if record.kind == nil {
-                    if !ownerAlive { return .outcomeUnknown }
-                    try await Task.sleep(for: self.configuration.resendOutcomePollInterval)
-                }
+                guard let checked else { return .outcomeUnknown }
+                (record.kind, record.value) = (checked.kind, checked.value)
+                if record.kind == nil && !checked.ownerAlive { return .outcomeUnknown }
             }
             return StoredOutcome.claim(kind: record.kind ?? StoredOutcome.unknown, value: record.value ?? 0)
+        }
+    }
+
+    /// Claims the oldest live record with this key hash, if there is one.
+    private struct ClaimedRecord: Sendable {
+        var id: Int64
+        var expiresAt: Int64
+        var kind: Int64?
+        var value: Int64?
+    }
+
+    private struct CheckedOutcome: Sendable {
+        var kind: Int64?
+        var value: Int64?
+        var ownerAlive: Bool
+    }
+
+    /// Claims the oldest live record with this key hash, if there is one.
+    private func takeRecord(_ hash: ByteBuffer) async throws -> ClaimedRecord? {
+        let now = self.configuration.nowMilliseconds
+        // FOR UPDATE, not SKIP LOCKED: a row locked by a resolve is still this claim's to
+        // take. When a concurrent claim takes the row first, the statement finds nothing
+        // (PostgreSQL re-checks the row after the wait): then it runs again for the next
+        // identical record, if there is one.
+        for _ in 0..<8 {
+            let taken = try await self.run(
+                """
+                UPDATE resend_records SET claimed = true
+                WHERE id = (
+                    SELECT id FROM resend_records WHERE key_hash = \(hash) AND NOT claimed AND expires_at >= \(now)
+                    ORDER BY id LIMIT 1 FOR UPDATE
+                )
+                RETURNING id, expires_at, outcome, outcome_value
+                """
+            ) { rows -> ClaimedRecord? in
+                for try await row in rows.decode((Int64, Int64, Int64?, Int64?).self) {
+                    return ClaimedRecord(id: row.0, expiresAt: row.1, kind: row.2, value: row.3)
+                }
+                return nil
+            }
+            if let taken { return taken }
+            let remaining = try await self.run(
+                "SELECT count(*) FROM resend_records WHERE key_hash = \(hash) AND NOT claimed AND expires_at >= \(now)"
+            ) { rows in
+                var remaining: Int64 = 0
+                for try await found in rows.decode(Int64.self) { remaining = found }
+                return remaining
+            }
+            if remaining == 0 { return nil }
+        }
+        return nil
+    }
+
+    /// A claimed record's outcome so far, and whether its owner is alive; `nil` if it is gone.
+    private func checkOutcome(of id: Int64) async throws -> CheckedOutcome? {
+        let lease = Double(self.configuration.instanceLease.milliseconds) / 1000
+        return try await self.run(
+            """
+            SELECT r.outcome, r.outcome_value, EXISTS (
+                SELECT 1 FROM bridge_instances i
+                WHERE i.id = r.owner AND i.heartbeat_at >= now() - make_interval(secs => \(lease))
+            )
+            FROM resend_records r WHERE r.id = \(id)
+            """
+        ) { rows -> CheckedOutcome? in
+            for try await (kind, value, alive) in rows.decode((Int64?, Int64?, Bool).self) {
+                return CheckedOutcome(kind: kind, value: value, ownerAlive: alive)
+            }
+            return nil
         }
     }
 

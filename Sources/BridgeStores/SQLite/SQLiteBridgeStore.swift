@@ -52,6 +52,9 @@ public final class SQLiteBridgeStore: BridgeStore {
     /// The tokens that may be on a feedback list: a 200 for any other token skips the store.
     /// Exact at open and kept current by this process, the file's only writer.
     public let feedbackListFilter: FeedbackListFilter
+    public let health: StoreHealth
+    /// Claims waiting for an outcome (every outcome is this process's).
+    private let outcomeWaiters = ResendOutcomeWaiters()
 
     private init(
         path: String,
@@ -69,9 +72,12 @@ public final class SQLiteBridgeStore: BridgeStore {
         self.logger = logger
         self.horizons = horizons
         self.feedbackListFilter = feedbackListFilter
+        let health = StoreHealth(logger: logger)
+        self.health = health
         let batcher = FeedbackWriteBatcher(
             maximumQueued: configuration.maximumQueuedFeedbackChanges,
-            filter: feedbackListFilter
+            filter: feedbackListFilter,
+            health: health
         ) { batch in
             try await lock.withLock {
                 if Self.statementCount(batch) == 1 {
@@ -473,19 +479,32 @@ public final class SQLiteBridgeStore: BridgeStore {
         for tenant in Set(records.map(\.key.tenant)) {
             self.horizons.extend(tenant: tenant, until: expiresAt)
         }
+        let deadline = ContinuousClock.now + self.configuration.outageBudget
         return eventLoop.makeFutureWithTask {
-            try await self.lock.withLock {
-                try await Self.transaction(self.connection) {
-                    for record in records {
-                        let (kind, value) = record.outcome.map(StoredOutcome.encode) ?? (-1, 0)
-                        _ = try await self.connection.query(
-                            "INSERT INTO resend_records (key_hash, tenant, expires_at, outcome, outcome_value) VALUES (?, ?, ?, ?, ?)",
-                            [
-                                .blob(record.key.storageHash), .text(record.key.tenant), .integer(Int(expiresAt)),
-                                kind < 0 ? .null : .integer(Int(kind)), .integer(Int(value)),
-                            ]
-                        )
-                    }
+            // The packet waits for these: a file that is briefly locked or full is waited for,
+            // within the outage budget, rather than the resends duplicated.
+            try await self.health.retrying("resend records", while: { self.isOpen && .now < deadline }) {
+                try await self.rememberOnce(records, expiresAt: expiresAt)
+            }
+        }
+    }
+
+    private var isOpen: Bool {
+        !self.isClosed.withLock { $0 }
+    }
+
+    private func rememberOnce(_ records: [ResendRecord], expiresAt: Int64) async throws {
+        try await self.lock.withLock {
+            try await Self.transaction(self.connection) {
+                for record in records {
+                    let (kind, value) = record.outcome.map(StoredOutcome.encode) ?? (-1, 0)
+                    _ = try await self.connection.query(
+                        "INSERT INTO resend_records (key_hash, tenant, expires_at, outcome, outcome_value) VALUES (?, ?, ?, ?, ?)",
+                        [
+                            .blob(record.key.storageHash), .text(record.key.tenant), .integer(Int(expiresAt)),
+                            kind < 0 ? .null : .integer(Int(kind)), .integer(Int(value)),
+                        ]
+                    )
                 }
             }
         }
@@ -502,52 +521,78 @@ public final class SQLiteBridgeStore: BridgeStore {
     ) -> EventLoopFuture<Void> {
         guard self.mayHoldLiveRecords(tenant: key.tenant) else { return eventLoop.makeSucceededVoidFuture() }
         let (kind, value) = StoredOutcome.encode(outcome)
+        let deadline = ContinuousClock.now + self.configuration.resendRecordWindow
         return eventLoop.makeFutureWithTask {
-            _ = try await self.lock.withLock {
-                try await self.connection.query(
-                    """
-                    UPDATE resend_records SET outcome = ?, outcome_value = ?
-                    WHERE id = (SELECT id FROM resend_records WHERE key_hash = ? AND outcome IS NULL ORDER BY id LIMIT 1)
-                    """,
-                    [.integer(Int(kind)), .integer(Int(value)), .blob(key.storageHash)]
-                )
+            // A claim waits for this outcome: a failed write is retried, never dropped.
+            let updated = try await self.health.retrying("resend outcome", while: { self.isOpen && .now < deadline }) {
+                try await self.lock.withLock {
+                    try await self.connection.query(
+                        """
+                        UPDATE resend_records SET outcome = ?, outcome_value = ?
+                        WHERE id = (SELECT id FROM resend_records WHERE key_hash = ? AND outcome IS NULL ORDER BY id LIMIT 1)
+                        RETURNING id
+                        """,
+                        [.integer(Int(kind)), .integer(Int(value)), .blob(key.storageHash)]
+                    )
+                }
+            }
+            for row in updated {
+                if let id = row.column("id")?.integer { self.outcomeWaiters.wake(Int64(id)) }
             }
         }
     }
 
     public func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<ResendClaim> {
         guard self.mayHoldLiveRecords(tenant: key.tenant) else { return eventLoop.makeSucceededFuture(.new) }
+        let deadline = ContinuousClock.now + self.configuration.outageBudget
         return eventLoop.makeFutureWithTask {
             let now = self.configuration.nowMilliseconds
-            let row = try await self.lock.withLock {
-                try await self.connection.query(
-                    """
-                    UPDATE resend_records SET claimed = 1
-                    WHERE id = (
-                        SELECT id FROM resend_records WHERE key_hash = ? AND claimed = 0 AND expires_at >= ? ORDER BY id LIMIT 1
-                    )
-                    RETURNING id, expires_at, outcome, outcome_value
-                    """,
-                    [.blob(key.storageHash), .integer(Int(now))]
-                ).first
+            let row = try await self.health.retrying(
+                "resend lookup",
+                isWrite: false,
+                while: { self.isOpen && .now < deadline }
+            ) {
+                try await self.lock.withLock {
+                    try await self.connection.query(
+                        """
+                        UPDATE resend_records SET claimed = 1
+                        WHERE id = (
+                            SELECT id FROM resend_records WHERE key_hash = ? AND claimed = 0 AND expires_at >= ? ORDER BY id LIMIT 1
+                        )
+                        RETURNING id, expires_at, outcome, outcome_value
+                        """,
+                        [.blob(key.storageHash), .integer(Int(now))]
+                    ).first
+                }
             }
             guard let row, let id = row.column("id")?.integer else { return .new }
             var outcomeRow = row
             let expiresAt = Int64(row.column("expires_at")?.integer ?? 0)
             // A pending record is this process's (records of a previous run were marked unknown
-            // at open): its outcome is on its way, bounded by the upstream's retry budget. Wait
-            // for it; should it not come before the record expires, forward again.
+            // at open): its outcome is on its way, bounded by the upstream's retry budget, and
+            // its resolve wakes this wait. Should it not come before the record expires,
+            // forward again.
+            var checks = 0
             while outcomeRow.column("outcome")?.isNull ?? true {
                 if self.configuration.nowMilliseconds > expiresAt { return .outcomeUnknown }
-                try await Task.sleep(for: self.configuration.resendOutcomePollInterval)
-                guard
-                    let next = try await self.lock.withLock({
+                await self.outcomeWaiters.waitBeforeCheck(
+                    of: Int64(id),
+                    checks: &checks,
+                    limit: self.configuration.resendOutcomeCheckInterval
+                )
+                let next = try await self.health.retrying(
+                    "resend outcome check",
+                    isWrite: false,
+                    while: { self.isOpen && self.configuration.nowMilliseconds <= expiresAt }
+                ) {
+                    try await self.lock.withLock {
                         try await self.connection.query(
                             "SELECT outcome, outcome_value FROM resend_records WHERE id = ?",
                             [.integer(id)]
                         ).first
-                    })
-                else { return .outcomeUnknown }
+                    }
+                }
+                guard let next else { return .outcomeUnknown }
                 outcomeRow = next
             }
             return StoredOutcome.claim(

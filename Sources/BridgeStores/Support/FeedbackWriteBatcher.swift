@@ -18,6 +18,12 @@ import Synchronization
 ///
 /// The commits run in ``run()``, which the store runs as background work for as long as it is
 /// open (a child task of its scope in the bridge): a change that finds no commit running wakes it.
+///
+/// A commit that fails (the store is briefly gone: a PostgreSQL restart, a locked SQLite file)
+/// is not dropped: its changes go back into the queue, under any later change to the same key,
+/// and are committed again after a pause (``StoreHealth``), so every 410 reaches its list once.
+/// The queue's bound holds meanwhile. Only a store that is closing gives up, after a few more
+/// attempts.
 final class FeedbackWriteBatcher: Sendable {
     struct QueuedChange {
         var change: FeedbackChange
@@ -62,14 +68,24 @@ final class FeedbackWriteBatcher: Sendable {
     private let wakeContinuation: AsyncStream<Void>.Continuation
     private let maximumQueued: Int
     private let filter: FeedbackListFilter
+    private let health: StoreHealth
     private let commit: @Sendable (Batch) async throws -> Void
 
     /// - Parameters:
     ///   - filter: the store's filter of the tokens that may be on a list.
     ///   - commit: stores a batch in one transaction.
-    init(maximumQueued: Int, filter: FeedbackListFilter, commit: @escaping @Sendable (Batch) async throws -> Void) {
+    /// Attempts a closing store still makes at a batch that keeps failing.
+    static let attemptsWhileClosing = 5
+
+    init(
+        maximumQueued: Int,
+        filter: FeedbackListFilter,
+        health: StoreHealth,
+        commit: @escaping @Sendable (Batch) async throws -> Void
+    ) {
         self.maximumQueued = maximumQueued
         self.filter = filter
+        self.health = health
         self.commit = commit
         (self.wake, self.wakeContinuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
@@ -152,6 +168,8 @@ final class FeedbackWriteBatcher: Sendable {
     }
 
     private func commitUntilEmpty() async {
+        var failures = 0
+        var failuresWhileClosing = 0
         while true {
             let (batch, closeWaiters) = self.state.withLock {
                 state -> ([QueuedChange], [CheckedContinuation<Void, Never>]) in
@@ -169,6 +187,9 @@ final class FeedbackWriteBatcher: Sendable {
             do {
                 let committed = Batch(batch.map(\.change))
                 try await self.commit(committed)
+                failures = 0
+                self.health.succeeded()
+                self.health.feedbackChangesWaiting(0)
                 for entry in committed.entries {
                     self.filter.insert(entry.deviceToken, on: entry.key.list)
                 }
@@ -176,8 +197,34 @@ final class FeedbackWriteBatcher: Sendable {
                     for promise in queued.promises { promise.succeed() }
                 }
             } catch {
-                for queued in batch {
-                    for promise in queued.promises { promise.fail(error) }
+                self.health.failed("feedback commit", error)
+                failures += 1
+                let (givingUp, waiting) = self.state.withLock { state -> (Bool, Int) in
+                    if state.isClosed { failuresWhileClosing += 1 }
+                    if failuresWhileClosing > Self.attemptsWhileClosing || Task.isCancelled {
+                        return (true, state.queued.count)
+                    }
+                    // Back into the queue, under what came since: a later change to the same
+                    // key wins, and every caller still waits for the commit that holds it.
+                    for queued in batch {
+                        let key = queued.change.key
+                        if var later = state.queued[key] {
+                            later.change = Self.merge(queued.change, later.change)
+                            later.promises = queued.promises + later.promises
+                            state.queued[key] = later
+                        } else {
+                            state.queued[key] = queued
+                        }
+                    }
+                    return (false, state.queued.count)
+                }
+                self.health.feedbackChangesWaiting(waiting)
+                if givingUp {
+                    for queued in batch {
+                        for promise in queued.promises { promise.fail(error) }
+                    }
+                } else {
+                    try? await Task.sleep(for: StoreHealth.pause(afterFailures: failures))
                 }
             }
         }
