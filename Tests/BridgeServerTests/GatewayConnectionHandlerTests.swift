@@ -285,4 +285,40 @@ struct GatewayConnectionHandlerTests {
         #expect(try connection.written().readableBytes == 0, "a 410 is no error-response")
         #expect(try connection.finish().isClean, "nothing left unread in either direction")
     }
+
+    @Test(
+        "A resend answered from its record's 410 is no new answer: nothing goes upstream, the feedback list is not written again (a poller may have taken the entry), the outcome and entry counters do not count it"
+    )
+    func rememberedUnregistered() throws {
+        let connection = try Connection()
+        let frame = NotificationFrame(
+            command: .itemized,
+            identifier: NotificationIdentifier(rawValue: 7),
+            deviceToken: ByteBuffer(repeating: 7, count: 32),
+            payload: ByteBuffer(string: #"{"aps":{}}"#)
+        )
+        try connection.resendRecords.remember(
+            [
+                ResendRecord(
+                    key: ResendRecordKey(tenant: Connection.tenantName, frame: frame),
+                    outcome: .unregistered(timestamp: 1_700_000_000)
+                )
+            ],
+            on: connection.channel.eventLoop
+        ).wait()
+        try connection.send(7...7)
+        connection.channel.embeddedEventLoop.run()
+        #expect(connection.upstream.ledger.isEmpty, "answered from the record")
+        #expect(connection.feedback.allEntries.isEmpty, "the first answer wrote the entry; this one does not")
+        #expect(connection.inFlight.count == 0, "the notification is done")
+        #expect(connection.metrics.counterTotal(label: "apns_bridge_resends_deduplicated_total") == 1)
+        #expect(connection.metrics.counterTotal(label: "apns_bridge_feedback_entries_recorded_total") == 0)
+        #expect(
+            connection.metrics.counterTotal(
+                label: "apns_bridge_notifications_total",
+                dimensions: [("tenant", Connection.tenantName), ("outcome", "unregistered")]
+            ) == 0
+        )
+        #expect(try connection.finish().isClean, "nothing left unread in either direction")
+    }
 }

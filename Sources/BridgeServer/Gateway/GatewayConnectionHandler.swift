@@ -278,11 +278,30 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         // Finished only after the outcome was handled: handling it may forward the next
         // frame, so the count never touches zero while a closed connection still drains.
         self.dependencies.inFlight.started()
+        let handler = NIOLoopBound(self, eventLoop: eventLoop)
+        guard !checkingResends else {
+            // A possible resend: a claim first, a future per notification (only while the
+            // tenant may hold live records, after an error or a shutdown).
+            self.dependencies.resendRecords.forwardUnlessAnswered(
+                notification,
+                to: self.dependencies.upstream,
+                metrics: self.dependencies.metrics,
+                on: eventLoop
+            ).hop(to: eventLoop).whenSuccess { answer in
+                handler.value.outcomeArrived(
+                    answer.outcome,
+                    sequence,
+                    command: command,
+                    broadcast: broadcast,
+                    remembered: answer.remembered
+                )
+            }
+            return
+        }
         // The outcome comes back on the upstream connection's event loop (this one, while its
         // pool has room), and the handler is touched on its own loop only. A callback, not a
         // future: no promise, future or callback list per notification.
-        let handler = NIOLoopBound(self, eventLoop: eventLoop)
-        let completion: @Sendable (NotificationOutcome) -> Void = { outcome in
+        self.dependencies.upstream.send(notification, on: eventLoop) { outcome in
             if eventLoop.inEventLoop {
                 handler.value.outcomeArrived(outcome, sequence, command: command, broadcast: broadcast)
             } else {
@@ -291,38 +310,43 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
                 }
             }
         }
-        if checkingResends {
-            self.dependencies.resendRecords.forwardUnlessAnswered(
-                notification,
-                to: self.dependencies.upstream,
-                metrics: self.dependencies.metrics,
-                on: eventLoop
-            ).whenSuccess(completion)
-        } else {
-            self.dependencies.upstream.send(notification, on: eventLoop, completion: completion)
-        }
     }
 
-    /// A forwarded notification's outcome, on this handler's event loop.
+    /// A forwarded notification's outcome, on this handler's event loop. `remembered`: a
+    /// resend's outcome taken from its record, not a new answer: it is not counted again, and
+    /// changes no feedback list (its first answer did; writing a 410 again would put back an
+    /// entry a poller may have taken since).
     private func outcomeArrived(
         _ outcome: NotificationOutcome,
         _ sequence: ProviderSessionStateMachine.Sequence,
         command: NotificationFrame.Command?,
-        broadcast: Bool
+        broadcast: Bool,
+        remembered: Bool = false
     ) {
         self.dependencies.metrics.forwardFinished()
-        self.outcomes?.count(outcome)
+        if !remembered {
+            self.outcomes?.count(outcome)
+        }
         self.usage?.count(command: command, outcome, broadcast: broadcast)
-        self.upstreamCompleted(sequence, outcome: outcome)
+        self.upstreamCompleted(sequence, outcome: outcome, remembered: remembered)
         self.dependencies.inFlight.finished()
     }
 
     /// Stores what the machine says an outcome changes, then does what comes next.
-    private func upstreamCompleted(_ sequence: ProviderSessionStateMachine.Sequence, outcome: NotificationOutcome) {
+    private func upstreamCompleted(
+        _ sequence: ProviderSessionStateMachine.Sequence,
+        outcome: NotificationOutcome,
+        remembered: Bool
+    ) {
         let completion = self.connection.upstreamCompleted(sequence, outcome: outcome)
         let eventLoop = self.eventLoop!
         var entryStored: EventLoopFuture<Void>?
-        if let write = completion.feedback {
+        if remembered, let write = completion.feedback {
+            // Already on the list (or taken off it) by the first answer.
+            if case .add = write {
+                entryStored = eventLoop.makeSucceededVoidFuture()
+            }
+        } else if let write = completion.feedback {
             let stored = self.dependencies.feedback.apply(write.change, on: eventLoop)
             self.dependencies.inFlight.track(stored)
             if case .add(let entry, _) = write {

@@ -4,7 +4,9 @@ import NIOCore
 
 extension ResendRecordStore {
     /// Sends a notification upstream unless it is a resend of one that was already forwarded
-    /// (docs/protocol.md#resend-records): then the remembered outcome is reported and nothing is sent.
+    /// (docs/protocol.md#resend-records): then the remembered outcome is reported
+    /// (`remembered` true) and nothing is sent. A remembered outcome is no new answer: it
+    /// changes no feedback list and no outcome counter.
     ///
     /// Only for a tenant that may hold live resend records (the connection machine's
     /// `.forwardUnlessAnswered`): otherwise the notification goes straight upstream, with no
@@ -14,25 +16,25 @@ extension ResendRecordStore {
         to upstream: any NotificationUpstream,
         metrics: GatewayMetrics,
         on eventLoop: any EventLoop
-    ) -> EventLoopFuture<NotificationOutcome> {
+    ) -> EventLoopFuture<(outcome: NotificationOutcome, remembered: Bool)> {
         let key = ResendRecordKey(tenant: notification.tenant.name, frame: notification.frame)
         return self.claim(key, on: eventLoop)
-            .flatMap { claim -> EventLoopFuture<NotificationOutcome> in
+            .flatMap { claim -> EventLoopFuture<(outcome: NotificationOutcome, remembered: Bool)> in
                 switch claim {
                 case .answered(let remembered):
                     metrics.resendAnsweredFromRecord()
-                    return eventLoop.makeSucceededFuture(remembered)
+                    return eventLoop.makeSucceededFuture((remembered, true))
                 case .outcomeUnknown:
                     metrics.resendForwardedAgain()
-                    return upstream.send(notification, on: eventLoop)
+                    return upstream.send(notification, on: eventLoop).map { ($0, false) }
                 case .new:
-                    return upstream.send(notification, on: eventLoop)
+                    return upstream.send(notification, on: eventLoop).map { ($0, false) }
                 }
             }
             .flatMapErrorThrowing { _ in
                 // A store failure: forwarding blindly could duplicate; report status 1 instead
                 // (the bridge's own decision, so it is never kept as a record's outcome).
-                .gaveUp(.processingError)
+                (.gaveUp(.processingError), false)
             }
     }
 }

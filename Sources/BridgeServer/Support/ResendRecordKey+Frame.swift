@@ -6,7 +6,7 @@ import NIOCore
 extension ResendRecordKey {
     /// The key of a notification: its tenant, token, the SHA-256 of its payload and its
     /// priority (docs/protocol.md#resend-records). Computed only after an error or a shutdown made records.
-    init(tenant: String, frame: NotificationFrame) {
+    package init(tenant: String, frame: NotificationFrame) {
         let digest = frame.payload.withUnsafeReadableBytes { SHA256.hash(data: $0) }
         let words = digest.withUnsafeBytes { raw in
             (
