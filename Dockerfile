@@ -9,10 +9,10 @@ FROM swift:6.3-noble AS build
 RUN apt-get update && apt-get install -y --no-install-recommends libnghttp2-dev pkg-config \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY Package.swift ./
+COPY Package.swift Package.resolved ./
 COPY Sources ./Sources
 COPY Tests ./Tests
-RUN swift build -c release --product apns-bridge --static-swift-stdlib --traits NGHTTP2Engine \
+RUN swift build -c release --product apns-bridge --static-swift-stdlib --traits NGHTTP2Engine --force-resolved-versions \
     && install -D .build/release/apns-bridge /out/apns-bridge
 
 FROM ubuntu:24.04
