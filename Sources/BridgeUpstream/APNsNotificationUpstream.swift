@@ -7,6 +7,11 @@ import NIOCore
 import NIOPosix
 import UpstreamAPNs
 
+// Over 400 lines, on purpose: one set of credentials' way to APNs for a legacy notification,
+// out (the request from the frame, a broadcast to its channel) and back (the client's final
+// result as a legacy outcome, with the log line and the counter each failure deserves), kept
+// together because both directions read the same tenant, request and answer.
+
 /// The bridge's side of the upstream: fills the gateway's ``NotificationUpstream`` seam with
 /// one ``APNsClient`` per APNs environment, for one set of credentials.
 ///

@@ -1,6 +1,12 @@
 import LegacyProtocol
 import NIOCore
 
+// Over 400 lines, on purpose: every event of a provider connection, from its handshake to its
+// close, is answered here, so that the order of what it does (decode, read, the farewell, the
+// drain and the close, the store writes an outcome causes) reads in one switch per event. Its
+// action types are in ProviderConnectionStateMachine+Actions.swift; splitting the events
+// across files would split the phases they share.
+
 /// One provider connection from its verified handshake to its close, without any I/O: its
 /// phases, its read buffer and decoder, its ``ProviderSessionStateMachine``, and the order of
 /// its store writes.

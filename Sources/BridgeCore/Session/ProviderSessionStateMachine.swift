@@ -1,6 +1,11 @@
 import LegacyProtocol
 import NIOCore
 
+// Over 400 lines, on purpose: the legacy rules about notifications (what is forwarded, which
+// failure is reported, what becomes a resend record, status 10) are one state machine over
+// one in-flight window, kept whole so that docs/protocol.md's rules can be checked against it
+// in one read. Its types are in ProviderSessionStateMachine+Types.swift.
+
 /// The life of one provider connection, without any I/O (docs/protocol.md#frames to #shutdown).
 ///
 /// ## States

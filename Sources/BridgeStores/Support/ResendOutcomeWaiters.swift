@@ -30,7 +30,7 @@ final class ResendOutcomeWaiters: Sendable {
     }
 
     /// Returns when record `id`'s outcome was written by this process, or after `timeout`.
-    func wait(for id: Int64, atMost timeout: Duration) async {
+    private func wait(for id: Int64, atMost timeout: Duration) async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { try? await Task.sleep(for: timeout) }
             group.addTask { await self.waitForWake(id) }
@@ -45,7 +45,7 @@ final class ResendOutcomeWaiters: Sendable {
         for waiter in woken { waiter.continuation.resume() }
     }
 
-    static func checkInterval(afterChecks checks: Int, limit: Duration) -> Duration {
+    private static func checkInterval(afterChecks checks: Int, limit: Duration) -> Duration {
         min(limit, .milliseconds(20 << min(checks, 10)))
     }
 

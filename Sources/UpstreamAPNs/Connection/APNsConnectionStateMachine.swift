@@ -1,6 +1,10 @@
 import NIOCore
 import NIOHTTP2
 
+// Over 400 lines, on purpose: the whole life of one HTTP/2 connection to APNs (streams,
+// answers, GOAWAY, PINGs, limits, the close) as one state machine both engines drive, so that
+// the engines cannot disagree about what an event means (EngineParityTests).
+
 /// The state of one HTTP/2 connection to APNs, without I/O.
 ///
 /// ``APNsConnectionCore`` feeds it what happens on the connection (a request to start, the
