@@ -58,6 +58,44 @@ struct StoreOutageTests {
         }
     }
 
+    @Test(
+        "A lookup slowed by the store (it just came back) does not take the record its own connection's farewell made meanwhile; another instance's record it does",
+        arguments: StoreKind.available
+    )
+    func lookupDoesNotTakeItsOwnFarewell(kind: StoreKind) async throws {
+        let clock = TestClock(Date(timeIntervalSince1970: 1_800_000_000))
+        var configuration = BridgeStoreConfiguration()
+        configuration.now = clock.function
+        let location = try await kind.makeLocation()
+        let store = try await kind.open(location, configuration: configuration)
+        // A notification is being looked up (its claim began at 1_800_000_000) when its own
+        // connection fails: the farewell records it as pending a second later, and the lookup's
+        // statement runs only after that (a pool reconnecting after an outage). The order is
+        // played with the clock: the record is made at +1 s, then the claim begins at +0 s.
+        clock.advance(by: 1)
+        try await store.remember([ResendRecord(key: Self.key(7), outcome: nil)], on: Self.eventLoop).get()
+        clock.advance(by: -1)
+        let lookup = store.claim(Self.key(7), on: Self.eventLoop)
+        try await store.resolve(Self.key(7), outcome: .accepted, on: Self.eventLoop).get()
+        // Taking that record would have waited for its own outcome (here: been answered by it).
+        #expect(try await lookup.get() == .new, "the lookup forwards the notification")
+        // The provider's resend after the farewell (a later claim) is answered from the record.
+        clock.advance(by: 2)
+        #expect(try await store.claim(Self.key(7), on: Self.eventLoop).get() == .answered(.accepted))
+
+        if kind == .postgres {
+            // Another instance's record is older than any resend of it (its error-response was
+            // written after it): whatever that instance's clock says, it is taken.
+            let other = try await kind.open(location, configuration: configuration)
+            clock.advance(by: 1)
+            try await other.remember([ResendRecord(key: Self.key(8), outcome: .accepted)], on: Self.eventLoop).get()
+            clock.advance(by: -1)
+            #expect(try await store.claim(Self.key(8), on: Self.eventLoop).get() == .answered(.accepted))
+            await other.close()
+        }
+        await store.close()
+    }
+
     static func cutThreeTimes(_ cut: Cut, cluster: PostgresCluster, store: any BridgeStore) async throws {
         for round in 0..<3 {
             let base = round * 100

@@ -842,6 +842,7 @@ public final class PostgresBridgeStore: BridgeStore {
         guard self.mayHoldLiveRecords(tenant: key.tenant) else { return eventLoop.makeSucceededFuture(.new) }
         let hash = key.storageHash
         let deadline = ContinuousClock.now + self.configuration.outageBudget
+        let madeBefore = self.configuration.nowMilliseconds + self.configuration.resendRecordWindow.milliseconds
         return eventLoop.makeFutureWithTask {
             // A store that is briefly gone is waited for, within the outage budget: a lookup
             // that failed at once would fail a notification APNs would have accepted.
@@ -850,7 +851,7 @@ public final class PostgresBridgeStore: BridgeStore {
                 isWrite: false,
                 while: { self.isOpen && .now < deadline }
             ) {
-                try await self.takeRecord(hash)
+                try await self.takeRecord(hash, ownRecordsExpiringBefore: madeBefore)
             }
             guard var record = claimed else { return .new }
             // The outcome of the first send may still be on its way, possibly on another
@@ -895,7 +896,17 @@ public final class PostgresBridgeStore: BridgeStore {
     }
 
     /// Claims the oldest live record with this key hash, if there is one.
-    private func takeRecord(_ hash: ByteBuffer) async throws -> ClaimedRecord? {
+    ///
+    /// Not a record of this instance's that expires at or after `ownRecordsExpiringBefore`,
+    /// that is, one made after the claim began: a notification whose lookup is slow (the
+    /// store just came back) can be in its own connection's farewell, and taking that record
+    /// would wait for its own outcome until the record expired. A real resend's record is
+    /// always older than the resend: the error-response is written after it is stored.
+    /// Another instance's records are compared with nothing from this clock.
+    private func takeRecord(
+        _ hash: ByteBuffer,
+        ownRecordsExpiringBefore madeBefore: Int64
+    ) async throws -> ClaimedRecord? {
         let now = self.configuration.nowMilliseconds
         // FOR UPDATE, not SKIP LOCKED: a row locked by a resolve is still this claim's to
         // take. When a concurrent claim takes the row first, the statement finds nothing
@@ -906,7 +917,9 @@ public final class PostgresBridgeStore: BridgeStore {
                 """
                 UPDATE resend_records SET claimed = true
                 WHERE id = (
-                    SELECT id FROM resend_records WHERE key_hash = \(hash) AND NOT claimed AND expires_at >= \(now)
+                    SELECT id FROM resend_records
+                    WHERE key_hash = \(hash) AND NOT claimed AND expires_at >= \(now)
+                        AND (owner <> \(self.instanceID) OR expires_at < \(madeBefore))
                     ORDER BY id LIMIT 1 FOR UPDATE
                 )
                 RETURNING id, expires_at, outcome, outcome_value
@@ -919,7 +932,11 @@ public final class PostgresBridgeStore: BridgeStore {
             }
             if let taken { return taken }
             let remaining = try await self.run(
-                "SELECT count(*) FROM resend_records WHERE key_hash = \(hash) AND NOT claimed AND expires_at >= \(now)"
+                """
+                SELECT count(*) FROM resend_records
+                WHERE key_hash = \(hash) AND NOT claimed AND expires_at >= \(now)
+                    AND (owner <> \(self.instanceID) OR expires_at < \(madeBefore))
+                """
             ) { rows in
                 var remaining: Int64 = 0
                 for try await found in rows.decode(Int64.self) { remaining = found }

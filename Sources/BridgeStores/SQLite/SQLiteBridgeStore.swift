@@ -545,6 +545,11 @@ public final class SQLiteBridgeStore: BridgeStore {
     public func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<ResendClaim> {
         guard self.mayHoldLiveRecords(tenant: key.tenant) else { return eventLoop.makeSucceededFuture(.new) }
         let deadline = ContinuousClock.now + self.configuration.outageBudget
+        // Only records made before the claim began: a notification whose lookup waits (for the
+        // lock, or a locked file) can be in its own connection's farewell meanwhile, and taking
+        // that record would wait for its own outcome until the record expired. A real resend's
+        // record is always older than the resend: the error-response is written after it.
+        let madeBefore = self.configuration.nowMilliseconds + self.configuration.resendRecordWindow.milliseconds
         return eventLoop.makeFutureWithTask {
             let now = self.configuration.nowMilliseconds
             let row = try await self.health.retrying(
@@ -557,11 +562,13 @@ public final class SQLiteBridgeStore: BridgeStore {
                         """
                         UPDATE resend_records SET claimed = 1
                         WHERE id = (
-                            SELECT id FROM resend_records WHERE key_hash = ? AND claimed = 0 AND expires_at >= ? ORDER BY id LIMIT 1
+                            SELECT id FROM resend_records
+                            WHERE key_hash = ? AND claimed = 0 AND expires_at >= ? AND expires_at < ?
+                            ORDER BY id LIMIT 1
                         )
                         RETURNING id, expires_at, outcome, outcome_value
                         """,
-                        [.blob(key.storageHash), .integer(Int(now))]
+                        [.blob(key.storageHash), .integer(Int(now)), .integer(Int(madeBefore))]
                     ).first
                 }
             }
