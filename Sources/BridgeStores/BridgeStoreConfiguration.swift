@@ -35,8 +35,9 @@ public struct BridgeStoreConfiguration: Sendable {
     /// PostgreSQL only: how often an instance renews its heartbeat, and how long after the last
     /// renewal the other instances take it for gone (crashed), so that the resends of what it
     /// had in flight are forwarded again instead of waiting (docs/protocol.md#resend-records). An instance that
-    /// stops cleanly says so at once.
-    public var instanceHeartbeatInterval: Duration = .seconds(5)
+    /// stops cleanly says so at once. A renewal unanswered within the interval counts as a
+    /// failed statement (``StoreHealth``): the interval bounds how late an outage shows.
+    public var instanceHeartbeatInterval: Duration = .seconds(2)
     public var instanceLease: Duration = .seconds(20)
     /// Usage (per tenant and day: the migration view) older than this is removed. Default 400
     /// days: a year, compared with the same weeks of the year before.

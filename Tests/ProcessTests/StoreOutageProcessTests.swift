@@ -43,7 +43,7 @@ struct StoreOutageProcessTests {
                     #expect(await environment.mock.ledger.waitForAccepted(1))
 
                     try await cluster.stopFast()
-                    // The heartbeat notices within its interval (5 s) and the one after.
+                    // The heartbeat notices within its interval (2 s) and the one after.
                     let unhealthy = try await eventually("/healthz to answer 503", timeout: .seconds(60)) {
                         let answer = try await ServeProcessTests.get(admin, "/healthz")
                         return answer.status == 503 ? answer.body : nil

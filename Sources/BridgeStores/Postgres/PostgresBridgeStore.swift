@@ -747,11 +747,17 @@ public final class PostgresBridgeStore: BridgeStore {
     }
 
     /// One query: the latest expiry of the tenant's unclaimed records, whichever instance wrote
-    /// them. If the database cannot answer, the tenant is treated as holding records for a
-    /// window: its claims then fail (status 1) rather than risk forwarding a resend twice.
+    /// them. If the database cannot answer, or is known not to answer (an outage the heartbeat
+    /// or a write found: the query would wait until postgres-nio gives up connecting, about
+    /// 15 s), the tenant is treated as holding records for a window: each of its notifications
+    /// is looked up, within the outage budget, rather than a resend forwarded twice.
     public func refreshLiveRecords(tenant: String, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
         eventLoop.makeFutureWithTask {
             let now = self.configuration.nowMilliseconds
+            if self.health.currentOutage != nil {
+                self.horizons.extend(tenant: tenant, until: now + self.configuration.resendRecordWindow.milliseconds)
+                return
+            }
             do {
                 let rows = try await self.client.query(
                     "SELECT max(expires_at) FROM resend_records WHERE tenant = \(tenant) AND NOT claimed AND expires_at >= \(now)",
