@@ -6,6 +6,7 @@ import LegacyProtocol
 import Logging
 import NIOCore
 import NIOPosix
+import SQLiteNIO
 import Testing
 
 /// The shared store goes away and comes back (docs/operations.md#store-outage): a PostgreSQL
@@ -93,6 +94,50 @@ struct StoreOutageTests {
             #expect(try await store.claim(Self.key(8), on: Self.eventLoop).get() == .answered(.accepted))
             await other.close()
         }
+        await store.close()
+    }
+
+    @Test(
+        "SQLite: the file locked by another writer (a shell, a backup) while a 410, an outcome and a lookup are on their way: each waits and goes through once the lock is gone"
+    )
+    func lockedSQLiteFile() async throws {
+        let location = try TestDatabases.sqliteLocation()
+        var configuration = BridgeStoreConfiguration()
+        // Longer than a loaded machine can take between the lock and its release.
+        configuration.outageBudget = .seconds(120)
+        let store = try await StoreKind.sqlite.open(location, configuration: configuration)
+        try await store.remember([ResendRecord(key: Self.key(1), outcome: nil)], on: Self.eventLoop).get()
+        try await StoreBehaviourTests.apply([StoreBehaviourTests.unregistered(0)], to: store)
+
+        // Another connection to the file takes the write lock and keeps it.
+        let path = String(location.dropFirst("sqlite:".count))
+        let other = try await SQLiteConnection.open(storage: .file(path: path))
+        let entry: EventLoopFuture<Void>
+        let resolved: EventLoopFuture<Void>
+        let claim: EventLoopFuture<ResendClaim>
+        do {
+            _ = try await other.query("BEGIN IMMEDIATE")
+            entry = store.apply(StoreBehaviourTests.unregistered(2), on: Self.eventLoop)
+            resolved = store.resolve(Self.key(1), outcome: .accepted, on: Self.eventLoop)
+            claim = store.claim(Self.key(1), on: Self.eventLoop)
+            let outage = try await eventually("the store's health to show the locked file") {
+                store.health.currentOutage
+            }
+            #expect(outage.lastError.contains("locked"), "\(outage.lastError)")
+            _ = try await other.query("ROLLBACK")
+        } catch {
+            try await other.close()
+            await store.close()
+            throw error
+        }
+        try await other.close()
+        try await entry.get()
+        try await resolved.get()
+        #expect(try await claim.get() == .answered(.accepted))
+        try await eventually("the store's health to clear") { store.health.currentOutage == nil }
+        #expect(store.health.writesWaiting == 0)
+        let numbers = StoreBehaviourTests.tokenNumbers(try await StoreBehaviourTests.drainAll(store)).sorted()
+        #expect(numbers == [0, 2], "each 410 once")
         await store.close()
     }
 

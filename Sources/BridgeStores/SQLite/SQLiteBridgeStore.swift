@@ -146,6 +146,12 @@ public final class SQLiteBridgeStore: BridgeStore {
         let connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
         do {
             let lock = AsyncSerialLock()
+            // SQLiteNIO's busy handler retries a locked file at once, for ever: a writer of
+            // another process holding the lock (a `sqlite3` shell in a transaction, a backup
+            // tool) would hold every write of this store and spin a thread. With a timeout the
+            // statement waits up to 1 s, then fails with SQLITE_BUSY: the store's health shows
+            // it and what must be written is retried (docs/operations.md#store-outage).
+            _ = try await connection.query("PRAGMA busy_timeout = 1000")
             _ = try await connection.query("PRAGMA journal_mode = WAL")
             _ = try await connection.query("PRAGMA synchronous = \(synchronous.rawValue)")
             try await Self.migrate(connection, logger: logger)
