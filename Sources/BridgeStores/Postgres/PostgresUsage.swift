@@ -45,7 +45,9 @@ enum PostgresUsage {
                 """
                 INSERT INTO usage_counts (tenant, day, counter, value)
                 SELECT * FROM unnest(\(tenants)::text[], \(days)::integer[], \(counters)::text[], \(values)::bigint[])
-                ON CONFLICT (tenant, day, counter) DO UPDATE SET value = usage_counts.value + EXCLUDED.value
+                ON CONFLICT (tenant, day, counter) DO UPDATE SET value =
+                    CASE WHEN usage_counts.value > 9223372036854775807 - EXCLUDED.value THEN 9223372036854775807
+                    ELSE usage_counts.value + EXCLUDED.value END
                 """,
                 logger: logger
             )

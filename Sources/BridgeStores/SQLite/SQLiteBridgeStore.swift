@@ -178,7 +178,7 @@ public final class SQLiteBridgeStore: BridgeStore {
             for row in try await connection.query(
                 "SELECT tenant, max(expires_at) AS until FROM resend_records WHERE claimed = 0 GROUP BY tenant"
             ) {
-                guard let tenant = row.column("tenant")?.string, let until = row.column("until")?.integer else {
+                guard let tenant = row.column("tenant")?.string, let until = row.column("until")?.storedInteger else {
                     continue
                 }
                 horizons.extend(tenant: tenant, until: Int64(until))
@@ -224,7 +224,8 @@ public final class SQLiteBridgeStore: BridgeStore {
     // MARK: Schema
 
     private static func migrate(_ connection: SQLiteConnection, logger: Logger) async throws {
-        let version = try await connection.query("PRAGMA user_version").first?.column("user_version")?.integer ?? 0
+        let version =
+            try await connection.query("PRAGMA user_version").first?.column("user_version")?.storedInteger ?? 0
         if version > Self.schemaVersion {
             throw StoreError.schemaTooNew(found: Int(version), known: Self.schemaVersion)
         }
@@ -376,7 +377,7 @@ public final class SQLiteBridgeStore: BridgeStore {
                         [.integer(after)]
                     )
                 }
-                guard let last = rows.last?.column("id")?.integer else { return }
+                guard let last = rows.last?.column("id")?.storedInteger else { return }
                 after = last
                 for row in rows {
                     guard let tenant = row.column("tenant")?.string,
@@ -425,9 +426,9 @@ public final class SQLiteBridgeStore: BridgeStore {
                     )
                 }
             }
-            return rows.sorted { ($0.column("id")?.integer ?? 0) < ($1.column("id")?.integer ?? 0) }.map {
+            return rows.sorted { ($0.column("id")?.storedInteger ?? 0) < ($1.column("id")?.storedInteger ?? 0) }.map {
                 FeedbackTuple(
-                    timestamp: UInt32(clamping: $0.column("timestamp")?.integer ?? 0),
+                    timestamp: UInt32(clamping: $0.column("timestamp")?.storedInteger ?? 0),
                     deviceToken: $0.column("token")?.blob ?? ByteBuffer()
                 )
             }
@@ -466,7 +467,7 @@ public final class SQLiteBridgeStore: BridgeStore {
                 tenant: tenant,
                 environment: environment,
                 deviceToken: $0.column("token")?.blob ?? ByteBuffer(),
-                timestamp: UInt32(clamping: $0.column("timestamp")?.integer ?? 0)
+                timestamp: UInt32(clamping: $0.column("timestamp")?.storedInteger ?? 0)
             )
         }
     }
@@ -474,7 +475,7 @@ public final class SQLiteBridgeStore: BridgeStore {
     public func pendingCount() async throws -> Int {
         try await self.lock.withLock {
             try await self.connection.query("SELECT count(*) AS n FROM feedback_entries")
-        }.first?.column("n")?.integer ?? 0
+        }.first?.column("n")?.storedInteger ?? 0
     }
 
     // MARK: Resend records
@@ -543,7 +544,7 @@ public final class SQLiteBridgeStore: BridgeStore {
                 }
             }
             for row in updated {
-                if let id = row.column("id")?.integer { self.outcomeWaiters.wake(Int64(id)) }
+                if let id = row.column("id")?.storedInteger { self.outcomeWaiters.wake(Int64(id)) }
             }
         }
     }
@@ -578,9 +579,9 @@ public final class SQLiteBridgeStore: BridgeStore {
                     ).first
                 }
             }
-            guard let row, let id = row.column("id")?.integer else { return .new }
+            guard let row, let id = row.column("id")?.storedInteger else { return .new }
             var outcomeRow = row
-            let expiresAt = Int64(row.column("expires_at")?.integer ?? 0)
+            let expiresAt = Int64(row.column("expires_at")?.storedInteger ?? 0)
             // A pending record is this process's (records of a previous run were marked unknown
             // at open): its outcome is on its way, bounded by the upstream's retry budget, and
             // its resolve wakes this wait. Should it not come before the record expires,
@@ -609,8 +610,8 @@ public final class SQLiteBridgeStore: BridgeStore {
                 outcomeRow = next
             }
             return StoredOutcome.claim(
-                kind: Int64(outcomeRow.column("outcome")?.integer ?? -1),
-                value: Int64(outcomeRow.column("outcome_value")?.integer ?? 0)
+                kind: Int64(outcomeRow.column("outcome")?.storedInteger ?? -1),
+                value: Int64(outcomeRow.column("outcome_value")?.storedInteger ?? 0)
             )
         }
     }

@@ -35,7 +35,9 @@ enum SQLiteUsage {
             _ = try await connection.query(
                 """
                 INSERT INTO usage_counts (tenant, day, counter, value) VALUES (?, ?, ?, ?)
-                ON CONFLICT (tenant, day, counter) DO UPDATE SET value = value + excluded.value
+                ON CONFLICT (tenant, day, counter) DO UPDATE SET value =
+                    CASE WHEN value > 9223372036854775807 - excluded.value THEN 9223372036854775807
+                    ELSE value + excluded.value END
                 """,
                 [.text(key.tenant), .integer(key.day.number), .text(key.counter), .integer(Int(value))]
             )
@@ -88,8 +90,8 @@ enum SQLiteUsage {
             "SELECT tenant, day, counter, value FROM usage_counts WHERE day >= ?\(onlyTenant)",
             [.integer(firstDay.number)] + tenantBinding
         ) {
-            guard let name = row.column("tenant")?.string, let day = row.column("day")?.integer,
-                let counter = row.column("counter")?.string, let value = row.column("value")?.integer
+            guard let name = row.column("tenant")?.string, let day = row.column("day")?.storedInteger,
+                let counter = row.column("counter")?.string, let value = row.column("value")?.storedInteger
             else { continue }
             usage.counts[.init(tenant: name, day: UsageDay(number: day), counter: counter)] = Int64(value)
         }
@@ -97,7 +99,7 @@ enum SQLiteUsage {
             "SELECT tenant, count(DISTINCT address) AS n FROM usage_addresses WHERE day >= ?\(onlyTenant) GROUP BY tenant",
             [.integer(firstDay.number)] + tenantBinding
         ) {
-            guard let name = row.column("tenant")?.string, let count = row.column("n")?.integer else { continue }
+            guard let name = row.column("tenant")?.string, let count = row.column("n")?.storedInteger else { continue }
             usage.distinctAddresses[name] = count
         }
         let whereTenant = tenant == nil ? "" : " WHERE tenant = ?"
@@ -107,9 +109,9 @@ enum SQLiteUsage {
         ) {
             guard let name = row.column("tenant")?.string else { continue }
             usage.tenants[name] = .init(
-                firstSeen: row.column("first_seen")?.integer.map(Int64.init),
-                lastSeen: row.column("last_seen")?.integer.map(Int64.init),
-                lastPoll: row.column("last_poll")?.integer.map(Int64.init)
+                firstSeen: row.column("first_seen")?.storedInteger.map(Int64.init),
+                lastSeen: row.column("last_seen")?.storedInteger.map(Int64.init),
+                lastPoll: row.column("last_poll")?.storedInteger.map(Int64.init)
             )
         }
         for row in try await connection.query(
@@ -117,8 +119,9 @@ enum SQLiteUsage {
             tenantBinding
         ) {
             guard let name = row.column("tenant")?.string, let fingerprint = row.column("fingerprint")?.string,
-                let subject = row.column("subject")?.string, let notAfter = row.column("not_after")?.integer,
-                let firstSeen = row.column("first_seen")?.integer, let lastSeen = row.column("last_seen")?.integer
+                let subject = row.column("subject")?.string, let notAfter = row.column("not_after")?.storedInteger,
+                let firstSeen = row.column("first_seen")?.storedInteger,
+                let lastSeen = row.column("last_seen")?.storedInteger
             else { continue }
             let certificate = SeenCertificate(fingerprint: fingerprint, subject: subject, notAfter: Int64(notAfter))
             usage.certificates[name, default: []].append(
@@ -129,8 +132,11 @@ enum SQLiteUsage {
             "SELECT tenant, count(*) AS n, min(recorded_at) AS oldest FROM feedback_entries\(whereTenant) GROUP BY tenant",
             tenantBinding
         ) {
-            guard let name = row.column("tenant")?.string, let count = row.column("n")?.integer else { continue }
-            usage.backlogs[name] = .init(tokens: count, oldestRecorded: row.column("oldest")?.integer.map(Int64.init))
+            guard let name = row.column("tenant")?.string, let count = row.column("n")?.storedInteger else { continue }
+            usage.backlogs[name] = .init(
+                tokens: count,
+                oldestRecorded: row.column("oldest")?.storedInteger.map(Int64.init)
+            )
         }
         return usage
     }

@@ -20,7 +20,8 @@ public final class SQLiteUsageReader: UsageSource {
         let connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
         do {
             _ = try await connection.query("PRAGMA busy_timeout = 5000")
-            let version = try await connection.query("PRAGMA user_version").first?.column("user_version")?.integer ?? 0
+            let version =
+                try await connection.query("PRAGMA user_version").first?.column("user_version")?.storedInteger ?? 0
             guard version >= 2 else {
                 throw StoreError.noUsage(found: version)
             }
