@@ -5,16 +5,19 @@ import Glibc
 #endif
 
 /// `apns-bridge serve` as a child process, configured for one run: loopback ports picked by
-/// the process (read from its `ready` line), SQLite in the workspace, log at warning.
+/// the process (read from its `ready` line), SQLite in the workspace, log at warning unless
+/// told otherwise.
 final class BridgeChild: @unchecked Sendable {
     let process: Process
     let gatewayPort: Int
+    let feedbackPort: Int
     let adminPort: Int
     let logPath: String
 
-    private init(process: Process, gatewayPort: Int, adminPort: Int, logPath: String) {
+    private init(process: Process, gatewayPort: Int, feedbackPort: Int, adminPort: Int, logPath: String) {
         self.process = process
         self.gatewayPort = gatewayPort
+        self.feedbackPort = feedbackPort
         self.adminPort = adminPort
         self.logPath = logPath
     }
@@ -27,6 +30,7 @@ final class BridgeChild: @unchecked Sendable {
         upstreamPort: Int,
         upstreamConnections: Int,
         extraSettings: [String] = [],
+        logLevel: String = "warning",
         store: String? = nil
     ) async throws -> BridgeChild {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
@@ -50,7 +54,7 @@ final class BridgeChild: @unchecked Sendable {
             "--upstream-ca", workspace.caPath,
             "--upstream-server-name", "localhost",
             "--store", store ?? "sqlite:\(workspace.directory)/bridge-\(UUID().uuidString).sqlite",
-            "--log-level", "warning",
+            "--log-level", logLevel,
             "--set", "upstream.connectionsPerPool=\(upstreamConnections)",
             "--set", "gateway.maximumConnections=20000",
         ]
@@ -77,6 +81,7 @@ final class BridgeChild: @unchecked Sendable {
                 let child = BridgeChild(
                     process: process,
                     gatewayPort: ports["gateway"] ?? 0,
+                    feedbackPort: ports["feedback"] ?? 0,
                     adminPort: ports["admin"] ?? 0,
                     logPath: logPath
                 )

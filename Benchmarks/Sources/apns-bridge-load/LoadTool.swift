@@ -18,6 +18,7 @@ struct LoadTool: AsyncParsableCommand {
             """,
         subcommands: [
             BridgeRun.self, ClientRun.self, H2LoadRun.self, IdleRun.self, BackpressureRun.self, KillWindowRun.self,
+            StoreOutageRun.self,
         ]
     )
 }
@@ -32,6 +33,9 @@ struct BridgeOptions: ParsableArguments {
 
     @Option(name: .customLong("set"), help: "More bridge settings, KEY=VALUE (repeatable).")
     var settings: [String] = []
+
+    @Option(help: "The bridge's log level (its log is in the run's temporary folder).")
+    var bridgeLogLevel = "warning"
 
     var executable: String {
         if let bridge { return bridge }
@@ -51,6 +55,7 @@ struct BridgeOptions: ParsableArguments {
             upstreamPort: upstreamPort,
             upstreamConnections: self.upstreamConnections,
             extraSettings: self.settings,
+            logLevel: self.bridgeLogLevel,
             store: store
         )
     }
