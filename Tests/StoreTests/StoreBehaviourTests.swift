@@ -426,6 +426,9 @@ struct StoreBehaviourTests {
             ],
             on: Self.eventLoop
         ).get()
+        // A resend comes after the error-response, so after its records: a claim takes only
+        // records made before it began (the clock stands still otherwise).
+        clock.advance(by: 1)
 
         #expect(store.mayHoldLiveRecords(tenant: "com.example.a"))
         #expect(!store.mayHoldLiveRecords(tenant: "com.example.b"), "horizons are per tenant")
@@ -455,6 +458,7 @@ struct StoreBehaviourTests {
             [ResendRecord(key: key(8), outcome: nil), ResendRecord(key: key(8), outcome: nil)],
             on: Self.eventLoop
         ).get()
+        clock.advance(by: 1)
         let waiting = store.claim(key(8), on: Self.eventLoop)
         try await store.resolve(key(8), outcome: .gaveUp(.processingError), on: Self.eventLoop).get()
         #expect(try await waiting.get() == .outcomeUnknown)
@@ -469,6 +473,7 @@ struct StoreBehaviourTests {
             ],
             on: Self.eventLoop
         ).get()
+        clock.advance(by: 1)
         let twice = [
             try await store.claim(key(7), on: Self.eventLoop).get(),
             try await store.claim(key(7), on: Self.eventLoop).get(),

@@ -17,8 +17,13 @@ import Synchronization
 /// A 200 that reaches one instance before the other instance's notification (milliseconds)
 /// skips the store as if it had come before the 410: answers for one token from two instances
 /// have no order to keep anyway.
+///
+/// The same connection listens on ``resendOutcomeChannel``: a resend outcome written by any
+/// instance notifies the record's id, which wakes a claim of this instance waiting for it
+/// (``ResendOutcomeWaiters``) at once instead of at its next check of the table.
 enum FeedbackListNotifications {
     static let channel = "apns_bridge_feedback_entries"
+    static let resendOutcomeChannel = "apns_bridge_resend_outcomes"
     /// Under PostgreSQL's limit of 8,000 bytes per payload.
     static let maximumPayloadBytes = 7_000
 
@@ -62,6 +67,7 @@ enum FeedbackListNotifications {
     static func listen(
         client: PostgresClient,
         filter: FeedbackListFilter,
+        outcomeWritten: @escaping @Sendable (_ recordID: Int64) -> Void,
         logger: Logger,
         listening: AsyncThrowingStream<Void, any Error>.Continuation
     ) async {
@@ -71,15 +77,29 @@ enum FeedbackListNotifications {
             let reconnecting = listened.withLock { $0 }
             do {
                 try await client.withConnection { connection in
-                    try await connection.listen(on: Self.channel) { notifications in
-                        if reconnecting {
-                            try await PostgresBridgeStore.rebuild(filter, client: client, logger: logger)
-                            logger.notice("listening for other instances' feedback entries again")
-                        }
-                        listened.withLock { $0 = true }
-                        listening.yield()
-                        for try await notification in notifications {
-                            Self.apply(notification.payload, to: filter)
+                    try await connection.listen(on: Self.channel) { entries in
+                        try await connection.listen(on: Self.resendOutcomeChannel) { outcomes in
+                            if reconnecting {
+                                try await PostgresBridgeStore.rebuild(filter, client: client, logger: logger)
+                                logger.notice("listening for other instances' feedback entries again")
+                            }
+                            listened.withLock { $0 = true }
+                            listening.yield()
+                            try await withThrowingTaskGroup(of: Void.self) { group in
+                                group.addTask {
+                                    for try await notification in entries {
+                                        Self.apply(notification.payload, to: filter)
+                                    }
+                                }
+                                group.addTask {
+                                    for try await notification in outcomes {
+                                        if let id = Int64(notification.payload) { outcomeWritten(id) }
+                                    }
+                                }
+                                // Either ends only with the connection: then both are done.
+                                defer { group.cancelAll() }
+                                try await group.next()
+                            }
                         }
                     }
                 }
