@@ -29,6 +29,23 @@ struct ReportFormatTests {
         #expect(!text.split(separator: "\n").contains { $0.hasPrefix("evil") }, "\(text)")
     }
 
+    @Test("Bidirectional controls in a tenant name are printed escaped: nothing renders the line reversed")
+    func bidirectionalControlsEscaped() {
+        let controls = [
+            "\u{202A}", "\u{202B}", "\u{202C}", "\u{202D}", "\u{202E}", "\u{2066}", "\u{2067}", "\u{2068}", "\u{2069}",
+        ]
+        let text = MigrationReportFormat.table.render(
+            Self.report(tenants: controls.map { "shop\($0)lihs" } + ["\u{200F}rtl\u{061C}"])
+        )
+        for scalar in controls + ["\u{200F}", "\u{061C}"] {
+            #expect(
+                !text.contains(scalar),
+                "U+\(String(scalar.unicodeScalars.first!.value, radix: 16, uppercase: true))"
+            )
+        }
+        #expect(text.contains(#"shop\u{202E}lihs"#), "\(text)")
+    }
+
     @Test("A 100,000-character tenant name is cut: the table stays the size of its rows")
     func longNamesCut() {
         let tenants = ["a" + String(repeating: "x", count: 100_000)] + (1...9).map { "tenant\($0)" }

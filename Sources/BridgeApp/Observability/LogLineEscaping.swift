@@ -7,7 +7,9 @@ import Glibc
 
 /// Escapes what could break a log line or pass for a line break: the C0 control characters
 /// (`\n`, `\r` and `\t` by name, the others as `\u{XX}`), DEL, the C1 control characters
-/// (NEL among them), and the Unicode line and paragraph separators. A backslash is doubled, so
+/// (NEL among them), the Unicode line and paragraph separators, and the bidirectional controls
+/// (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), which can make a terminal or a log
+/// viewer show the rest of a line reversed. A backslash is doubled, so
 /// an escape in the output always stands for a character that was escaped. Invalid UTF-8 never
 /// reaches a `String` (decoding replaces it with U+FFFD).
 public enum LogLineEscaping {
@@ -33,6 +35,7 @@ public enum LogLineEscaping {
     private static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
         case 0x00...0x1F, 0x7F...0x9F, 0x2028, 0x2029, 0x5C: true
+        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
         default: false
         }
     }
