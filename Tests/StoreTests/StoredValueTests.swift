@@ -2,6 +2,7 @@ import BridgeCore
 import BridgeStores
 import BridgeTestSupport
 import Foundation
+import LegacyProtocol
 import Logging
 import NIOCore
 import PostgresNIO
