@@ -137,8 +137,13 @@ struct BridgeOptions: ParsableArguments {
 
     /// Reads and checks the configuration; on an error, prints it (naming the key) and exits 78.
     func loadSettings() async throws -> BridgeSettings {
+        try await self.loadSettingsWithSetValues().settings
+    }
+
+    /// The settings, and the keys that were set with their values (secrets not shown).
+    func loadSettingsWithSetValues() async throws -> (settings: BridgeSettings, set: [(key: String, value: String)]) {
         do {
-            return try await self.settingsSource().load()
+            return try await self.settingsSource().loadWithSetValues()
         } catch let error as ConfigurationError {
             FileHandle.standardError.write(Data("apns-bridge: \(error)\n".utf8))
             throw ExitCode(78)  // EX_CONFIG

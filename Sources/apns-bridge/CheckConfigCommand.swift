@@ -14,7 +14,8 @@ struct CheckConfigCommand: AsyncParsableCommand {
         abstract: "Reads the configuration like `serve` would, checks it, and prints what it resolves to.",
         discussion: """
             Takes the same options as `serve`. Exits 0 when the configuration can be served, 78 \
-            with the key at fault otherwise. Secrets (keys, passwords) are never printed. \
+            with the key at fault otherwise. Secrets (keys, passwords) are never printed. Under \
+            `set` it lists every key that was set (flag, environment or file) as it was read. \
             `--keys` lists every configuration key instead: its environment variable, its values, \
             and whether a reload applies it (live) or it needs a restart.
             """
@@ -30,8 +31,15 @@ struct CheckConfigCommand: AsyncParsableCommand {
             print(Self.listKeys())
             return
         }
-        let settings = try await self.options.loadSettings()
+        let (settings, set) = try await self.options.loadSettingsWithSetValues()
         print(Self.describe(settings))
+        // Every key that was set (flag, environment or file), as read: the summary above
+        // leaves some out. Keys not listed have their defaults (`--keys`).
+        print("set       \(set.isEmpty ? "nothing: every key has its default" : "")")
+        for (key, value) in set {
+            let shown = key == ConfigurationKey.storeURL.name ? BridgeStoreLocation.redacted(value) : value
+            print("  \(key) = \(shown)")
+        }
     }
 
     static func describe(_ settings: BridgeSettings) -> String {

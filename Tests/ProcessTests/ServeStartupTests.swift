@@ -151,6 +151,27 @@ struct ServeStartupTests {
         #expect(lines.contains { $0.hasPrefix("    true or false; live. Offer TLS 1.3") })
     }
 
+    @Test(
+        "check-config lists every key that was set, as read, with the store's password hidden"
+    )
+    func checkConfigListsSetKeys() async throws {
+        try await withResource(try await BridgeProcess.Environment.make()) { environment in
+            let checked = try await Self.runToExitWithOutput(
+                ["check-config"] + environment.arguments.dropFirst() + [
+                    "--set", "proxyProtocol.loadBalancers=10.4.0.0/16",
+                    "--set", "tls.closeNotifyWaitSeconds=7",
+                    "--store", "postgres://bridge:hunter2@db.example:5432/bridge",
+                ]
+            )
+            #expect(checked.status == 0, "\(checked.stderr)")
+            let lines = checked.stdout.split(separator: "\n").map(String.init)
+            #expect(lines.contains("  proxyProtocol.loadBalancers = 10.4.0.0/16"), "\(checked.stdout)")
+            #expect(lines.contains("  tls.closeNotifyWaitSeconds = 7"), "\(checked.stdout)")
+            #expect(lines.contains { $0.hasPrefix("  store.url = postgres://bridge:") }, "\(checked.stdout)")
+            #expect(!checked.stdout.contains("hunter2"))
+        }
+    }
+
     @Test("Refusals at the connection cap are counted and logged at a bounded rate, not once per connection")
     func refusalsLoggedAtABoundedRate() async throws {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in

@@ -295,7 +295,7 @@ extension ConfigurationKey {
     )
 
     // The store and the admin port.
-    static let storeURL = Self(
+    public static let storeURL = Self(
         "store.url",
         .text,
         .restart,

@@ -169,6 +169,18 @@ public struct SettingsReader: Sendable {
         self.requested.values
     }
 
+    /// The keys read so far that had a value, in order, each with its value as read (a list
+    /// comma-separated); a secret's value is not shown. What `check-config` prints under `set`.
+    public var setValues: [(key: String, value: String)] {
+        self.requested.values.compactMap { key, value in
+            guard let value else { return nil }
+            return (key, value.hasPrefix(Self.secretPrefix) ? "(secret, not shown)" : value)
+        }.sorted { $0.key < $1.key }
+    }
+
+    /// How ``requestedValues`` holds a secret: a hash after this prefix.
+    private static let secretPrefix = "secret#"
+
     /// Levenshtein distance.
     static func editDistance(_ a: String, _ b: String) -> Int {
         let a = Array(a.utf8)
@@ -216,7 +228,10 @@ public struct SettingsReader: Sendable {
         }
         let trimmed = value.trimmingCharacters(in: .whitespaces)
         // A secret is remembered only as a hash, enough to tell a reload that it changed.
-        self.requested.insert(key, value: trimmed.isEmpty ? nil : secret ? "secret#\(trimmed.hashValue)" : trimmed)
+        self.requested.insert(
+            key,
+            value: trimmed.isEmpty ? nil : secret ? "\(Self.secretPrefix)\(trimmed.hashValue)" : trimmed
+        )
         return trimmed.isEmpty ? nil : trimmed
     }
 
@@ -242,9 +257,21 @@ public struct SettingsReader: Sendable {
         return values
     }
 
+    /// Plain decimal: digits, with a leading `-` and (for `fraction`) one `.` between digits.
+    /// Not `+5`, ` 5`, `0x3c` or `1e3`, which Swift's own parsers take (`0x3c` as 60).
+    static func isPlainDecimal<Text: StringProtocol>(_ text: Text, fraction: Bool) -> Bool {
+        var unsigned = text.utf8[...]
+        if unsigned.first == UInt8(ascii: "-") { unsigned = unsigned.dropFirst() }
+        let parts = unsigned.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard (1...(fraction ? 2 : 1)).contains(parts.count) else { return false }
+        return parts.allSatisfy { part in
+            !part.isEmpty && part.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+        }
+    }
+
     public func int(_ key: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
         guard let text = self.string(key) else { return value }
-        guard let number = Int(text), range.contains(number) else {
+        guard Self.isPlainDecimal(text, fraction: false), let number = Int(text), range.contains(number) else {
             throw ConfigurationError(
                 key: key,
                 "\"\(text)\" is not a whole number from \(range.lowerBound) to \(range.upperBound)"
@@ -262,7 +289,7 @@ public struct SettingsReader: Sendable {
         secondsPerUnit: Double = 1
     ) throws -> Duration {
         guard let text = self.string(key) else { return .milliseconds(Int64(value * secondsPerUnit * 1000)) }
-        guard let number = Double(text), range.contains(number) else {
+        guard Self.isPlainDecimal(text, fraction: true), let number = Double(text), range.contains(number) else {
             throw ConfigurationError(
                 key: key,
                 "\"\(text)\" is not a number of \(unit) from \(range.lowerBound.formatted()) to \(range.upperBound.formatted())"
@@ -309,8 +336,9 @@ public struct SettingsReader: Sendable {
     }
 
     public static func parseAddress(_ text: String) -> (host: String, port: Int)? {
-        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
-            (0...65535).contains(port)
+        guard let colon = text.lastIndex(of: ":"),
+            Self.isPlainDecimal(text[text.index(after: colon)...], fraction: false),
+            let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port)
         else {
             return nil
         }

@@ -14,7 +14,14 @@ public struct SettingsSource: Sendable {
 
     /// Reads and checks the settings as they are now.
     public func load() async throws -> BridgeSettings {
+        try await self.loadWithSetValues().settings
+    }
+
+    /// Reads and checks the settings, and says which keys were set, to what
+    /// (``SettingsReader/setValues``).
+    public func loadWithSetValues() async throws -> (settings: BridgeSettings, set: [(key: String, value: String)]) {
         let reader = try await SettingsReader(flags: self.flags, environment: self.environment, file: self.file)
-        return try BridgeSettings.load(from: reader)
+        let settings = try BridgeSettings.load(from: reader)
+        return (settings, reader.setValues)
     }
 }

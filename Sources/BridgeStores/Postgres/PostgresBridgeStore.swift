@@ -421,6 +421,10 @@ public final class PostgresBridgeStore: BridgeStore {
         guard let user = components.user, !user.isEmpty else {
             throw StoreError.invalidURL("no user name")
         }
+        // URLComponents takes any number; the socket layer would dial it modulo 65,536.
+        if let port = components.port, !(1...65_535).contains(port) {
+            throw StoreError.invalidURL("port \(port): expected 1 to 65535")
+        }
         let database = components.path.isEmpty ? nil : String(components.path.dropFirst())
         let query = Dictionary(
             (components.queryItems ?? []).map { ($0.name, $0.value ?? "") },
