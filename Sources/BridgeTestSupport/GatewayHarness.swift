@@ -36,6 +36,7 @@ public final class GatewayHarness: Sendable {
         pki: DevelopmentCA? = nil,
         tenantResolver: (any TenantResolver)? = nil,
         tlsContext: LegacyTLSContext? = nil,
+        log: CapturedLog? = nil,
         configure: (inout GatewayConfiguration) -> Void = { _ in }
     ) async throws -> GatewayHarness {
         let pki = try pki ?? DevelopmentCA()
@@ -44,7 +45,7 @@ public final class GatewayHarness: Sendable {
         let upstream = ScriptedUpstream(script: script)
         let resendRecords = InMemoryResendRecordStore()
         let feedback = InMemoryFeedbackRecorder()
-        var logger = Logger(label: "apns-bridge.test")
+        var logger = log?.logger ?? Logger(label: "apns-bridge.test")
         logger.logLevel = .warning
         let server = try await GatewayServer.start(
             configuration: configuration,

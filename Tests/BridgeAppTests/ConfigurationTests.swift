@@ -116,6 +116,18 @@ struct ConfigurationTests {
             ("defaultCredentials", "nobody", "defaultCredentials"),
             ("tls.pinnedFingerprints", "abc", "tls.pinnedFingerprints"),
             ("log.level", "loud", "log.level"),
+            // Numbers are plain decimal: Swift's parsers take these (0x3c as 60 s).
+            ("tls.closeNotifyWaitSeconds", "0x3c", "tls.closeNotifyWaitSeconds"),
+            ("tls.closeNotifyWaitSeconds", "+5", "tls.closeNotifyWaitSeconds"),
+            ("tls.closeNotifyWaitSeconds", "1e1", "tls.closeNotifyWaitSeconds"),
+            ("gateway.maximumConnections", "+100", "gateway.maximumConnections"),
+            ("gateway.listen", "127.0.0.1:+2195", "gateway.listen"),
+            // A port beyond 65535 would be dialled modulo 65,536 (99999 as 34463).
+            ("store.url", "postgres://bridge@db.example:99999/bridge", "store.url"),
+            ("store.url", "postgres://bridge@db.example:0/bridge", "store.url"),
+            // Every address as a load balancer: refused unless written `any`.
+            ("proxyProtocol.loadBalancers", "0.0.0.0/0", "proxyProtocol.loadBalancers"),
+            ("proxyProtocol.loadBalancers", "10.0.0.1,::/0", "proxyProtocol.loadBalancers"),
         ]
     )
     func errorsNameTheirKey(key: String, value: String, expectedKey: String) async throws {

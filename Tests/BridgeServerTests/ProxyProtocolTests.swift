@@ -4,6 +4,7 @@ import BridgeTestSupport
 import DevelopmentPKI
 import LegacyClient
 import LegacyProtocol
+import Logging
 import NIOCore
 import NIOPosix
 import Testing
@@ -36,12 +37,16 @@ struct ProxyProtocolTests {
 
     static func start(
         loadBalancers: [String],
+        log: CapturedLog? = nil,
         configure: @escaping (inout GatewayConfiguration) -> Void = { _ in }
     ) async throws -> GatewayHarness {
-        try await GatewayHarness.start(configure: {
-            $0.proxyProtocol = ProxyProtocolPolicy(loadBalancers: loadBalancers.map { IPNetwork($0)! })
-            configure(&$0)
-        })
+        try await GatewayHarness.start(
+            log: log,
+            configure: {
+                $0.proxyProtocol = ProxyProtocolPolicy(loadBalancers: loadBalancers.map { IPNetwork($0)! })
+                configure(&$0)
+            }
+        )
     }
 
     /// A provider connection through the "load balancer" (this test, from `localAddress`),
@@ -105,13 +110,45 @@ struct ProxyProtocolTests {
     }
 
     @Test(
-        "From any other peer, bytes are TLS from the first: a PROXY header fails the handshake, nobody else can claim an address"
+        "From any other peer, bytes are TLS from the first: a PROXY header is refused as one, naming proxyProtocol.loadBalancers; nobody else can claim an address"
     )
     func onlyFromLoadBalancers() async throws {
-        try await withResource(try await Self.start(loadBalancers: ["127.0.0.2"])) { harness throws in
+        let log = CapturedLog()
+        try await withResource(try await Self.start(loadBalancers: ["127.0.0.2"], log: log)) { harness throws in
             #expect(try await !Self.served(harness, preamble: Self.version1(client: "203.0.113.7"), from: "127.0.0.1"))
+            #expect(
+                try await !Self.served(harness, preamble: Self.version2(client: [203, 0, 113, 8]), from: "127.0.0.1")
+            )
+            let warnings = log.lines(at: .warning).map(\.message)
+            #expect(
+                warnings.contains {
+                    $0.contains("not a listed load balancer") && $0.contains("proxyProtocol.loadBalancers")
+                },
+                "\(warnings)"
+            )
+            #expect(!warnings.contains { $0.contains("tls.allowLegacyTLS") }, "not taken for an old TLS version")
             #expect(try await Self.served(harness, preamble: nil, from: "127.0.0.1"))
             #expect(try await Self.served(harness, preamble: Self.version1(client: "203.0.113.7"), from: "127.0.0.2"))
+        }
+    }
+
+    @Test(
+        "From a load balancer, the header and the TLS handshake share one timeout from the accept: a late header buys no fresh one"
+    )
+    func oneHandshakeTimeout() async throws {
+        try await withResource(
+            try await Self.start(loadBalancers: ["127.0.0.1"]) { $0.handshakeTimeout = .seconds(4) }
+        ) { harness throws in
+            let started = ContinuousClock.now
+            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connect(to: harness.server.localAddress).get()
+            // The header 3 s in (a balancer or a client trickling it), then no TLS at all.
+            try await Task.sleep(for: .seconds(3))
+            try await channel.writeAndFlush(Self.version1(client: "203.0.113.7")).get()
+            try await channel.closeFuture.get()
+            let closedAfter = ContinuousClock.now - started
+            // At the 4 s of the one timeout; a fresh timeout after the header would close at 7 s.
+            #expect(closedAfter < .milliseconds(6_000), "closed after \(closedAfter)")
         }
     }
 
@@ -167,6 +204,13 @@ struct ProxyProtocolTests {
         ] {
             #expect(IPNetwork(bad) == nil, "\(bad)")
         }
+        // Written as IPv4-mapped, a network is the IPv4 one: it holds IPv4 peers as well.
+        let written = try #require(IPNetwork("::ffff:127.0.0.2/128"))
+        #expect(written.description == "127.0.0.2/32")
+        let peer4 = try at("127.0.0.2")
+        let peerMapped = try at("::ffff:127.0.0.2")
+        #expect(written.contains(peer4) && written.contains(peerMapped))
+        #expect(IPNetwork("::ffff:10.0.0.0/104")?.description == "10.0.0.0/8")
         let policy = ProxyProtocolPolicy(loadBalancers: [network])
         #expect(policy.expectsHeader(from: inside) && !policy.expectsHeader(from: outside))
         #expect(!ProxyProtocolPolicy.off.expectsHeader(from: inside))

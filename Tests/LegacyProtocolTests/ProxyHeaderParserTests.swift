@@ -90,6 +90,9 @@ struct ProxyHeaderParserTests {
             "PROXY TCP4 203.0.113.7 10.0.0.1 05555 2195\r\n",
             "PROXY UDP4 203.0.113.7 10.0.0.1 5555 2195\r\n",
             "PROXY TCP4 203.0.113.7 10.0.0.1 5555 2195\n",  // LF without CR
+            "PROXY TCP4 10.4.4.4\u{0}<script> 10.0.0.1 5555 2195\r\n",  // inet_pton stops at the NUL
+            "PROXY TCP6 fe80::1%eth0 ::1 5555 2195\r\n",  // a scope id
+            "PROXY TCP4 10.4.4.4 10.0.0.1\u{0}x 5555 2195\r\n",
         ]
         for line in lines {
             #expect(throws: ProxyHeaderError.self, "\(line.debugDescription)") {

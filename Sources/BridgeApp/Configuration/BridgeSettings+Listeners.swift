@@ -46,15 +46,27 @@ extension BridgeSettings {
     }
 
     /// The load balancers that send PROXY protocol headers (both listeners).
+    /// `any` trusts every peer's header, on purpose (a listener only the balancers can reach);
+    /// a network of every address (`0.0.0.0/0`, `::/0`) is refused, since it would let any
+    /// client claim any address by mistake.
     static func readProxyProtocol(_ settings: SettingsReader) throws -> ProxyProtocolPolicy {
-        let networks = try settings.list(.proxyProtocolLoadBalancers).map { text in
+        let networks = try settings.list(.proxyProtocolLoadBalancers).flatMap { text -> [IPNetwork] in
+            if text.lowercased() == "any" {
+                return [IPNetwork("0.0.0.0/0")!, IPNetwork("::/0")!]
+            }
             guard let network = IPNetwork(text) else {
                 throw ConfigurationError(
                     key: ConfigurationKey.proxyProtocolLoadBalancers.name,
                     "\(text) is not an IP address or a CIDR network (10.0.0.0/8, fd00::/8)"
                 )
             }
-            return network
+            guard network.prefixLength > 0 else {
+                throw ConfigurationError(
+                    key: ConfigurationKey.proxyProtocolLoadBalancers.name,
+                    "\(text) is every address: any client could then claim any address in a PROXY header; list the balancers, or write `any` if only they can reach these listeners"
+                )
+            }
+            return [network]
         }
         return ProxyProtocolPolicy(loadBalancers: networks)
     }

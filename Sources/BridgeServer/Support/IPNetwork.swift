@@ -6,7 +6,8 @@ import Glibc
 
 /// An IPv4 or IPv6 network in CIDR notation (`10.0.0.0/8`, `fd00::/8`), or one address
 /// (`127.0.0.1`, `::1`). An IPv4 network also holds the IPv4-mapped IPv6 form of its addresses
-/// (`::ffff:10.0.0.1`), which a listener bound to `::` sees.
+/// (`::ffff:10.0.0.1`), which a listener bound to `::` sees; an IPv4-mapped network written as
+/// such (`::ffff:10.0.0.0/104`) is that IPv4 network (`10.0.0.0/8`), so it holds IPv4 peers too.
 public struct IPNetwork: Sendable, Hashable, CustomStringConvertible {
     /// The network's address, 4 or 16 bytes, with the bits past the prefix cleared.
     public let bytes: [UInt8]
@@ -17,7 +18,7 @@ public struct IPNetwork: Sendable, Hashable, CustomStringConvertible {
     public init?(_ text: String) {
         let parts = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
         guard let address = try? SocketAddress(ipAddress: String(parts[0]), port: 0),
-            let bytes = Self.bytes(of: address)
+            var bytes = Self.bytes(of: address)
         else { return nil }
         let bits = bytes.count * 8
         var prefix = bits
@@ -27,9 +28,16 @@ public struct IPNetwork: Sendable, Hashable, CustomStringConvertible {
             }
             prefix = length
         }
+        if bytes.count == 16, prefix >= 96, bytes.prefix(12).elementsEqual(Self.ipv4MappedPrefix) {
+            bytes = Array(bytes.suffix(4))
+            prefix -= 96
+        }
         self.bytes = Self.masked(bytes, prefix: prefix)
         self.prefixLength = prefix
     }
+
+    /// `::ffff:0:0/96`, the IPv4-mapped addresses.
+    private static let ipv4MappedPrefix: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF]
 
     public var description: String {
         let address =
@@ -40,9 +48,7 @@ public struct IPNetwork: Sendable, Hashable, CustomStringConvertible {
     /// Whether `address` lies in this network.
     public func contains(_ address: SocketAddress) -> Bool {
         guard var candidate = Self.bytes(of: address) else { return false }
-        if self.bytes.count == 4, candidate.count == 16,
-            candidate.prefix(12).elementsEqual([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF])
-        {
+        if self.bytes.count == 4, candidate.count == 16, candidate.prefix(12).elementsEqual(Self.ipv4MappedPrefix) {
             candidate = Array(candidate.suffix(4))
         }
         guard candidate.count == self.bytes.count else { return false }

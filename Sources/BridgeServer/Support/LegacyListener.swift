@@ -40,6 +40,7 @@ enum LegacyListener {
             _ sync: ChannelPipeline.SynchronousOperations,
             channel: any Channel,
             client: SocketAddress?,
+            handshakeTimeout: TimeAmount,
             after first: (any ChannelHandler)?
         ) throws {
             var connectionLogger = logger
@@ -85,17 +86,37 @@ enum LegacyListener {
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     guard fromLoadBalancer else {
-                        try addConnectionHandlers(sync, channel: channel, client: channel.remoteAddress, after: nil)
+                        let detector = UnexpectedProxyHeaderHandler { version in
+                            refusals.unexpectedProxyHeader(version: version, peer: channel.remoteAddress)
+                        }
+                        try sync.addHandler(detector)
+                        try addConnectionHandlers(
+                            sync,
+                            channel: channel,
+                            client: channel.remoteAddress,
+                            handshakeTimeout: handshakeTimeout,
+                            after: detector
+                        )
                         return
                     }
                     let loadBalancer = channel.remoteAddress
+                    // The header and the TLS handshake share one timeout from the accept: a
+                    // header trickled in does not buy the handshake a fresh one.
+                    let accepted = NIODeadline.now()
                     let header = ProxyHeaderHandler(timeout: handshakeTimeout) { sync, client in
                         if let refusal = registry.attribute(channel, to: client, limits: admission) {
                             refusals.refused(refusal, peer: client, admission: admission)
                             throw ProxyHeaderHandler.Refusal.limit
                         }
                         let first = try sync.handler(type: ProxyHeaderHandler.self)
-                        try addConnectionHandlers(sync, channel: channel, client: client, after: first)
+                        let remaining = max(.zero, handshakeTimeout - (NIODeadline.now() - accepted))
+                        try addConnectionHandlers(
+                            sync,
+                            channel: channel,
+                            client: client,
+                            handshakeTimeout: remaining,
+                            after: first
+                        )
                     } refused: { refusal, detail in
                         if refusal != .limit {
                             refusals.proxyHeaderRefused(refusal, detail: detail, loadBalancer: loadBalancer)
@@ -118,7 +139,8 @@ enum LegacyListener {
 /// - A client that offers no TLS version the listener accepts (PushSharp 2.x, PHP before 7.2
 ///   without `tls.allowLegacyTLS`): the line names the key that would accept it; otherwise the
 ///   operator would see nothing and the provider only failed handshakes.
-/// - A connection from a configured load balancer without a valid PROXY header.
+/// - A connection from a configured load balancer without a valid PROXY header, and a PROXY
+///   header from a peer that is not one (the line names `proxyProtocol.loadBalancers`).
 final class RefusalLog: Sendable {
     private let listener: String
     private let metrics: GatewayMetrics
@@ -161,6 +183,22 @@ final class RefusalLog: Sendable {
             "refusing a TLS handshake: the client offers no TLS version this listener accepts (TLS 1.2 by default); tls.allowLegacyTLS (APNS_BRIDGE_TLS_ALLOW_LEGACY_TLS=true) accepts TLS 1.0 and 1.1, tls.allowTLS13 accepts TLS 1.3",
             metadata: [
                 "listener": "\(self.listener)",
+                "peer": "\(peer.map { "\($0)" } ?? "?")",
+                "refused_since_last_line": "\(suppressed)",
+            ]
+        )
+    }
+
+    /// A PROXY protocol header from a peer that is not a listed load balancer: most likely a
+    /// balancer added without listing it.
+    func unexpectedProxyHeader(version: Int, peer: SocketAddress?) {
+        self.metrics.proxyHeaderRefused(listener: self.listener, reason: "unlisted_peer")
+        guard let suppressed = self.proxyHeaders.admit() else { return }
+        self.logger.warning(
+            "refusing a PROXY protocol header from a peer that is not a listed load balancer; list the balancer's address in proxyProtocol.loadBalancers (APNS_BRIDGE_PROXY_PROTOCOL_LOAD_BALANCERS)",
+            metadata: [
+                "listener": "\(self.listener)",
+                "version": "\(version)",
                 "peer": "\(peer.map { "\($0)" } ?? "?")",
                 "refused_since_last_line": "\(suppressed)",
             ]

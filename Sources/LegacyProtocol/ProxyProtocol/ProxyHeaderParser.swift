@@ -64,6 +64,11 @@ public enum ProxyHeaderParser {
             guard let port = Self.port(fields[4]), Self.port(fields[5]) != nil else {
                 throw .malformedVersion1("a port that is not 0–65535")
             }
+            // Only what an address is written with: inet_pton stops at a NUL (`10.4.4.4\0<script>`
+            // read as 10.4.4.4) and takes IPv6 scope ids (`fe80::1%eth0`).
+            guard Self.isAddressText(fields[2]), Self.isAddressText(fields[3]) else {
+                throw .malformedVersion1("an address with characters other than hex digits, '.' and ':'")
+            }
             guard let source = try? SocketAddress(ipAddress: String(fields[2]), port: port),
                 (try? SocketAddress(ipAddress: String(fields[3]), port: 0)) != nil
             else { throw .malformedVersion1("an address that does not parse") }
@@ -75,6 +80,19 @@ public enum ProxyHeaderParser {
         }
         buffer.moveReaderIndex(forwardBy: lineEnd + 1)
         return header
+    }
+
+    /// Hex digits, `.` and `:` only, at most 45 of them (the longest IPv6 text).
+    private static func isAddressText(_ text: Substring) -> Bool {
+        (1...45).contains(text.utf8.count)
+            && text.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"),
+                    UInt8(ascii: "A")...UInt8(ascii: "F"), UInt8(ascii: "."), UInt8(ascii: ":"):
+                    true
+                default: false
+                }
+            }
     }
 
     /// A port as version 1 writes it: decimal, no sign, no leading zero (but "0").
