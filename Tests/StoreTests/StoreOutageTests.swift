@@ -141,6 +141,24 @@ struct StoreOutageTests {
         await store.close()
     }
 
+    @Test(
+        "A server that accepts and never speaks is named within the start's bound, not after postgres-nio's connection attempts"
+    )
+    func silentServerNamed() async throws {
+        // Accepts and holds every connection, sending nothing: not PostgreSQL, or a proxy that holds.
+        let silent = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(silent.localAddress?.port)
+        let error = await #expect(throws: StoreError.self) {
+            try await PostgresBridgeStore.checkReachable(
+                url: "postgres://bridge@127.0.0.1:\(port)/bridge?sslmode=disable",
+                timeout: .seconds(1)
+            )
+        }
+        #expect("\(error.map { "\($0)" } ?? "")".contains("did not answer PostgreSQL's first message"))
+        try await silent.close()
+    }
+
     static func cutThreeTimes(_ cut: Cut, cluster: PostgresCluster, store: any BridgeStore) async throws {
         for round in 0..<3 {
             let base = round * 100

@@ -466,9 +466,20 @@ public final class PostgresBridgeStore: BridgeStore {
     /// client is made. postgres-nio's client retries an unreachable server with backoff until
     /// its circuit breaker trips (67.5 s, reported as `connectionCreationCircuitBreakerTripped`);
     /// this names the cause ("connection refused", a timeout) at once.
+    ///
+    /// Then one message of PostgreSQL's startup, an SSLRequest, which a PostgreSQL server answers
+    /// with one byte at once: a server that accepts and never speaks (not PostgreSQL, or a proxy
+    /// holding the connection) is named within `timeout` too, rather than after postgres-nio's
+    /// connection attempts give up (about 70 s) with a message about its circuit breaker.
     public static func checkReachable(url: String, timeout: TimeAmount = .seconds(10)) async throws {
         let endpoint = try Self.parse(url: url).endpoint
-        let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connectTimeout(timeout)
+        let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
+        let answered = eventLoop.makePromise(of: Bool.self)
+        let bootstrap = ClientBootstrap(group: eventLoop).connectTimeout(timeout).channelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(FirstByteHandler(answered: answered))
+            }
+        }
         let channel: any Channel
         do {
             switch endpoint {
@@ -478,9 +489,41 @@ public final class PostgresBridgeStore: BridgeStore {
                 channel = try await bootstrap.connect(unixDomainSocketPath: path).get()
             }
         } catch {
+            answered.succeed(false)
             throw StoreError.unreachable(Self.redacted(url), "\(error)")
         }
+        let timer = eventLoop.scheduleTask(in: timeout) { answered.succeed(false) }
+        var sslRequest = ByteBuffer()
+        sslRequest.writeMultipleIntegers(UInt32(8), UInt32(80_877_103))
+        channel.writeAndFlush(sslRequest, promise: nil)
+        let spoke = try await answered.futureResult.get()
+        timer.cancel()
         try? await channel.close()
+        guard spoke else {
+            throw StoreError.unreachable(
+                Self.redacted(url),
+                "the server accepted the connection but did not answer PostgreSQL's first message within \(timeout.nanoseconds / 1_000_000_000) s (is it PostgreSQL, or a proxy holding connections?)"
+            )
+        }
+    }
+
+    /// Completes `answered` with true at the first byte, false when the connection closes first.
+    private final class FirstByteHandler: ChannelInboundHandler {
+        typealias InboundIn = ByteBuffer
+        private let answered: EventLoopPromise<Bool>
+
+        init(answered: EventLoopPromise<Bool>) {
+            self.answered = answered
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            self.answered.succeed(true)
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            self.answered.succeed(false)
+            context.fireChannelInactive()
+        }
     }
 
     /// The URL without its password, for logs.
