@@ -60,10 +60,11 @@ enum FeedbackListNotifications {
         }
     }
 
-    /// Listens on ``channel`` until the task is cancelled, yielding to `listening` each time the
-    /// listen is in place. If the first listen fails, `listening` finishes with the error and
-    /// this returns. A connection lost later is replaced after a second, and the filter is then
-    /// rebuilt from the table (notifications sent meanwhile were missed).
+    /// Listens for other instances' feedback entries (``channel``, into `filter`) and for
+    /// resend outcomes (``resendOutcomeChannel``, to `outcomeWritten`) until the task is
+    /// cancelled, each on a connection of its own: one listen per connection, as postgres-nio
+    /// ends a listen's sequence when its connection goes. `listening` hears when the first
+    /// listen for entries is in place, or the error if it fails (then this returns).
     static func listen(
         client: PostgresClient,
         filter: FeedbackListFilter,
@@ -71,46 +72,76 @@ enum FeedbackListNotifications {
         logger: Logger,
         listening: AsyncThrowingStream<Void, any Error>.Continuation
     ) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                // A connection lost later is replaced after a second, and the filter is then
+                // rebuilt from the table (notifications sent meanwhile were missed).
+                await Self.listen(
+                    on: Self.channel,
+                    what: "other instances' feedback entries",
+                    client: client,
+                    logger: logger,
+                    listening: listening,
+                    reconnected: { try await PostgresBridgeStore.rebuild(filter, client: client, logger: logger) },
+                    received: { Self.apply($0, to: filter) }
+                )
+            }
+            group.addTask {
+                // Outcomes written while it was lost are seen by the waiting claims' checks.
+                await Self.listen(
+                    on: Self.resendOutcomeChannel,
+                    what: "resend outcomes",
+                    client: client,
+                    logger: logger,
+                    listening: nil,
+                    reconnected: {},
+                    received: { payload in
+                        if let id = Int64(payload) { outcomeWritten(id) }
+                    }
+                )
+            }
+        }
+    }
+
+    /// One listen, until the task is cancelled: yields to `listening` each time it is in place;
+    /// if the first listen fails, `listening` finishes with the error and this returns (without
+    /// `listening`, it is retried). A connection lost later is replaced after a second, and
+    /// `reconnected` runs once the listen is in place again.
+    private static func listen(
+        on channel: String,
+        what: String,
+        client: PostgresClient,
+        logger: Logger,
+        listening: AsyncThrowingStream<Void, any Error>.Continuation?,
+        reconnected: @escaping @Sendable () async throws -> Void,
+        received: @escaping @Sendable (String) -> Void
+    ) async {
         // Whether a listen was ever in place: a later failure is retried, not reported.
         let listened = Mutex(false)
         while !Task.isCancelled {
             let reconnecting = listened.withLock { $0 }
             do {
                 try await client.withConnection { connection in
-                    try await connection.listen(on: Self.channel) { entries in
-                        try await connection.listen(on: Self.resendOutcomeChannel) { outcomes in
-                            if reconnecting {
-                                try await PostgresBridgeStore.rebuild(filter, client: client, logger: logger)
-                                logger.notice("listening for other instances' feedback entries again")
-                            }
-                            listened.withLock { $0 = true }
-                            listening.yield()
-                            try await withThrowingTaskGroup(of: Void.self) { group in
-                                group.addTask {
-                                    for try await notification in entries {
-                                        Self.apply(notification.payload, to: filter)
-                                    }
-                                }
-                                group.addTask {
-                                    for try await notification in outcomes {
-                                        if let id = Int64(notification.payload) { outcomeWritten(id) }
-                                    }
-                                }
-                                // Either ends only with the connection: then both are done.
-                                defer { group.cancelAll() }
-                                try await group.next()
-                            }
+                    try await connection.listen(on: channel) { notifications in
+                        if reconnecting {
+                            try await reconnected()
+                            logger.notice("listening for \(what) again")
+                        }
+                        listened.withLock { $0 = true }
+                        listening?.yield()
+                        for try await notification in notifications {
+                            received(notification.payload)
                         }
                     }
                 }
             } catch {
                 if Task.isCancelled { return }
-                guard listened.withLock({ $0 }) else {
+                if let listening, !listened.withLock({ $0 }) {
                     listening.finish(throwing: error)
                     return
                 }
                 logger.warning(
-                    "lost the listen for other instances' feedback entries; retrying in 1 s",
+                    "lost the listen for \(what); retrying in 1 s",
                     metadata: ["error": "\(String(reflecting: error))"]
                 )
             }
