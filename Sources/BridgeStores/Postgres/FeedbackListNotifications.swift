@@ -17,13 +17,8 @@ import Synchronization
 /// A 200 that reaches one instance before the other instance's notification (milliseconds)
 /// skips the store as if it had come before the 410: answers for one token from two instances
 /// have no order to keep anyway.
-///
-/// The same connection listens on ``resendOutcomeChannel``: a resend outcome written by any
-/// instance notifies the record's id, which wakes a claim of this instance waiting for it
-/// (``ResendOutcomeWaiters``) at once instead of at its next check of the table.
 enum FeedbackListNotifications {
     static let channel = "apns_bridge_feedback_entries"
-    static let resendOutcomeChannel = "apns_bridge_resend_outcomes"
     /// Under PostgreSQL's limit of 8,000 bytes per payload.
     static let maximumPayloadBytes = 7_000
 
@@ -60,61 +55,15 @@ enum FeedbackListNotifications {
         }
     }
 
-    /// Listens for other instances' feedback entries (``channel``, into `filter`) and for
-    /// resend outcomes (``resendOutcomeChannel``, to `outcomeWritten`) until the task is
-    /// cancelled, each on a connection of its own: one listen per connection, as postgres-nio
-    /// ends a listen's sequence when its connection goes. `listening` hears when the first
-    /// listen for entries is in place, or the error if it fails (then this returns).
+    /// Listens on ``channel`` until the task is cancelled, yielding to `listening` each time the
+    /// listen is in place. If the first listen fails, `listening` finishes with the error and
+    /// this returns. A connection lost later is replaced after a second, and the filter is then
+    /// rebuilt from the table (notifications sent meanwhile were missed).
     static func listen(
         client: PostgresClient,
         filter: FeedbackListFilter,
-        outcomeWritten: @escaping @Sendable (_ recordID: Int64) -> Void,
         logger: Logger,
         listening: AsyncThrowingStream<Void, any Error>.Continuation
-    ) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                // A connection lost later is replaced after a second, and the filter is then
-                // rebuilt from the table (notifications sent meanwhile were missed).
-                await Self.listen(
-                    on: Self.channel,
-                    what: "other instances' feedback entries",
-                    client: client,
-                    logger: logger,
-                    listening: listening,
-                    reconnected: { try await PostgresBridgeStore.rebuild(filter, client: client, logger: logger) },
-                    received: { Self.apply($0, to: filter) }
-                )
-            }
-            group.addTask {
-                // Outcomes written while it was lost are seen by the waiting claims' checks.
-                await Self.listen(
-                    on: Self.resendOutcomeChannel,
-                    what: "resend outcomes",
-                    client: client,
-                    logger: logger,
-                    listening: nil,
-                    reconnected: {},
-                    received: { payload in
-                        if let id = Int64(payload) { outcomeWritten(id) }
-                    }
-                )
-            }
-        }
-    }
-
-    /// One listen, until the task is cancelled: yields to `listening` each time it is in place;
-    /// if the first listen fails, `listening` finishes with the error and this returns (without
-    /// `listening`, it is retried). A connection lost later is replaced after a second, and
-    /// `reconnected` runs once the listen is in place again.
-    private static func listen(
-        on channel: String,
-        what: String,
-        client: PostgresClient,
-        logger: Logger,
-        listening: AsyncThrowingStream<Void, any Error>.Continuation?,
-        reconnected: @escaping @Sendable () async throws -> Void,
-        received: @escaping @Sendable (String) -> Void
     ) async {
         // Whether a listen was ever in place: a later failure is retried, not reported.
         let listened = Mutex(false)
@@ -122,26 +71,26 @@ enum FeedbackListNotifications {
             let reconnecting = listened.withLock { $0 }
             do {
                 try await client.withConnection { connection in
-                    try await connection.listen(on: channel) { notifications in
+                    try await connection.listen(on: Self.channel) { notifications in
                         if reconnecting {
-                            try await reconnected()
-                            logger.notice("listening for \(what) again")
+                            try await PostgresBridgeStore.rebuild(filter, client: client, logger: logger)
+                            logger.notice("listening for other instances' feedback entries again")
                         }
                         listened.withLock { $0 = true }
-                        listening?.yield()
+                        listening.yield()
                         for try await notification in notifications {
-                            received(notification.payload)
+                            Self.apply(notification.payload, to: filter)
                         }
                     }
                 }
             } catch {
                 if Task.isCancelled { return }
-                if let listening, !listened.withLock({ $0 }) {
+                guard listened.withLock({ $0 }) else {
                     listening.finish(throwing: error)
                     return
                 }
                 logger.warning(
-                    "lost the listen for \(what); retrying in 1 s",
+                    "lost the listen for other instances' feedback entries; retrying in 1 s",
                     metadata: ["error": "\(String(reflecting: error))"]
                 )
             }

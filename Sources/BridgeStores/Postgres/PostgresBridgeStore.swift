@@ -59,8 +59,7 @@ public final class PostgresBridgeStore: BridgeStore {
     /// Set by the first ``close()``: a second one does nothing.
     private let isClosed = Mutex(false)
     public let health: StoreHealth
-    /// Claims waiting for a resend outcome: woken when this instance writes it, or when the
-    /// listener hears that another one did.
+    /// Claims waiting for an outcome this instance writes.
     private let outcomeWaiters: ResendOutcomeWaiters
 
     private init(
@@ -176,7 +175,6 @@ public final class PostgresBridgeStore: BridgeStore {
                 await FeedbackListNotifications.listen(
                     client: client,
                     filter: feedbackListFilter,
-                    outcomeWritten: { outcomeWaiters.wake($0) },
                     logger: logger,
                     listening: listeningContinuation
                 )
@@ -878,19 +876,14 @@ public final class PostgresBridgeStore: BridgeStore {
             // waits for this outcome while this instance lives: it is written when the store
             // answers again, never dropped (docs/operations.md#store-outage).
             let updated = try await self.health.retrying("resend outcome", while: { self.isOpen && .now < deadline }) {
-                // The notification reaches every instance's listener once this commits: a claim
-                // on another instance waiting for this record is woken at once.
                 try await self.run(
                     """
-                    WITH updated AS (
-                        UPDATE resend_records SET outcome = \(kind), outcome_value = \(value)
-                        WHERE id = (
-                            SELECT id FROM resend_records WHERE key_hash = \(hash) AND outcome IS NULL AND owner = \(self.instanceID)
-                            ORDER BY id LIMIT 1 FOR UPDATE
-                        )
-                        RETURNING id
+                    UPDATE resend_records SET outcome = \(kind), outcome_value = \(value)
+                    WHERE id = (
+                        SELECT id FROM resend_records WHERE key_hash = \(hash) AND outcome IS NULL AND owner = \(self.instanceID)
+                        ORDER BY id LIMIT 1 FOR UPDATE
                     )
-                    SELECT id FROM updated, pg_notify(\(FeedbackListNotifications.resendOutcomeChannel), id::text)
+                    RETURNING id
                     """
                 ) { rows in
                     var ids: [Int64] = []
@@ -921,8 +914,7 @@ public final class PostgresBridgeStore: BridgeStore {
             // The outcome of the first send may still be on its way, possibly on another
             // instance: wait for it while its owner is alive (its heartbeat renewed within the
             // lease), at most until the record expires. An owner that is gone sends no outcome.
-            // An outcome written here wakes the wait at once, one written by another instance
-            // as soon as its notification arrives; the checks catch one that came before.
+            // This instance's own outcomes wake the wait; another's are seen at the next check.
             var checks = 0
             while record.kind == nil {
                 if self.configuration.nowMilliseconds > record.expiresAt { return .outcomeUnknown }

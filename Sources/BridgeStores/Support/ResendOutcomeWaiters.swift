@@ -1,10 +1,10 @@
 import Synchronization
 
 /// Claims waiting for the outcome of a pending resend record (docs/protocol.md#resend-records).
-/// A claim sleeps until the outcome is written (``wake(_:)``: from the store's `resolve` in this
-/// process, and for PostgreSQL from the listener when another instance wrote it) or until its
-/// next check of the store, whichever comes first; the checks catch a wake-up that came before
-/// the claim began to wait. So a waiting claim costs a query per check, not one every 20 ms.
+/// A claim sleeps until this process writes that outcome (``wake(_:)``, from the store's
+/// `resolve`) or until its next check of the store, whichever comes first: an outcome another
+/// instance writes is seen at that check. So a waiting claim costs a query per check, not one
+/// every 20 ms.
 final class ResendOutcomeWaiters: Sendable {
     private struct Waiter {
         var token: UInt64
