@@ -17,12 +17,16 @@ public final class PostgresCluster: Sendable {
     public let directory: String
     private let binaries: String
     private let user: String
+    /// Its own port number (on its unix socket only): PostgreSQL derives its shared memory and
+    /// semaphore keys from the port, and two clusters of concurrent tests on the same number
+    /// (one of them being killed and restarted) were seen to hang a start.
+    private let port: Int
     /// The postmasters started (each one's `runuser` when root), kept until they end.
     private let servers = Mutex<[Process]>([])
 
     /// `postgres://…?host=<socket folder>` for the `postgres` database.
     public var url: String {
-        "postgres://\(self.user)@localhost:5432/postgres?host=\(self.directory)&sslmode=disable"
+        "postgres://\(self.user)@localhost:\(self.port)/postgres?host=\(self.directory)&sslmode=disable"
     }
 
     /// The folder of `initdb` and `pg_ctl`, if PostgreSQL's server programs are installed.
@@ -35,10 +39,11 @@ public final class PostgresCluster: Sendable {
             .first { FileManager.default.isExecutableFile(atPath: "\($0)/initdb") }
     }
 
-    private init(directory: String, binaries: String, user: String) {
+    private init(directory: String, binaries: String, user: String, port: Int) {
         self.directory = directory
         self.binaries = binaries
         self.user = user
+        self.port = port
     }
 
     /// Creates a cluster in a new folder and starts it.
@@ -49,7 +54,12 @@ public final class PostgresCluster: Sendable {
         let directory = "/tmp/apns-bridge-pg-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let user = isRoot ? "postgres" : ProcessInfo.processInfo.userName
-        let cluster = PostgresCluster(directory: directory, binaries: binaries, user: user)
+        let cluster = PostgresCluster(
+            directory: directory,
+            binaries: binaries,
+            user: user,
+            port: Int.random(in: 20_000..<60_000)
+        )
         if isRoot {
             try await cluster.run("/bin/chown", ["postgres", directory], asServer: false)
         }
@@ -74,7 +84,7 @@ public final class PostgresCluster: Sendable {
                 fileURLWithPath: getuid() == 0 ? "/usr/sbin/runuser" : "\(self.binaries)/postgres"
             )
             let arguments = [
-                "-D", "\(self.directory)/data", "-c", "listen_addresses=", "-k", self.directory, "-p", "5432",
+                "-D", "\(self.directory)/data", "-c", "listen_addresses=", "-k", self.directory, "-p", "\(self.port)",
                 "-c", "fsync=off",
             ]
             process.arguments =
@@ -87,7 +97,9 @@ public final class PostgresCluster: Sendable {
             try process.run()
             self.servers.withLock { $0.append(process) }
             for _ in 0..<600 {
-                if (try? await self.run("\(self.binaries)/pg_isready", ["-h", self.directory, "-p", "5432"])) != nil {
+                if (try? await self.run("\(self.binaries)/pg_isready", ["-h", self.directory, "-p", "\(self.port)"]))
+                    != nil
+                {
                     return
                 }
                 if !process.isRunning { break }
