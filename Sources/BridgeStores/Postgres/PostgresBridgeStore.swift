@@ -60,7 +60,7 @@ public final class PostgresBridgeStore: BridgeStore {
     private let isClosed = Mutex(false)
     public let health: StoreHealth
     /// Claims waiting for an outcome this instance writes.
-    private let outcomeWaiters: ResendOutcomeWaiters
+    private let outcomeWaiters = ResendOutcomeWaiters()
 
     private init(
         client: PostgresClient,
@@ -70,12 +70,10 @@ public final class PostgresBridgeStore: BridgeStore {
         instanceID: String,
         heartbeat: BackgroundWork,
         health: StoreHealth,
-        outcomeWaiters: ResendOutcomeWaiters,
         configuration: BridgeStoreConfiguration,
         logger: Logger
     ) {
         self.client = client
-        self.outcomeWaiters = outcomeWaiters
         self.clientRun = clientRun
         self.feedbackListFilter = feedbackListFilter
         self.listener = listener
@@ -163,7 +161,6 @@ public final class PostgresBridgeStore: BridgeStore {
         start(clientRun)
         let feedbackListFilter = FeedbackListFilter()
         var listener: BackgroundWork?
-        let outcomeWaiters = ResendOutcomeWaiters()
         let instanceID = DrainClaim.make()
         do {
             try await Self.migrate(client, logger: logger)
@@ -208,7 +205,6 @@ public final class PostgresBridgeStore: BridgeStore {
             instanceID: instanceID,
             heartbeat: heartbeat,
             health: health,
-            outcomeWaiters: outcomeWaiters,
             configuration: configuration,
             logger: logger
         )

@@ -1,5 +1,10 @@
 import NIOCore
 
+// Over 400 lines, on purpose: every rule of the pool (placing a request, growing while every
+// stream is taken, the backoff, replacing a closed connection, the shutdown) decides from the
+// same connection and queue state, and reads in one switch per event; its tests drive it
+// event by event without I/O. Splitting the events across files would split that state.
+
 /// The state of a pool of HTTP/2 connections to one APNs endpoint, without I/O.
 ///
 /// ``APNsConnectionPool`` keeps it under a lock, feeds it events (a request to place, a stream
