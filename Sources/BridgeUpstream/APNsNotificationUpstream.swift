@@ -115,6 +115,11 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         self.clients[environment]?.usableConnectionCount ?? 0
     }
 
+    /// An environment's connections by state: usable, draining, connecting (metrics).
+    public func connectionCounts(_ environment: APNsEnvironment) -> APNsClient.ConnectionCounts {
+        self.clients[environment]?.connectionCounts ?? APNsClient.ConnectionCounts()
+    }
+
     /// Whether an environment has a connection taking requests now (readiness).
     public func hasUsableConnection(_ environment: APNsEnvironment) -> Bool {
         self.clients[environment]?.hasUsableConnection ?? false

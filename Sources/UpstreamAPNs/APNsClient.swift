@@ -47,6 +47,11 @@ public final class APNsClient: Sendable {
         public var requestTimeout: TimeAmount = .seconds(10)
         public var reconnectBackoffBase: TimeAmount = .milliseconds(100)
         public var reconnectBackoffLimit: TimeAmount = .seconds(30)
+        /// A connection that answered and then went away (GOAWAY, or closed) sooner than this
+        /// after opening is replaced after the reconnect backoff, like a failed connect: an
+        /// upstream that sends GOAWAY after each answer is not hammered
+        /// (docs/upstream.md#connections).
+        public var shortLivedConnectionWindow: TimeAmount = .seconds(10)
         /// More refused streams than this in 30 s and a connection is replaced.
         public var refusedStreamLimit: Int = 100
         public var maximumQueuedRequests: Int = 100_000
@@ -159,6 +164,31 @@ public final class APNsClient: Sendable {
 
     /// Connections taking requests now.
     public var usableConnectionCount: Int { self.pools.reduce(0) { $0 + $1.usableConnectionCount } }
+
+    /// The connections by state (the `apns_bridge_upstream_connections` gauge's `state`).
+    public struct ConnectionCounts: Sendable, Hashable {
+        /// Taking requests now.
+        public var usable = 0
+        /// Open and taking nothing new: going away (GOAWAY) until their streams end.
+        public var draining = 0
+        /// Being set up (TCP, TLS, the first SETTINGS).
+        public var connecting = 0
+
+        public init() {}
+
+        public static func + (lhs: Self, rhs: Self) -> Self {
+            var sum = lhs
+            sum.usable += rhs.usable
+            sum.draining += rhs.draining
+            sum.connecting += rhs.connecting
+            return sum
+        }
+    }
+
+    /// The connections of every pool by state.
+    public var connectionCounts: ConnectionCounts {
+        self.pools.reduce(ConnectionCounts()) { $0 + $1.connectionCounts }
+    }
 
     /// Whether a connection takes requests now (readiness).
     public var hasUsableConnection: Bool { self.pools.contains { $0.usableConnectionCount > 0 } }

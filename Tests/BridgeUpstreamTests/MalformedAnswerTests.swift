@@ -19,7 +19,7 @@ struct MalformedAnswerTests {
     @Test(
         "Each notification gets the behaviour's status; no critical line, at most one warning per 10 s",
         arguments: APNsHTTP2Engine.available,
-        HostileHTTP2Server.Behaviour.allCases
+        HostileHTTP2Server.Behaviour.malformedAnswers
     )
     func sameStatusNoFlood(engine: APNsHTTP2Engine, behaviour: HostileHTTP2Server.Behaviour) async throws {
         let expected: NotificationOutcome =
@@ -28,6 +28,8 @@ struct MalformedAnswerTests {
             case .misstatedContentLength: .rejected(.invalidToken)
             // The server's PROTOCOL_ERROR: status 255, not retried.
             case .resetWithProtocolError: .rejected(.unknown)
+            // Not an answer's reading (UpstreamFaultTests holds the pool to its bound).
+            case .goAwayAfterFirstAnswer: .accepted
             }
         let server = try await HostileHTTP2Server.start(behaviour)
         let log = CapturedLog()

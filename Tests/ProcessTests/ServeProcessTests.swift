@@ -346,7 +346,14 @@ struct ServeProcessTests {
                     #expect(after.value(#"apns_bridge_upstream_responses_total{status="400"}"#) == 1)
                     #expect(after.value("apns_bridge_upstream_request_duration_seconds_count") >= 11)
                     #expect(after.value("apns_bridge_provider_tokens_minted_total") >= 1)
-                    #expect(after.value(#"apns_bridge_upstream_connections{environment="sandbox"}"#) >= 1)
+                    #expect(
+                        after.value(#"apns_bridge_upstream_connections{environment="sandbox",state="usable"}"#) >= 1
+                    )
+                    #expect(
+                        after.samples[#"apns_bridge_upstream_connections{environment="sandbox",state="draining"}"#]
+                            == 0,
+                        "the draining series is there from the start, at 0"
+                    )
                     #expect(after.types["apns_bridge_upstream_request_duration_seconds"] == "histogram")
                     #expect(after.types["apns_bridge_notifications_received_total"] == "counter")
                     #expect(after.types["apns_bridge_notifications_in_flight"] == "gauge")

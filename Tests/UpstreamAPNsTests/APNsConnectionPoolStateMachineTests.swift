@@ -34,8 +34,13 @@ struct APNsConnectionPoolStateMachineTests {
         mutating func open(limit: Int) -> Int {
             self.note(self.machine.warmUp(using: &self.random).connect)
             let id = self.connecting.removeFirst()
-            _ = self.machine.connectionOpened(id, id * 100)
-            _ = self.machine.limitChanged(on: id, to: limit, using: &self.random)
+            _ = self.machine.connectionOpened(id, id * 100, now: APNsConnectionPoolStateMachineTests.now)
+            _ = self.machine.limitChanged(
+                on: id,
+                to: limit,
+                now: APNsConnectionPoolStateMachineTests.now,
+                using: &self.random
+            )
             return id
         }
 
@@ -75,10 +80,10 @@ struct APNsConnectionPoolStateMachineTests {
         let warmUp = pool.machine.warmUp(using: &pool.random)
         #expect(warmUp.connect == .none)
         let id = pool.connecting.removeFirst()
-        let opened = pool.machine.connectionOpened(id, 100)
+        let opened = pool.machine.connectionOpened(id, 100, now: Self.now)
         #expect(opened.close.isEmpty, "kept")
         // Limit 1 until the connection reports its own: the oldest waiter goes first.
-        let placements = pool.machine.limitChanged(on: id, to: 10, using: &pool.random).send
+        let placements = pool.machine.limitChanged(on: id, to: 10, now: Self.now, using: &pool.random).send
         #expect(placements.map(\.request) == [1, 2])
         #expect(pool.machine.usableConnections == 1 && pool.machine.connectionsOpened == 1)
     }
@@ -94,7 +99,7 @@ struct APNsConnectionPoolStateMachineTests {
         #expect(first == b)
         let second = Self.connection(pool.place(2, avoiding: b))
         #expect(second == a)
-        _ = pool.machine.limitChanged(on: a, to: 0, using: &pool.random)  // a goes away
+        _ = pool.machine.limitChanged(on: a, to: 0, now: Self.now, using: &pool.random)  // a goes away
         let third = Self.connection(pool.place(3, avoiding: b))
         #expect(third == b, "the avoided connection, rather than none")
     }
@@ -136,8 +141,8 @@ struct APNsConnectionPoolStateMachineTests {
         #expect(pool.place(4).connect == .none, "one at a time: 2 is connecting")
 
         let b = pool.connecting.removeFirst()
-        _ = pool.machine.connectionOpened(b, b * 100)
-        let ready = pool.machine.limitChanged(on: b, to: 1, using: &pool.random)
+        _ = pool.machine.connectionOpened(b, b * 100, now: Self.now)
+        let ready = pool.machine.limitChanged(on: b, to: 1, now: Self.now, using: &pool.random)
         #expect(ready.send.map(\.request) == [3])
         #expect(ready.connect == .none, "b has not answered yet")
         let bAnswered = pool.machine.streamFinished(on: b, answered: true)
@@ -146,8 +151,8 @@ struct APNsConnectionPoolStateMachineTests {
         #expect(pool.place(5).connect == .open([3]))
 
         let c = pool.connecting.removeFirst()
-        _ = pool.machine.connectionOpened(c, c * 100)
-        #expect(pool.machine.limitChanged(on: c, to: 1, using: &pool.random).send.map(\.request) == [5])
+        _ = pool.machine.connectionOpened(c, c * 100, now: Self.now)
+        #expect(pool.machine.limitChanged(on: c, to: 1, now: Self.now, using: &pool.random).send.map(\.request) == [5])
         _ = pool.machine.streamFinished(on: c, answered: true)
         #expect(Self.connection(pool.place(6)) == c)
         let atMaximum = pool.place(7)
@@ -191,7 +196,7 @@ struct APNsConnectionPoolStateMachineTests {
         "After failed connects: one connection at a time, after a backoff that doubles with jitter; the first answer ends the streak"
     )
     func reconnectBackoff() {
-        var pool = Pool(size: 2)
+        var pool = Pool(size: 2, maximum: 3)
         let firstConnect = pool.place(1).connect
         #expect(firstConnect == .open([1, 2]))
         var delays: [TimeAmount] = []
@@ -224,16 +229,17 @@ struct APNsConnectionPoolStateMachineTests {
             Issue.record("the backoff's end opens one connection")
             return
         }
-        _ = pool.machine.connectionOpened(id, 1)
-        _ = pool.machine.limitChanged(on: id, to: 10, using: &pool.random)
+        _ = pool.machine.connectionOpened(id, 1, now: Self.now)
+        _ = pool.machine.limitChanged(on: id, to: 10, now: Self.now, using: &pool.random)
         _ = pool.machine.streamFinished(on: id, answered: true)  // request 1, dispatched from the queue
-        // The other connect of the first pair opens too; then one connection goes away while
-        // a request is in flight: its replacement opens at once, without a backoff.
+        // The other connect of the first pair opens too; then one connection goes away a minute
+        // later while a request is in flight: its replacement opens at once, without a backoff.
         let other = 2  // the second of the first pair
-        _ = pool.machine.connectionOpened(other, 2)
-        _ = pool.machine.limitChanged(on: other, to: 10, using: &pool.random)
+        _ = pool.machine.connectionOpened(other, 2, now: Self.now)
+        _ = pool.machine.limitChanged(on: other, to: 10, now: Self.now, using: &pool.random)
         _ = pool.place(2)
-        let replacement = pool.machine.limitChanged(on: id, to: 0, using: &pool.random).connect
+        let replacement = pool.machine.limitChanged(on: id, to: 0, now: Self.now + .minutes(1), using: &pool.random)
+            .connect
         guard case .open(let ids) = replacement else {
             Issue.record("no backoff once a connection answered, got \(replacement)")
             return
@@ -243,15 +249,17 @@ struct APNsConnectionPoolStateMachineTests {
 
     @Test("A connection going away (GOAWAY: limit 0) is replaced at once while there is traffic, not when idle")
     func goAwayReplacement() {
-        var busy = Pool(size: 1)
+        var busy = Pool(size: 1, maximum: 2)
         let a = busy.open(limit: 10)
         _ = busy.place(1)
-        let connect = busy.machine.limitChanged(on: a, to: 0, using: &busy.random).connect
+        // It lived a minute: not short-lived.
+        let connect = busy.machine.limitChanged(on: a, to: 0, now: Self.now + .minutes(1), using: &busy.random).connect
         #expect(connect == .open([2]))
 
-        var idle = Pool(size: 1)
+        var idle = Pool(size: 1, maximum: 2)
         let b = idle.open(limit: 10)
-        let idleConnect = idle.machine.limitChanged(on: b, to: 0, using: &idle.random).connect
+        let idleConnect = idle.machine.limitChanged(on: b, to: 0, now: Self.now + .minutes(1), using: &idle.random)
+            .connect
         #expect(idleConnect == .none)
         let nextRequest = idle.place(1).connect
         #expect(nextRequest == .open([2]), "the next request opens one")
@@ -265,10 +273,106 @@ struct APNsConnectionPoolStateMachineTests {
         let a = pool.open(limit: 1)
         _ = pool.place(1)
         _ = pool.place(2)  // queued behind 1
-        guard case .openAfter = pool.machine.connectionClosed(a, using: &pool.random).connect else {
+        guard case .openAfter = pool.machine.connectionClosed(a, now: Self.now, using: &pool.random).connect else {
             Issue.record("expected a backoff")
             return
         }
+    }
+
+    @Test(
+        "Draining connections count against the bound: a replacement waits until one closes, and then opens"
+    )
+    func drainingCountsAgainstTheBound() {
+        var pool = Pool(size: 1, maximum: 2)
+        let a = pool.open(limit: 10)
+        _ = pool.place(1)
+        _ = pool.machine.streamFinished(on: a, answered: true)
+        _ = pool.place(2)  // in flight while a drains, and never answered
+        // Each connection lives a minute: none is short-lived.
+        let first = pool.machine.limitChanged(on: a, to: 0, now: Self.now + .minutes(1), using: &pool.random).connect
+        #expect(first == .open([2]), "one draining connection leaves room for its replacement")
+        pool.note(first)
+        let b = pool.connecting.removeFirst()
+        _ = pool.machine.connectionOpened(b, b * 100, now: Self.now + .minutes(1))
+        _ = pool.machine.limitChanged(on: b, to: 10, now: Self.now + .minutes(1), using: &pool.random)
+        _ = pool.place(3)
+        _ = pool.machine.streamFinished(on: b, answered: true)
+        _ = pool.place(4)
+        let second = pool.machine.limitChanged(on: b, to: 0, now: Self.now + .minutes(2), using: &pool.random).connect
+        #expect(second == .none, "two draining: the bound of 2 is reached")
+        #expect(pool.machine.counts == counts(usable: 0, draining: 2, connecting: 0))
+        #expect(Self.isQueued(pool.place(5)), "requests wait meanwhile")
+        let warmUp = pool.machine.warmUp(using: &pool.random).connect
+        #expect(warmUp == .none)
+        let closed = pool.machine.connectionClosed(a, now: Self.now + .minutes(2), using: &pool.random).connect
+        #expect(closed == .open([3]), "a draining connection closed: its slot goes to a replacement")
+        #expect(pool.machine.counts == counts(usable: 0, draining: 1, connecting: 1))
+    }
+
+    @Test(
+        "Connections that answer and go away at once are short-lived: each replacement waits for a backoff that keeps doubling"
+    )
+    func shortLivedConnectionsBackOff() {
+        var pool = Pool(size: 1, maximum: 2)
+        var now = Self.now
+        var id = pool.open(limit: 10)
+        var delays: [TimeAmount] = []
+        for request in 0..<8 {
+            _ = pool.place(request)
+            _ = pool.machine.streamFinished(on: id, answered: true)
+            _ = pool.place(100 + request)  // in flight when the connection goes away
+            now = now + .milliseconds(5)
+            let goAway = pool.machine.limitChanged(on: id, to: 0, now: now, using: &pool.random).connect
+            _ = pool.machine.connectionClosed(id, now: now, using: &pool.random)
+            guard case .openAfter(let delay) = goAway else {
+                Issue.record("replacement \(request + 1) was not delayed: \(goAway)")
+                return
+            }
+            delays.append(delay)
+            now = now + delay
+            guard case .open(let ids) = pool.machine.reconnectDue().connect, ids.count == 1 else {
+                Issue.record("the backoff's end opens one connection")
+                return
+            }
+            id = ids[0]
+            _ = pool.machine.connectionOpened(id, id * 100, now: now)
+            _ = pool.machine.limitChanged(on: id, to: 10, now: now, using: &pool.random)
+        }
+        for (index, delay) in delays.enumerated() {
+            let step = min(Int64(100_000_000) << Int64(index), 30_000_000_000)
+            #expect(delay.nanoseconds >= step / 2 && delay.nanoseconds <= step, "backoff \(index + 1): \(delay)")
+        }
+        // A connection that lives past the window goes away without a backoff; after a quiet
+        // spell, a short-lived one starts the streak again.
+        _ = pool.place(999)
+        _ = pool.machine.streamFinished(on: id, answered: true)
+        _ = pool.place(1000)
+        now = now + .minutes(2)
+        let longLived = pool.machine.limitChanged(on: id, to: 0, now: now, using: &pool.random).connect
+        guard case .open(let ids) = longLived, let fresh = ids.first else {
+            Issue.record("a connection that lived two minutes is replaced at once, got \(longLived)")
+            return
+        }
+        _ = pool.machine.connectionClosed(id, now: now, using: &pool.random)
+        _ = pool.machine.connectionOpened(fresh, fresh * 100, now: now)
+        _ = pool.machine.limitChanged(on: fresh, to: 10, now: now, using: &pool.random)
+        _ = pool.place(1001)
+        _ = pool.machine.streamFinished(on: fresh, answered: true)
+        _ = pool.place(1002)
+        let again = pool.machine.limitChanged(on: fresh, to: 0, now: now + .seconds(1), using: &pool.random).connect
+        guard case .openAfter(let delay) = again else {
+            Issue.record("a short-lived connection after the quiet spell: a backoff, got \(again)")
+            return
+        }
+        #expect(delay <= .milliseconds(100), "the streak started again: \(delay)")
+    }
+
+    func counts(usable: Int, draining: Int, connecting: Int) -> APNsClient.ConnectionCounts {
+        var counts = APNsClient.ConnectionCounts()
+        counts.usable = usable
+        counts.draining = draining
+        counts.connecting = connecting
+        return counts
     }
 
     @Test("Shut down: queued requests and connections are handed back; nothing new is taken")

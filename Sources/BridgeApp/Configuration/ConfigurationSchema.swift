@@ -249,7 +249,7 @@ extension ConfigurationKey {
         "upstream.maximumConnectionsPerPool",
         .whole(1...256),
         .restart,
-        "more connections while every stream is taken and requests wait, up to this many (at least connectionsPerPool)"
+        "the most connections, draining ones included: more are opened while every stream is taken and requests wait (at least connectionsPerPool)"
     )
     static let upstreamMaximumStreams = Self(
         "upstream.maximumStreamsPerConnection",

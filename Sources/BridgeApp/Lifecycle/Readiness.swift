@@ -2,6 +2,7 @@ import BridgeCore
 import BridgeServer
 import BridgeStores
 import BridgeUpstream
+import UpstreamAPNs
 
 /// Readiness (`/readyz`: a usable upstream connection), health (`/healthz`: the store answers)
 /// and the gauges read at each scrape.
@@ -62,13 +63,15 @@ struct Readiness: Sendable {
         )
     }
 
-    /// The gauges read rather than counted: usable upstream connections by environment, and
+    /// The gauges read rather than counted: upstream connections by environment and state, and
     /// whether the store answers.
     func updateGauges() {
         self.gauges.store(reachable: self.store.currentOutage == nil, writesWaiting: self.store.writesWaiting)
         for environment in APNsEnvironment.allCases {
-            let usable = self.upstream.members.values.reduce(0) { $0 + $1.client.usableConnectionCount(environment) }
-            self.gauges.upstreamConnections(environment, usable)
+            let counts = self.upstream.members.values.reduce(APNsClient.ConnectionCounts()) {
+                $0 + $1.client.connectionCounts(environment)
+            }
+            self.gauges.upstreamConnections(environment, counts)
         }
     }
 }

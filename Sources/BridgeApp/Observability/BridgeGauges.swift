@@ -1,6 +1,7 @@
 import BridgeCore
 import CoreMetrics
 import Prometheus
+import UpstreamAPNs
 
 /// Gauges the runtime sets from what it reads now and then (the store, the pools), rather
 /// than counting as things happen. `serve` makes one and hands it to what sets them.
@@ -9,24 +10,30 @@ final class BridgeGauges: Sendable {
     private let feedbackPending: CoreMetrics.Gauge
     private let storeReachable: CoreMetrics.Gauge
     private let storeWritesWaiting: CoreMetrics.Gauge
-    private let production: CoreMetrics.Gauge
-    private let sandbox: CoreMetrics.Gauge
+    /// `apns_bridge_upstream_connections{environment, state}`, by environment, then by state.
+    private let connections: [APNsEnvironment: [ConnectionState: CoreMetrics.Gauge]]
+
+    /// The `state` label of the upstream connections gauge (docs/operations.md#observing).
+    enum ConnectionState: String, CaseIterable {
+        case usable, draining, connecting
+    }
 
     init(factory: any MetricsFactory = MetricsSystem.factory) {
         self.factory = factory
         self.feedbackPending = CoreMetrics.Gauge(label: "apns_bridge_feedback_pending", factory: factory)
         self.storeReachable = CoreMetrics.Gauge(label: "apns_bridge_store_reachable", factory: factory)
         self.storeWritesWaiting = CoreMetrics.Gauge(label: "apns_bridge_store_writes_waiting", factory: factory)
-        self.production = CoreMetrics.Gauge(
-            label: "apns_bridge_upstream_connections",
-            dimensions: [("environment", "production")],
-            factory: factory
-        )
-        self.sandbox = CoreMetrics.Gauge(
-            label: "apns_bridge_upstream_connections",
-            dimensions: [("environment", "sandbox")],
-            factory: factory
-        )
+        var connections: [APNsEnvironment: [ConnectionState: CoreMetrics.Gauge]] = [:]
+        for environment in APNsEnvironment.allCases {
+            for state in ConnectionState.allCases {
+                connections[environment, default: [:]][state] = CoreMetrics.Gauge(
+                    label: "apns_bridge_upstream_connections",
+                    dimensions: [("environment", environment.rawValue), ("state", state.rawValue)],
+                    factory: factory
+                )
+            }
+        }
+        self.connections = connections
     }
 
     func feedbackPending(_ count: Int) {
@@ -49,10 +56,10 @@ final class BridgeGauges: Sendable {
         .record(1)
     }
 
-    func upstreamConnections(_ environment: APNsEnvironment, _ count: Int) {
-        switch environment {
-        case .production: self.production.record(count)
-        case .sandbox: self.sandbox.record(count)
-        }
+    func upstreamConnections(_ environment: APNsEnvironment, _ counts: APNsClient.ConnectionCounts) {
+        guard let gauges = self.connections[environment] else { return }
+        gauges[.usable]?.record(counts.usable)
+        gauges[.draining]?.record(counts.draining)
+        gauges[.connecting]?.record(counts.connecting)
     }
 }

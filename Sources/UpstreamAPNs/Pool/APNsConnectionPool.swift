@@ -61,6 +61,9 @@ final class APNsConnectionPool: Sendable {
     /// Connections that are ready and take requests now.
     var usableConnectionCount: Int { self.state.withLock { $0.usableConnections } }
 
+    /// The connections by state: usable, draining, connecting.
+    var connectionCounts: APNsClient.ConnectionCounts { self.state.withLock { $0.counts } }
+
     /// Whether a request would be sent at once rather than queued.
     var hasRoom: Bool { self.state.withLock { $0.hasRoom } }
 
@@ -166,7 +169,7 @@ final class APNsConnectionPool: Sendable {
         ).whenComplete { result in
             switch result {
             case .success(let connection):
-                let opened = self.state.withLock { $0.connectionOpened(id, connection) }
+                let opened = self.state.withLock { $0.connectionOpened(id, connection, now: .now()) }
                 self.execute(opened)
                 guard opened.close.isEmpty else { return }  // the pool was shut down meanwhile
                 self.configuration.connection.metrics.connectionsOpened.increment()
@@ -196,7 +199,7 @@ final class APNsConnectionPool: Sendable {
         self.logger.trace("stream limit changed", metadata: ["upstream_connection": "\(id)", "limit": "\(limit)"])
         let action = self.state.withLock { state in
             var random = SystemRandomNumberGenerator()
-            return state.limitChanged(on: id, to: limit, using: &random)
+            return state.limitChanged(on: id, to: limit, now: .now(), using: &random)
         }
         self.execute(action)
     }
@@ -204,7 +207,7 @@ final class APNsConnectionPool: Sendable {
     private func connectionClosed(_ id: Int) {
         let action = self.state.withLock { state in
             var random = SystemRandomNumberGenerator()
-            return state.connectionClosed(id, using: &random)
+            return state.connectionClosed(id, now: .now(), using: &random)
         }
         self.logger.debug("upstream connection closed", metadata: ["upstream_connection": "\(id)"])
         self.execute(action)

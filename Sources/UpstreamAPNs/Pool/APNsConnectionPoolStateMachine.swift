@@ -20,6 +20,10 @@ import NIOCore
 ///   room; with no room anywhere it waits in a FIFO queue (bounded), never past its deadline.
 /// - **Opening**: the pool wants `size` connections that are usable or connecting. It opens them
 ///   on demand (the first request, a warm-up, a connection going away while there is traffic).
+/// - **The bound**: connections open, draining or connecting are never more than `maximumSize`.
+///   A draining connection (GOAWAY) still holds a socket until its streams are answered or
+///   reset, so it counts: an upstream that sends GOAWAY after every answer and leaves a stream
+///   open cannot make the pool open connections without bound.
 /// - **Growing**: while requests wait because every stream of every connection is taken, and
 ///   every connection has answered (a new one carries one stream until then, and its server may
 ///   still raise its limit), one more connection is opened, up to `maximumSize`. A server that
@@ -28,9 +32,13 @@ import NIOCore
 /// - **Backoff**: after a failed connect, or a connection that closed before answering anything,
 ///   connections are opened one at a time after an exponential backoff with jitter (base
 ///   doubling up to the limit, a random point in the upper half); the first answer on a
-///   connection ends the failure streak.
+///   connection ends the failure streak. A connection that goes away (GOAWAY, or closed after
+///   answering) within `shortLivedWindow` of opening is short-lived: its replacement waits for
+///   the backoff too, on a streak of its own that answers do not end (such a connection may
+///   answer once before it goes); it starts again after a quiet spell of twice the backoff's
+///   limit.
 /// - **GOAWAY**: a connection that goes away reports limit 0; it takes nothing new, and is
-///   replaced at once when there is traffic. Its unprocessed streams come back through the
+///   replaced when there is traffic (at once unless short-lived, within the bound). Its unprocessed streams come back through the
 ///   client's retry state machine as new requests.
 package struct APNsConnectionPoolStateMachine<Connection, Request> {
     /// The pool's part of the client's configuration (``APNsClient/Configuration``, where the
@@ -42,6 +50,8 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         package var maximumQueuedRequests: Int
         package var reconnectBackoffBase: TimeAmount
         package var reconnectBackoffLimit: TimeAmount
+        /// A connection that goes away sooner than this after opening is short-lived.
+        package var shortLivedWindow: TimeAmount
 
         /// - Parameters:
         ///   - size: this pool's share of the client's connections (all of them when `nil`).
@@ -52,6 +62,7 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
             self.maximumQueuedRequests = client.maximumQueuedRequests
             self.reconnectBackoffBase = client.reconnectBackoffBase
             self.reconnectBackoffLimit = client.reconnectBackoffLimit
+            self.shortLivedWindow = client.shortLivedConnectionWindow
         }
     }
 
@@ -118,9 +129,13 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
     private struct Entry {
         var id: Int
         var connection: Connection
+        var openedAt: NIODeadline
         var limit: Int
         var inFlight = 0
         var hasAnswered = false
+        /// Whether it went away (limit 0 or closed) and was judged: a failed connect,
+        /// short-lived, or neither.
+        var wentAway = false
         var room: Int { self.limit - self.inFlight }
     }
 
@@ -139,6 +154,10 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
     private var waiters = CircularBuffer<Waiter>()
     private var deadlineSweepScheduled = false
     private var consecutiveFailures = 0
+    /// Short-lived connections in a row, their last, and whether a replacement owes a backoff.
+    private var shortLivedStreak = 0
+    private var lastShortLived: NIODeadline?
+    private var backoffAfterShortLived = false
     private var reconnectScheduled = false
     package private(set) var isShutDown = false
     package private(set) var connectionsOpened = 0
@@ -153,6 +172,15 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
     }
 
     package var queuedRequests: Int { self.waiters.count }
+
+    /// The connections by state; a connection at a stream limit of 0 counts as draining.
+    package var counts: APNsClient.ConnectionCounts {
+        var counts = APNsClient.ConnectionCounts()
+        counts.usable = self.usableConnections
+        counts.draining = self.entries.count - counts.usable
+        counts.connecting = self.connecting
+        return counts
+    }
 
     /// Whether a request placed now would be sent at once: a connection has a free stream and
     /// nothing waits.
@@ -254,8 +282,9 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         return action
     }
 
-    /// A connection is set up; closed again at once when the pool was shut down meanwhile.
-    package mutating func connectionOpened(_ connectionID: Int, _ connection: Connection) -> Action {
+    /// A connection is set up at `now`; closed again at once when the pool was shut down
+    /// meanwhile.
+    package mutating func connectionOpened(_ connectionID: Int, _ connection: Connection, now: NIODeadline) -> Action {
         var action = Action()
         self.connecting -= 1
         guard !self.isShutDown else {
@@ -263,7 +292,7 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
             return action
         }
         // One stream until the connection reports its real limit.
-        self.entries.append(Entry(id: connectionID, connection: connection, limit: 1))
+        self.entries.append(Entry(id: connectionID, connection: connection, openedAt: now, limit: 1))
         self.connectionsOpened += 1
         return action
     }
@@ -276,27 +305,33 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         return action
     }
 
-    /// The backoff timer fired: one connection is opened (unless the pool was shut down).
+    /// The backoff timer fired: one connection is opened, when one is wanted and the bound has
+    /// room (a draining connection that closes later, or the next request, opens it otherwise).
     package mutating func reconnectDue() -> Action {
         self.reconnectScheduled = false
         var action = Action()
-        guard !self.isShutDown else { return action }
+        guard !self.isShutDown, self.wantedConnections > 0 else { return action }
         self.connecting += 1
         action.connect = .open([self.makeConnectionID()])
         return action
     }
 
-    /// A connection's stream limit changed (0: it goes away or is not set up).
+    /// A connection's stream limit changed at `now` (0: it goes away or is not set up).
     package mutating func limitChanged(
         on connectionID: Int,
         to limit: Int,
+        now: NIODeadline,
         using random: inout some RandomNumberGenerator
     ) -> Action {
         var action = Action()
         guard let index = self.entryIndex(of: connectionID) else { return action }
         self.entries[index].limit = limit
-        // A connection going away is replaced at once while there is traffic; an idle pool
-        // opens connections when the next request comes.
+        if limit == 0 {
+            self.judgeLifetime(at: index, now: now, closing: false)
+        }
+        // A connection going away is replaced while there is traffic (at once, or after the
+        // backoff when short-lived; within the bound); an idle pool opens connections when the
+        // next request comes.
         let hasTraffic = !self.waiters.isEmpty || self.entries.contains { $0.inFlight > 0 }
         if limit == 0, hasTraffic {
             action.connect = self.connectionsToOpen(using: &random)
@@ -309,16 +344,13 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
 
     package mutating func connectionClosed(
         _ connectionID: Int,
+        now: NIODeadline,
         using random: inout some RandomNumberGenerator
     ) -> Action {
         var action = Action()
         guard let index = self.entryIndex(of: connectionID) else { return action }
-        let entry = self.entries.remove(at: index)
-        if !entry.hasAnswered {
-            // A connection that closed before answering anything counts as a failure, so that a
-            // server which accepts and drops connections is not hammered.
-            self.consecutiveFailures += 1
-        }
+        self.judgeLifetime(at: index, now: now, closing: true)
+        self.entries.remove(at: index)
         // Replaced now when requests are waiting; otherwise the next request opens one.
         if !self.waiters.isEmpty {
             action.connect = self.connectionsToOpen(using: &random)
@@ -394,26 +426,60 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         return placements
     }
 
+    /// Connections to open for `size` usable or connecting, within the bound of `maximumSize`
+    /// open, draining or connecting.
+    private var wantedConnections: Int {
+        let missing = self.configuration.size - self.usableConnections - self.connecting
+        let room = self.configuration.maximumSize - self.entries.count - self.connecting
+        return max(0, min(missing, room))
+    }
+
     /// How many connections to start now (counted as connecting), or whether to start one after
     /// a backoff.
     private mutating func connectionsToOpen(using random: inout some RandomNumberGenerator) -> ConnectAction {
         guard !self.isShutDown, !self.reconnectScheduled else { return .none }
-        let wanted = max(0, self.configuration.size - self.usableConnections - self.connecting)
+        let wanted = self.wantedConnections
         guard wanted > 0 else { return .none }
-        if self.consecutiveFailures > 0 {
-            // After a failure, one connection at a time, after a backoff.
+        if self.consecutiveFailures > 0 || self.backoffAfterShortLived {
+            // After a failure or a short-lived connection, one connection at a time, after a
+            // backoff.
+            let streak = max(self.consecutiveFailures, self.backoffAfterShortLived ? self.shortLivedStreak : 0)
+            self.backoffAfterShortLived = false
             self.reconnectScheduled = true
-            return .openAfter(self.backoff(using: &random))
+            return .openAfter(self.backoff(after: streak, using: &random))
         }
         self.connecting += wanted
         return .open((0..<wanted).map { _ in self.makeConnectionID() })
     }
 
+    /// A connection goes away at `now`, judged once: at its limit of 0 (GOAWAY) or at its close,
+    /// whichever comes first. Closed without answering, it counts as a failed connect; otherwise
+    /// it is short-lived if it lived less than the window. (A GOAWAY that comes with the answer
+    /// reaches the pool before the answer does, so a limit of 0 does not ask for one.)
+    private mutating func judgeLifetime(at index: Int, now: NIODeadline, closing: Bool) {
+        guard !self.entries[index].wentAway else { return }
+        self.entries[index].wentAway = true
+        if closing, !self.entries[index].hasAnswered {
+            // A server which accepts and drops connections is not hammered.
+            self.consecutiveFailures += 1
+            return
+        }
+        guard now - self.entries[index].openedAt < self.configuration.shortLivedWindow else { return }
+        let quietSpell = self.configuration.reconnectBackoffLimit * 2
+        if let last = self.lastShortLived, now - last < quietSpell {
+            self.shortLivedStreak += 1
+        } else {
+            self.shortLivedStreak = 1
+        }
+        self.lastShortLived = now
+        self.backoffAfterShortLived = true
+    }
+
     /// One more connection while requests wait, every stream is taken and every connection has
-    /// answered, below `maximumSize` and with none connecting or failing.
+    /// answered, below `maximumSize` and with none connecting, failing or short-lived.
     private mutating func growWhileBusy() -> ConnectAction {
         guard !self.waiters.isEmpty, self.connecting == 0, self.entries.count < self.configuration.maximumSize,
-            self.consecutiveFailures == 0, !self.reconnectScheduled, !self.isShutDown
+            self.consecutiveFailures == 0, !self.backoffAfterShortLived, !self.reconnectScheduled, !self.isShutDown
         else { return .none }
         for index in self.entries.indices {
             guard self.entries[index].hasAnswered, self.entries[index].room <= 0 else { return .none }
@@ -422,11 +488,11 @@ package struct APNsConnectionPoolStateMachine<Connection, Request> {
         return .open([self.makeConnectionID()])
     }
 
-    /// Base × 2^(failures−1), capped, then a random point in its upper half: spreads the
+    /// Base × 2^(streak−1), capped, then a random point in its upper half: spreads the
     /// reconnects of many bridges.
-    private func backoff(using random: inout some RandomNumberGenerator) -> TimeAmount {
+    private func backoff(after streak: Int, using random: inout some RandomNumberGenerator) -> TimeAmount {
         let exponential =
-            self.configuration.reconnectBackoffBase.nanoseconds << Int64(min(self.consecutiveFailures - 1, 20))
+            self.configuration.reconnectBackoffBase.nanoseconds << Int64(min(streak - 1, 20))
         let capped = min(exponential, self.configuration.reconnectBackoffLimit.nanoseconds)
         return .nanoseconds(Int64.random(in: (capped / 2)...max(capped / 2, capped), using: &random))
     }

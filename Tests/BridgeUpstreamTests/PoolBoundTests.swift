@@ -1,0 +1,89 @@
+import BridgeCore
+import BridgeTestSupport
+import BridgeUpstream
+import Crypto
+import Logging
+import MetricsTestKit
+import NIOCore
+import NIOPosix
+import Testing
+import UpstreamAPNs
+
+/// An upstream whose every connection answers once, sends GOAWAY and holds a stream open: the
+/// pool stays within its bound and backs off, on both engines (docs/upstream.md#connections).
+@Suite("A pool facing GOAWAY after every answer: bounded, backing off")
+struct PoolBoundTests {
+    /// How long providers write; the backoff's schedule bounds the connections opened in it.
+    static let traffic: Duration = .seconds(8)
+    static let senders = 16
+
+    @Test(
+        "Connections opened stay within the backoff's schedule, open ones within maximumConnectionsPerPool; all close",
+        arguments: APNsHTTP2Engine.available
+    )
+    func boundedUnderGoAwayAfterEachAnswer(engine: APNsHTTP2Engine) async throws {
+        let server = try await HostileHTTP2Server.start(.goAwayAfterFirstAnswer)
+        var configuration = APNsNotificationUpstream.Configuration()
+        configuration.endpoints = [.sandbox: server.endpoint]
+        configuration.broadcastEndpoints = [.sandbox: server.endpoint]
+        configuration.client.engine = engine
+        // The defaults' shape (two pools, each of one connection, growing to two), with a held
+        // stream reset after 2 s rather than 10 s and a short budget, so that the test ends soon.
+        configuration.client.connectionsPerPool = 2
+        configuration.client.maximumConnectionsPerPool = 4
+        configuration.client.requestTimeout = .seconds(2)
+        configuration.client.retryBudget = .seconds(6)
+        let signer = ProviderTokenSigner(
+            key: P256.Signing.PrivateKey(),
+            keyID: UpstreamHarness.keyID,
+            teamID: UpstreamHarness.teamID
+        )
+        let upstream = try APNsNotificationUpstream(
+            configuration: configuration,
+            credentials: .token(ProviderTokenSource(signer: signer, logger: Logger.forTests())),
+            logger: Logger.forTests(),
+            metricsFactory: TestMetrics()
+        )
+        let clock = ContinuousClock()
+        let end = clock.now + Self.traffic
+        let accepted = try await withThrowingTaskGroup(of: Int.self) { group in
+            for sender in 0..<Self.senders {
+                group.addTask {
+                    var accepted = 0
+                    var seed = sender
+                    while clock.now < end {
+                        let outcome = try await upstream.send(
+                            UpstreamHarness.notification(seed),
+                            on: MultiThreadedEventLoopGroup.singleton.any()
+                        ).get()
+                        if outcome == .accepted { accepted += 1 }
+                        seed += Self.senders
+                    }
+                    return accepted
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        let counts = upstream.connectionCounts(.sandbox)
+        let opened = upstream.connectionsOpened(.sandbox)
+        await upstream.shutdownAndWait()
+        await server.connectionsClosed()
+        await server.close()
+
+        #expect(accepted >= 1, "each connection answers its first request")
+        // Each of the two pools opens its first connection at once and its n-th replacement
+        // after a backoff of at least 50 ms × 2^(n−1), so its k-th connection no sooner than
+        // 50 ms × (2^(k−1) − 1): in the 8 s of traffic and the 6 s budget of the last request,
+        // at most 9 per pool. Before the bound and the backoff: 211 in 40 s.
+        let bound = 2 * 9
+        #expect(opened <= bound, "\(opened) connections opened, at most \(bound)")
+        #expect(server.connectionsAccepted <= bound + 2, "the server accepted \(server.connectionsAccepted)")
+        #expect(
+            counts.usable + counts.draining + counts.connecting <= 4,
+            "open, draining and connecting at the end of the traffic: \(counts)"
+        )
+        // A replacement may connect before the server has read the close of the connection it
+        // replaces: one such overlap per pool at most.
+        #expect(server.mostConnectionsOpen <= 4 + 2, "at most \(server.mostConnectionsOpen) open at once")
+    }
+}
