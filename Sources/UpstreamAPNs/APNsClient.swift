@@ -35,7 +35,8 @@ public final class APNsClient: Sendable {
         public var maximumStreamsPerConnection: Int = 1000
         public var pingInterval: TimeAmount = .seconds(60)
         public var connectTimeout: TimeAmount = .seconds(10)
-        /// How long a request may spend in retries: it bounds the whole wait, answered or not.
+        /// How long a request may spend in retries: no attempt is written after it; one written
+        /// before it still waits its `requestTimeout` for the answer (docs/upstream.md#deadlines).
         public var retryBudget: TimeAmount = .seconds(30)
         /// How long one attempt may wait for room on a connection, and then, counted from the
         /// moment it is written, for its answer; past either its stream is reset (or it leaves

@@ -273,7 +273,7 @@ extension ConfigurationKey {
         "upstream.retryBudgetSeconds",
         .seconds(0...3600),
         .restart,
-        "how long a notification may wait upstream, retries included"
+        "how long a notification may be tried upstream, retries included (a written attempt still waits its request timeout)"
     )
     static let upstreamRequestTimeout = Self(
         "upstream.requestTimeoutSeconds",

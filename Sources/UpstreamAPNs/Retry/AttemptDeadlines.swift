@@ -10,9 +10,11 @@ package struct AttemptDeadlines: Sendable, Hashable {
     /// A request still waiting for room on a connection by then fails as unprocessed: it was
     /// never written, so another attempt cannot deliver it twice.
     package var queued: NIODeadline
-    /// How long a written request waits for its answer, counted from its write.
+    /// How long a written request waits for its answer, counted from its write, even past the
+    /// budget's end: APNs may be processing it, and resetting it then would report a
+    /// notification it received as failed.
     package var answerTimeout: TimeAmount
-    /// The end of the retry budget: no attempt waits past it.
+    /// The end of the retry budget: no attempt is written after it.
     package var budgetEnd: NIODeadline
 
     package init(queued: NIODeadline, answerTimeout: TimeAmount, budgetEnd: NIODeadline) {
@@ -23,6 +25,6 @@ package struct AttemptDeadlines: Sendable, Hashable {
 
     /// The moment a request written at `writtenAt` has its stream reset if still unanswered.
     package func answerDeadline(writtenAt: NIODeadline) -> NIODeadline {
-        min(writtenAt + self.answerTimeout, self.budgetEnd)
+        writtenAt + self.answerTimeout
     }
 }

@@ -89,8 +89,8 @@ package struct RequestRetryStateMachine: Sendable {
         self.expiration = expiration
     }
 
-    /// An attempt starts now: returns its deadlines (waiting for room, then for its answer from
-    /// the moment it is written; neither past the budget).
+    /// An attempt starts now: returns its deadlines (waiting for room, not past the budget; then
+    /// for its answer from the moment it is written, its whole timeout).
     package mutating func attemptStarted(now: NIODeadline) -> AttemptDeadlines {
         precondition(!self.isFinished, "an attempt of a finished request")
         self.attempts += 1
