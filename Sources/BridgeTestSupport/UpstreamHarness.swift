@@ -127,6 +127,13 @@ public final class UpstreamHarness: Sendable {
 
     public static let tenant = Tenant(name: topic, topic: topic, environment: .sandbox)
 
+    /// Provider-token credentials with a throwaway key, for an upstream no key is checked by
+    /// (``HostileHTTP2Server``).
+    public static func throwawayTokenCredentials() -> APNsCredentials {
+        let signer = ProviderTokenSigner(key: P256.Signing.PrivateKey(), keyID: keyID, teamID: teamID)
+        return .token(ProviderTokenSource(signer: signer, logger: Logger.forTests()))
+    }
+
     /// A notification for the harness's tenant; token `seed` is unique per seed.
     public static func notification(
         _ seed: Int,

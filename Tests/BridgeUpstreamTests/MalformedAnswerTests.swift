@@ -1,7 +1,6 @@
 import BridgeCore
 import BridgeTestSupport
 import BridgeUpstream
-import Crypto
 import LegacyProtocol
 import Logging
 import MetricsTestKit
@@ -38,14 +37,9 @@ struct MalformedAnswerTests {
         configuration.broadcastEndpoints = [.sandbox: server.endpoint]
         configuration.client.engine = engine
         configuration.client.connectionsPerPool = 1
-        let signer = ProviderTokenSigner(
-            key: P256.Signing.PrivateKey(),
-            keyID: UpstreamHarness.keyID,
-            teamID: UpstreamHarness.teamID
-        )
         let upstream = try APNsNotificationUpstream(
             configuration: configuration,
-            credentials: .token(ProviderTokenSource(signer: signer, logger: Logger.forTests())),
+            credentials: UpstreamHarness.throwawayTokenCredentials(),
             logger: log.logger,
             metricsFactory: TestMetrics()
         )

@@ -1,7 +1,6 @@
 import BridgeCore
 import BridgeTestSupport
 import BridgeUpstream
-import Crypto
 import Logging
 import MetricsTestKit
 import NIOCore
@@ -33,14 +32,9 @@ struct PoolBoundTests {
         configuration.client.maximumConnectionsPerPool = 4
         configuration.client.requestTimeout = .seconds(2)
         configuration.client.retryBudget = .seconds(6)
-        let signer = ProviderTokenSigner(
-            key: P256.Signing.PrivateKey(),
-            keyID: UpstreamHarness.keyID,
-            teamID: UpstreamHarness.teamID
-        )
         let upstream = try APNsNotificationUpstream(
             configuration: configuration,
-            credentials: .token(ProviderTokenSource(signer: signer, logger: Logger.forTests())),
+            credentials: UpstreamHarness.throwawayTokenCredentials(),
             logger: Logger.forTests(),
             metricsFactory: TestMetrics()
         )
