@@ -27,7 +27,8 @@ public final class APNsClient: Sendable {
         public var connectionsPerPool: Int = 2
         /// While every stream is taken and requests wait, more connections are opened, up to
         /// this many (never fewer than ``connectionsPerPool``): a server that allows few streams
-        /// per connection is used through more connections (docs/upstream.md#connections).
+        /// per connection is used through more connections. Draining connections (after a
+        /// GOAWAY) count against it too (docs/upstream.md#connections).
         public var maximumConnectionsPerPool: Int = 4
         /// The HTTP/2 implementation of the connections; libnghttp2 when the build has it.
         public var engine: APNsHTTP2Engine = .preferred
@@ -48,7 +49,7 @@ public final class APNsClient: Sendable {
         public var requestTimeout: TimeAmount = .seconds(10)
         public var reconnectBackoffBase: TimeAmount = .milliseconds(100)
         public var reconnectBackoffLimit: TimeAmount = .seconds(30)
-        /// A connection that answered and then went away (GOAWAY, or closed) sooner than this
+        /// A connection that goes away (GOAWAY, or closed after answering) sooner than this
         /// after opening is replaced after the reconnect backoff, like a failed connect: an
         /// upstream that sends GOAWAY after each answer is not hammered
         /// (docs/upstream.md#connections).

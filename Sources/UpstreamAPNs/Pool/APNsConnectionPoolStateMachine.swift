@@ -38,8 +38,8 @@ import NIOCore
 ///   answer once before it goes); it starts again after a quiet spell of twice the backoff's
 ///   limit.
 /// - **GOAWAY**: a connection that goes away reports limit 0; it takes nothing new, and is
-///   replaced when there is traffic (at once unless short-lived, within the bound). Its unprocessed streams come back through the
-///   client's retry state machine as new requests.
+///   replaced when there is traffic (at once unless short-lived, within the bound). Its
+///   unprocessed streams come back through the client's retry state machine as new requests.
 package struct APNsConnectionPoolStateMachine<Connection, Request> {
     /// The pool's part of the client's configuration (``APNsClient/Configuration``, where the
     /// defaults live).
