@@ -53,11 +53,14 @@ struct StoreBehaviourTests {
     ) async throws -> [FeedbackTuple] {
         let received = Mutex<[FeedbackTuple]>([])
         let finished = Mutex(0)
-        let result = try await store.drain(tenant: tenant, environment: environment, options: options) { tuples in
-            received.withLock { $0 += tuples }
-        } finish: {
-            finished.withLock { $0 += 1 }
-        }
+        let result = try await store.drain(
+            tenant: tenant,
+            environment: environment,
+            options: options,
+            pollerConnected: { true },
+            deliver: { tuples in received.withLock { $0 += tuples } },
+            finish: { finished.withLock { $0 += 1 } }
+        )
         #expect(result.completed)
         #expect(finished.withLock { $0 } == 1, "finish is called once, after the last batch")
         let tuples = received.withLock { $0 }
@@ -239,16 +242,17 @@ struct StoreBehaviourTests {
         let result = try await store.drain(
             tenant: "com.example.a",
             environment: .production,
-            options: .init(batchSize: 10)
-        ) { _ in
-            let n = batches.withLock {
-                $0 += 1
-                return $0
-            }
-            if n == 3 { throw PollerGone() }
-        } finish: {
-            finished.withLock { $0 = true }
-        }
+            options: .init(batchSize: 10),
+            pollerConnected: { true },
+            deliver: { _ in
+                let n = batches.withLock {
+                    $0 += 1
+                    return $0
+                }
+                if n == 3 { throw PollerGone() }
+            },
+            finish: { finished.withLock { $0 = true } }
+        )
         #expect(result == FeedbackDrainResult(delivered: 20, completed: false))
         #expect(!finished.withLock { $0 })
         #expect(try await store.pendingCount() == 30)
@@ -317,11 +321,17 @@ struct StoreBehaviourTests {
     func newerEntryDuringDrain(kind: StoreKind) async throws {
         let store = try await kind.open(try await kind.makeLocation())
         try await Self.apply([Self.unregistered(1, at: 100), Self.unregistered(2, at: 100)], to: store)
-        let result = try await store.drain(tenant: "com.example.a", environment: .production, options: .init()) { _ in
-            // While the poller reads: token 1 is unregistered again, later.
-            try await Self.apply([Self.unregistered(1, at: 500)], to: store)
-        } finish: {
-        }
+        let result = try await store.drain(
+            tenant: "com.example.a",
+            environment: .production,
+            options: .init(),
+            pollerConnected: { true },
+            deliver: { _ in
+                // While the poller reads: token 1 is unregistered again, later.
+                try await Self.apply([Self.unregistered(1, at: 500)], to: store)
+            },
+            finish: {}
+        )
         #expect(result.delivered == 2)
         let pending = try await store.pendingEntries(tenant: "com.example.a", environment: .production, limit: 10)
         #expect(pending.map(\.timestamp) == [500])
@@ -374,8 +384,12 @@ struct StoreBehaviourTests {
         struct Abandoned: Error {}
         let release = Mutex(false)
         let stuck = Task {
-            try await store.drain(tenant: "com.example.a", environment: .production, options: .init(batchSize: 3)) {
-                _ in
+            try await store.drain(
+                tenant: "com.example.a",
+                environment: .production,
+                options: .init(batchSize: 3),
+                pollerConnected: { true }
+            ) { _ in
                 while !release.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
                 throw Abandoned()
             } finish: {

@@ -7,6 +7,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import SQLiteNIO
+import Synchronization
 import Testing
 
 /// The shared store goes away and comes back (docs/operations.md#store-outage): a PostgreSQL
@@ -97,6 +98,56 @@ struct StoreOutageTests {
             await other.close()
         }
         await store.close()
+    }
+
+    @Test(
+        "A feedback claim that waited out an outage is not made for a poller that went away meanwhile: its entry stays pending for the next poll",
+        .enabled(if: PostgresCluster.binaries != nil || interopRequired),
+        .timeLimit(.minutes(5))
+    )
+    func drainOutlivedByItsPoller() async throws {
+        try await withResource(try await PostgresCluster.start()) { cluster in
+            var configuration = BridgeStoreConfiguration()
+            configuration.instanceHeartbeatInterval = .seconds(1)
+            let store = try await StoreKind.postgres.open(cluster.url, configuration: configuration)
+            do {
+                try await StoreBehaviourTests.apply([StoreBehaviourTests.unregistered(1)], to: store)
+                try await cluster.stopFast()
+                // Once the heartbeat failed, the pool's connections are known closed: the drain's
+                // claim waits for a new one.
+                try await eventually("the store's health to show the outage") { store.health.currentOutage != nil }
+                let connected = Mutex(true)
+                let delivered = Mutex(0)
+                let drain = Task {
+                    try await store.drain(
+                        tenant: "com.example.a",
+                        environment: .production,
+                        options: .init(),
+                        pollerConnected: { connected.withLock { $0 } }
+                    ) { tuples in
+                        delivered.withLock { $0 += tuples.count }
+                    } finish: {
+                    }
+                }
+                // The poller goes away during the outage (the feedback listener closes it when the
+                // store gives no batch within its store timeout).
+                connected.withLock { $0 = false }
+                try await cluster.startServer()
+                #expect(try await drain.value == FeedbackDrainResult(delivered: 0, completed: false))
+                #expect(delivered.withLock { $0 } == 0, "nothing was claimed for the closed poller")
+                let pending = try await store.pendingEntries(
+                    tenant: "com.example.a",
+                    environment: .production,
+                    limit: 10
+                )
+                #expect(pending.count == 1)
+                #expect(StoreBehaviourTests.tokenNumbers(try await StoreBehaviourTests.drainAll(store)) == [1])
+            } catch {
+                await store.close()
+                throw error
+            }
+            await store.close()
+        }
     }
 
     @Test(

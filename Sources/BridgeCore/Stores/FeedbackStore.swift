@@ -1,10 +1,14 @@
 import LegacyProtocol
 
 /// The feedback lists (docs/feedback.md): written by the gateway through ``FeedbackRecorder``,
-/// read by the feedback listener through ``drain(tenant:environment:options:deliver:finish:)``.
+/// read by the feedback listener through
+/// ``drain(tenant:environment:options:pollerConnected:deliver:finish:)``.
 public protocol FeedbackStore: FeedbackRecorder {
     /// Serves one poller: the pending entries of this tenant and environment, in batches.
     ///
+    /// - `pollerConnected` is asked before each claim, once the store holds the connection the
+    ///   claim's statement runs on: a drain whose poller went away while the claim waited (for a
+    ///   store that was down) claims nothing and ends.
     /// - `deliver` writes a batch and returns once its bytes were written and flushed; it
     ///   throws when the poller is gone.
     /// - `finish` is called after the last batch (at once when the list is empty) and closes
@@ -19,6 +23,7 @@ public protocol FeedbackStore: FeedbackRecorder {
         tenant: String,
         environment: APNsEnvironment,
         options: FeedbackDrainOptions,
+        pollerConnected: () -> Bool,
         deliver: ([FeedbackTuple]) async throws -> Void,
         finish: () async -> Void
     ) async throws -> FeedbackDrainResult

@@ -14,7 +14,7 @@ import Synchronization
 /// at a time, and closes (docs/protocol.md#closing: the poller gets `closeDelay` to close
 /// first). Nothing is read from the poller. A batch's entries are deleted only after its bytes
 /// were written and flushed, and the last ones only after the close (see
-/// ``FeedbackStore/drain(tenant:environment:options:deliver:finish:)``).
+/// ``FeedbackStore/drain(tenant:environment:options:pollerConnected:deliver:finish:)``).
 ///
 /// Run ``run()`` while it serves: each handshake's client-certificate check and each drain is one
 /// of its child tasks. ``close()`` ends it.
@@ -184,7 +184,8 @@ final class FeedbackConnectionHandler: ChannelInboundHandler {
                 let result = try await store.drain(
                     tenant: tenant.name,
                     environment: tenant.environment,
-                    options: configuration.drain
+                    options: configuration.drain,
+                    pollerConnected: { channel.isActive }
                 ) { tuples in
                     storeTimeout.cancel()
                     // One write per TLS record, each of whole tuples: no tuple straddles two

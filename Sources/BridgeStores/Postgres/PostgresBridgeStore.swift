@@ -704,6 +704,7 @@ public final class PostgresBridgeStore: BridgeStore {
         tenant: String,
         environment: APNsEnvironment,
         options: FeedbackDrainOptions,
+        pollerConnected: () -> Bool,
         deliver: ([FeedbackTuple]) async throws -> Void,
         finish: () async -> Void
     ) async throws -> FeedbackDrainResult {
@@ -716,28 +717,31 @@ public final class PostgresBridgeStore: BridgeStore {
             // rows it deletes are claimed ones, the rows the claim takes unclaimed ones. (The
             // release below leaves the deleted batches' rows to the DELETE: a row two parts of one
             // statement change ends up with either change.)
-            var claimed: [(id: Int64, tuple: FeedbackTuple)] = []
-            let rows = try await self.client.query(
-                """
-                WITH delivered AS (
-                    DELETE FROM feedback_entries
-                    WHERE claim = \(claim) AND claim_batch BETWEEN \(Int32(deleting?.lowerBound ?? 0)) AND \(Int32(deleting?.upperBound ?? 0))
+            try await self.client.withConnection { connection in
+                guard pollerConnected() else { throw FeedbackDrainLoop.PollerGone() }
+                var claimed: [(id: Int64, tuple: FeedbackTuple)] = []
+                let rows = try await connection.query(
+                    """
+                    WITH delivered AS (
+                        DELETE FROM feedback_entries
+                        WHERE claim = \(claim) AND claim_batch BETWEEN \(Int32(deleting?.lowerBound ?? 0)) AND \(Int32(deleting?.upperBound ?? 0))
+                    )
+                    UPDATE feedback_entries SET claim = \(claim), claim_batch = \(Int32(batch)), claimed_at = \(self.configuration.nowSeconds)
+                    WHERE id IN (
+                        SELECT id FROM feedback_entries
+                        WHERE tenant = \(tenant) AND environment = \(environment.rawValue) AND claim IS NULL \(unescaped: lengthFilter)
+                        ORDER BY id LIMIT \(Int64(options.batchSize))
+                        FOR UPDATE SKIP LOCKED
+                    )
+                    RETURNING id, token, timestamp
+                    """,
+                    logger: self.logger
                 )
-                UPDATE feedback_entries SET claim = \(claim), claim_batch = \(Int32(batch)), claimed_at = \(self.configuration.nowSeconds)
-                WHERE id IN (
-                    SELECT id FROM feedback_entries
-                    WHERE tenant = \(tenant) AND environment = \(environment.rawValue) AND claim IS NULL \(unescaped: lengthFilter)
-                    ORDER BY id LIMIT \(Int64(options.batchSize))
-                    FOR UPDATE SKIP LOCKED
-                )
-                RETURNING id, token, timestamp
-                """,
-                logger: self.logger
-            )
-            for try await (id, token, timestamp) in rows.decode((Int64, ByteBuffer, Int64).self) {
-                claimed.append((id, FeedbackTuple(timestamp: UInt32(clamping: timestamp), deviceToken: token)))
+                for try await (id, token, timestamp) in rows.decode((Int64, ByteBuffer, Int64).self) {
+                    claimed.append((id, FeedbackTuple(timestamp: UInt32(clamping: timestamp), deviceToken: token)))
+                }
+                return claimed.sorted { $0.id < $1.id }.map(\.tuple)
             }
-            return claimed.sorted { $0.id < $1.id }.map(\.tuple)
         } release: { deleting in
             try await self.client.query(
                 """

@@ -396,6 +396,7 @@ public final class SQLiteBridgeStore: BridgeStore {
         tenant: String,
         environment: APNsEnvironment,
         options: FeedbackDrainOptions,
+        pollerConnected: () -> Bool,
         deliver: ([FeedbackTuple]) async throws -> Void,
         finish: () async -> Void
     ) async throws -> FeedbackDrainResult {
@@ -405,7 +406,8 @@ public final class SQLiteBridgeStore: BridgeStore {
             batch,
             deleting in
             let rows = try await self.lock.withLock {
-                try await Self.transaction(self.connection) {
+                guard pollerConnected() else { throw FeedbackDrainLoop.PollerGone() }
+                return try await Self.transaction(self.connection) {
                     if let deleting {
                         try await self.deleteBatches(deleting, of: claim)
                     }

@@ -1,9 +1,15 @@
 import BridgeCore
 import LegacyProtocol
 
-/// The drain both stores run (see ``FeedbackStore/drain(tenant:environment:options:deliver:finish:)``):
+/// The drain both stores run (see ``FeedbackStore/drain(tenant:environment:options:pollerConnected:deliver:finish:)``):
 /// claim a batch, deliver it, repeat; after the last batch, `finish` (the close); then release
 /// whatever is still claimed. The stores supply the claim and the release in their own SQL.
+///
+/// A claim first asks whether the poller is still connected, once it holds the connection its
+/// statement runs on, and throws ``PollerGone`` if not. A claim can wait long for that
+/// connection (a PostgreSQL that is down): when it is finally made, the poller may have been
+/// closed for minutes, and a claim made then would hide its entries from the next poll until
+/// the release.
 ///
 /// Delivered batches (their bytes written and flushed) are deleted as the stream goes: every
 /// ``batchesPerDelete`` batches, one statement by batch range in the same transaction as the
@@ -17,6 +23,9 @@ enum FeedbackDrainLoop {
     /// statement per batch made SQLite's stream of a million entries twice as slow as one
     /// per ten (docs/feedback.md).
     static let batchesPerDelete = 10
+
+    /// Thrown by a claim whose poller went away before its statement ran: nothing was claimed.
+    struct PollerGone: Error {}
 
     static func run(
         batchSize: Int,
@@ -38,6 +47,8 @@ enum FeedbackDrainLoop {
             do {
                 tuples = try await claim(batch, deleting)
                 if deleting != nil { undeleted = nil }
+            } catch is PollerGone {
+                break  // nothing claimed, nothing deleted: the release below deletes
             } catch {
                 storeError = error  // a failed claim deleted nothing: the release below does
                 break
