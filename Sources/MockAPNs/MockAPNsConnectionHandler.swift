@@ -193,6 +193,8 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
             streamID: Int(streamID),
             token: "",
             apnsID: headers.first(name: "apns-id"),
+            collapseID: headers.first(name: "apns-collapse-id"),
+            collapseIDIndexing: headers.first { $0.name == "apns-collapse-id" }?.indexable,
             topic: headers.first(name: "apns-topic"),
             pushType: headers.first(name: "apns-push-type"),
             priority: headers.first(name: "apns-priority"),
@@ -264,6 +266,13 @@ final class MockAPNsConnectionHandler: ChannelInboundHandler {
 
     private func respond(_ record: MockAPNsRequestRecord, request: PendingRequest, context: ChannelHandlerContext) {
         guard context.channel.isActive else { return }
+        guard self.openStreams.contains(HTTP2StreamID(record.streamID)) else {
+            // The client reset the stream while a delayed answer waited: APNs processed the
+            // request all the same (the device gets it), so it is recorded; nothing is written
+            // on the closed stream.
+            self.ledger.record(record)
+            return
+        }
         var headers = HPACKHeaders()
         headers.add(name: ":status", value: String(record.status))
         if record.api == .device {

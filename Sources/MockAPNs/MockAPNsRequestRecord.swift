@@ -10,6 +10,10 @@ public struct MockAPNsRequestRecord: Sendable {
     /// Lowercase hex, from the path.
     public var token: String
     public var apnsID: String?
+    /// `apns-collapse-id`, and how the HPACK encoder sent it (Apple asks for indexing the first
+    /// time on a connection, and no indexing after).
+    public var collapseID: String?
+    public var collapseIDIndexing: HPACKIndexing?
     public var topic: String?
     public var pushType: String?
     public var priority: String?

@@ -62,6 +62,9 @@ struct MockAPNsRequestValidator {
         if let apnsID = headers.first(name: "apns-id"), !Self.isUUID(apnsID) {
             return refuse(400, .badMessageId, token)
         }
+        if let collapseID = headers.first(name: "apns-collapse-id"), collapseID.utf8.count > 64 {
+            return refuse(400, .badCollapseId, token)
+        }
         if let expiration = headers.first(name: "apns-expiration"), Int64(expiration) == nil {
             return refuse(400, .badExpirationDate, token)
         }

@@ -107,6 +107,12 @@ struct MockAPNsValidationTests {
             reason: .badMessageId
         ),
         Case(
+            name: "an apns-collapse-id of 65 bytes",
+            headers: alert + ["apns-collapse-id: " + String(repeating: "c", count: 65)],
+            status: 400,
+            reason: .badCollapseId
+        ),
+        Case(
             name: "an apns-expiration that is not a number",
             headers: alert + ["apns-expiration: soon"],
             status: 400,

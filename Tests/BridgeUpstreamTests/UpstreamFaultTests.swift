@@ -226,6 +226,43 @@ struct UpstreamFaultTests {
         }
     }
 
+    @Test(
+        "Every attempt of one notification carries the same apns-collapse-id (its apns-id); two notifications never share one",
+        arguments: APNsHTTP2Engine.available
+    )
+    func attemptsShareOneCollapseID(engine: APNsHTTP2Engine) async throws {
+        try await withResource(
+            try await UpstreamHarness.start(configureClient: {
+                $0.engine = engine
+                $0.requestTimeout = .milliseconds(300)
+                $0.retryBudget = .seconds(4)
+            })
+        ) { harness in
+            // A first 200 raises the connection's one stream to the server's limit.
+            #expect(try await harness.send(UpstreamHarness.notification(0)) == .accepted)
+            harness.mock.ledger.reset()
+            // Then every answer comes after its attempt was reset: APNs processed the attempt
+            // (the mock records it when it answers), the bridge sent the notification again.
+            // Each notification is processed at least twice: the duplicates at-least-once makes.
+            harness.mock.script.delayResponses(by: .seconds(2))
+            let notifications = 5
+            _ = try await sendMany(harness, count: notifications, concurrency: notifications, seedOffset: 1)
+            let processedTwice = await harness.mock.ledger.waitForRecords { records in
+                let perToken = Dictionary(grouping: records, by: \.token)
+                return perToken.count == notifications && perToken.values.allSatisfy { $0.count >= 2 }
+            }
+            #expect(
+                processedTwice,
+                "\(Dictionary(grouping: harness.mock.ledger.records, by: \.token).mapValues(\.count).values.sorted()) attempts recorded; \(harness.mock.ledger.counters)"
+            )
+            let records = harness.mock.ledger.records
+            #expect(records.allSatisfy { $0.collapseID != nil && $0.collapseID == $0.apnsID })
+            let collapseIDs = Dictionary(grouping: records, by: \.token).mapValues { Set($0.map(\.collapseID)) }
+            #expect(collapseIDs.values.allSatisfy { $0.count == 1 }, "one collapse id per notification")
+            #expect(Set(collapseIDs.values.flatMap { $0 }).count == notifications, "none shared")
+        }
+    }
+
     @Test("A connection whose PINGs go unanswered is replaced within two ping intervals")
     func unansweredPings() async throws {
         try await withResource(

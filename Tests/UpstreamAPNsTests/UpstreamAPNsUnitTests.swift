@@ -65,7 +65,7 @@ struct APNsPushTypeTests {
 
 @Suite("Request headers")
 struct APNsRequestHeaderEncoderTests {
-    @Test("HPACK indexing as Apple asks: apns-id and apns-expiration indexed once, then not")
+    @Test("HPACK indexing as Apple asks: apns-id, apns-collapse-id and apns-expiration indexed once, then not")
     func indexing() {
         var encoder = APNsRequestHeaderEncoder(authority: "api.push.apple.com")
         let request = APNsRequest(
@@ -86,6 +86,12 @@ struct APNsRequestHeaderEncoderTests {
         #expect(indexing(first, "authorization") == .neverIndexed)
         #expect(indexing(first, "apns-id") == .indexable)
         #expect(indexing(second, "apns-id") == .nonIndexable)
+        #expect(indexing(first, "apns-collapse-id") == .indexable)
+        #expect(indexing(second, "apns-collapse-id") == .nonIndexable)
+        #expect(
+            second.first(name: "apns-collapse-id") == "00000000-0000-4000-8000-000000000000",
+            "a device request's collapse id is its id"
+        )
         #expect(indexing(first, "apns-expiration") == .indexable)
         #expect(indexing(second, "apns-expiration") == .nonIndexable)
         #expect(indexing(second, "apns-topic") == .indexable)
@@ -113,6 +119,7 @@ struct APNsRequestHeaderEncoderTests {
         #expect(headers.first(name: "apns-priority") == "1")
         #expect(headers.first(name: "apns-expiration") == "0")
         #expect(headers.first(name: "apns-topic") == nil && headers.first(name: "apns-id") == nil)
+        #expect(headers.first(name: "apns-collapse-id") == nil, "the broadcast API takes no collapse id")
         #expect(headers.first { $0.name == "authorization" }?.indexable == .neverIndexed)
 
         let delete = APNsRequest.channelManagement(
@@ -160,20 +167,22 @@ struct APNsRequestHeaderEncoderTests {
         }
         #expect(
             fields.map(\.0) == [
-                ":method", ":scheme", ":path", ":authority", "authorization", "apns-id", "apns-expiration",
-                "apns-priority", "apns-topic", "apns-push-type", "content-length",
+                ":method", ":scheme", ":path", ":authority", "authorization", "apns-id", "apns-collapse-id",
+                "apns-expiration", "apns-priority", "apns-topic", "apns-push-type", "content-length",
             ]
         )
         #expect(fields.first { $0.0 == "apns-expiration" }?.2 == "0")
         #expect(fields.first { $0.0 == "content-length" }?.2 == "2")
         #expect(fields.first { $0.0 == ":path" }?.2 == request.path)
         #expect(fields.first { $0.0 == "apns-id" }?.2 == request.apnsID)
+        #expect(fields.first { $0.0 == "apns-collapse-id" }?.2 == request.apnsID)
         for (name, bytes, text) in fields {
             #expect(bytes == Array(text.utf8), "\(name)")
         }
         var second = APNsRequestHeaderEncoder(authority: "api.push.apple.com")
         let text = second.headers(for: request, authorization: nil)
         #expect(text.first(name: ":path") == request.path && text.first(name: "apns-id") == request.apnsID)
+        #expect(text.first(name: "apns-collapse-id") == request.apnsID)
     }
 }
 

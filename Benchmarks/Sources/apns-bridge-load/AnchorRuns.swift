@@ -250,6 +250,7 @@ struct H2LoadRun: AsyncParsableCommand {
             "-d", bodyPath, "-i", urisPath,
             "-H", "authorization: bearer \(jwt)",
             "-H", "apns-id: 2d2a3b36-1c5e-4d6f-8a01-23456789abcd",
+            "-H", "apns-collapse-id: 2d2a3b36-1c5e-4d6f-8a01-23456789abcd",
             "-H", "apns-expiration: 0",
             "-H", "apns-priority: 10",
             "-H", "apns-topic: \(Workspace.topic)",

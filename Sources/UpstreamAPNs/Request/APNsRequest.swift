@@ -8,7 +8,8 @@ import NIOHPACK
 public struct APNsRequest: Sendable {
     /// Which of APNs' APIs the request is for; it decides the headers sent.
     public enum Kind: Hashable, Sendable {
-        /// `apns-id`, `apns-topic`, `apns-push-type`, `apns-priority`, `apns-expiration`.
+        /// `apns-id`, `apns-collapse-id` (the same id), `apns-topic`, `apns-push-type`,
+        /// `apns-priority`, `apns-expiration`.
         case device
         /// `apns-request-id`, `apns-channel-id`, `apns-push-type: liveactivity`, `apns-priority`,
         /// `apns-expiration`; no topic (the bundle id is in the path).

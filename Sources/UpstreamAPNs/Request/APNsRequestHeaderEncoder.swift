@@ -3,9 +3,14 @@ import NIOHPACK
 
 /// Builds the header block of one request, with HPACK indexing as Apple asks: a device
 /// request's `:path` and every `authorization` are never put in the dynamic table (each value is
-/// used once, or is a secret); the request id and `apns-expiration` are indexed the first time on
-/// a connection (so their names enter the table) and sent as literals without indexing after
-/// that; the rest are indexed.
+/// used once, or is a secret); the request id, `apns-collapse-id` and `apns-expiration` are
+/// indexed the first time on a connection (so their names enter the table) and sent as literals
+/// without indexing after that; the rest are indexed.
+///
+/// A device request's `apns-collapse-id` is its id: every attempt of one notification sends the
+/// same request, so a duplicate that at-least-once delivery cannot avoid replaces the first on
+/// the device rather than showing twice, and two notifications never share one
+/// (docs/upstream.md#collapse-id).
 ///
 /// Not part of the library's API: both engines use it, and the Benchmarks package (a package
 /// of its own) measures it through `@_spi(Benchmarks) import UpstreamAPNs`.
@@ -20,9 +25,20 @@ public struct APNsRequestHeaderEncoder: Sendable {
 
     public mutating func headers(for request: APNsRequest, authorization: String?) -> HPACKHeaders {
         var headers = HPACKHeaders()
-        headers.reserveCapacity(10)
+        headers.reserveCapacity(12)
+        // A device request sends its id twice (`apns-id`, `apns-collapse-id`): one `String` for
+        // both. And the one name longer than a small string's 15 bytes is a constant, so that
+        // no name costs an allocation.
+        var idText: String?
         self.forEachField(of: request, authorization: authorization) { name, value, indexing in
-            headers.add(name: name.description, value: value.string, indexing: indexing)
+            let text: String
+            if case .uuid = value {
+                text = idText ?? value.string
+                idText = text
+            } else {
+                text = value.string
+            }
+            headers.add(name: Self.nameText(name), value: text, indexing: indexing)
         }
         return headers
     }
@@ -56,6 +72,7 @@ public struct APNsRequestHeaderEncoder: Sendable {
         switch fields.kind {
         case .device:
             field("apns-id", APNsHeaderValue(fields.id), changing)
+            field("apns-collapse-id", APNsHeaderValue(fields.id), changing)
             field("apns-expiration", .decimal(UInt64(fields.expiration)), changing)
             field("apns-priority", Self.priorityValue(fields.priority), .indexable)
             if let topic = fields.topic {
@@ -78,6 +95,14 @@ public struct APNsRequestHeaderEncoder: Sendable {
             }
         }
         field("content-length", .decimal(UInt64(fields.payload.readableBytes)), .indexable)
+    }
+
+    private static let collapseIDName = "apns-collapse-id"
+
+    private static func nameText(_ name: StaticString) -> String {
+        guard name.utf8CodeUnitCount > 15 else { return name.description }
+        assert(name.description == Self.collapseIDName, "a long header name without its constant")
+        return Self.collapseIDName
     }
 
     private static func priorityValue(_ priority: UInt8) -> APNsHeaderValue {
