@@ -16,7 +16,8 @@ import Testing
 /// way, and started again on the same data. Nothing that was handed to the store is lost:
 /// feedback changes and resend outcomes wait and are written when it answers, a lookup waits
 /// (within the outage budget) instead of failing, and the store's health says what happened.
-@Suite("Store outage (a PostgreSQL of the test's own, stopped and killed)")
+/// Serialized: one server of the suite's is stopped at a time.
+@Suite("Store outage (a PostgreSQL of the test's own, stopped and killed)", .serialized)
 struct StoreOutageTests {
     static let eventLoop = MultiThreadedEventLoopGroup.singleton.any()
 

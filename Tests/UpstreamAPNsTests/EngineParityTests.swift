@@ -125,7 +125,8 @@ struct EngineParityTests {
             let hex = token.readableBytesView.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
             return [
                 ":method: POST", ":scheme: https", ":path: /3/device/\(hex)", ":authority: api.sandbox.push.apple.com",
-                "authorization: \(authorization)", "apns-id: \(id)", "apns-expiration: 0", "apns-priority: 10",
+                "authorization: \(authorization)", "apns-id: \(id)", "apns-collapse-id: \(id)", "apns-expiration: 0",
+                "apns-priority: 10",
                 "apns-topic: com.example.app", "apns-push-type: alert", "content-length: \(length)",
             ]
         }
