@@ -213,6 +213,13 @@ struct StoreOutageTests {
         try await silent.close()
     }
 
+    /// One line on standard error as each step starts: this test has hung in full CI runs (until
+    /// its time limit) and never in a run of its own, so its output names the step that waited.
+    static func progress(_ cut: Cut, round: Int? = nil, _ step: String) {
+        let round = round.map { " round \($0)" } ?? ""
+        FileHandle.standardError.write(Data("StoreOutageTests \(cut)\(round): \(step) at \(Date())\n".utf8))
+    }
+
     static func cutThreeTimes(_ cut: Cut, cluster: PostgresCluster, store: any BridgeStore) async throws {
         for round in 0..<3 {
             let base = round * 100
@@ -222,6 +229,7 @@ struct StoreOutageTests {
                 .get()
             try await StoreBehaviourTests.apply([StoreBehaviourTests.unregistered(base)], to: store)
 
+            Self.progress(cut, round: round, "cutting the server off")
             switch cut {
             case .fastStop: try await cluster.stopFast()
             case .kill: try cluster.kill()
@@ -237,13 +245,19 @@ struct StoreOutageTests {
             let claim = store.claim(Self.key(base + 1), on: Self.eventLoop)
             try await eventually("the store's health to show the outage") { store.health.currentOutage != nil }
 
+            Self.progress(cut, round: round, "starting the server")
             try await cluster.startServer()
+            Self.progress(cut, round: round, "waiting for the 410 written during the outage")
             try await entry.get()
+            Self.progress(cut, round: round, "waiting for the outcome written during the outage")
             try await resolved.get()
+            Self.progress(cut, round: round, "waiting for the lookup")
             #expect(try await claim.get() == .answered(.rejected(.invalidToken)), "round \(round)")
+            Self.progress(cut, round: round, "waiting for the health to clear")
             try await eventually("the store's health to clear") { store.health.currentOutage == nil }
             #expect(store.health.writesWaiting == 0)
         }
+        Self.progress(cut, "draining the list")
         let tuples = try await StoreBehaviourTests.drainAll(store)
         let numbers = StoreBehaviourTests.tokenNumbers(tuples).sorted()
         #expect(numbers == [0, 2, 100, 102, 200, 202], "each 410 once")
