@@ -22,11 +22,18 @@ public final class StoreHealth: Sendable {
     private let outcomesWaiting = Atomic<Int>(0)
     private let errors: CoreMetrics.Counter
     private let logger: Logger
+    /// Values read that are no number where one belongs.
+    let corruptValues: CorruptValues
 
     init(logger: Logger, factory: any MetricsFactory = MetricsSystem.factory) {
         self.logger = logger
         self.errors = CoreMetrics.Counter(label: "apns_bridge_store_errors_total", factory: factory)
+        self.corruptValues = CorruptValues(logger: logger, factory: factory)
     }
+
+    /// Values read since the store opened that were no number where one belongs (text or a
+    /// blob in an INTEGER column of a SQLite file someone edited): each counted as missing.
+    public var corruptValuesRead: Int { self.corruptValues.count }
 
     /// `nil` while the store answers.
     public var currentOutage: Outage? {

@@ -110,6 +110,47 @@ struct StoredValueTests {
     }
 
     @Test(
+        "SQLite: text and a blob in integer columns are read as missing, each counted, and only the first logged"
+    )
+    func nonNumbersInIntegerColumns() async throws {
+        let location = try TestDatabases.sqliteLocation()
+        let path = String(location.dropFirst("sqlite:".count))
+        let key = StoreOutageTests.key(5)
+        var store = try await StoreKind.sqlite.open(location)
+        try await store.recordUsage(Self.usageBatch(accepted: 5))
+        try await StoreBehaviourTests.apply([StoreBehaviourTests.unregistered(1)], to: store)
+        try await store.remember([ResendRecord(key: key, outcome: .accepted)], on: Self.eventLoop).get()
+        await store.close()
+
+        try await Self.execute(
+            [
+                "UPDATE usage_counts SET value = 'many' WHERE counter = 'accepted'",
+                "UPDATE usage_tenants SET last_poll = x'00'",
+                "UPDATE feedback_entries SET timestamp = 'yesterday'",
+            ],
+            in: location
+        )
+
+        let log = CapturedLog()
+        let opened = try await SQLiteBridgeStore.open(path: path, logger: log.logger)
+        store = opened
+        let usage = try await store.usage(from: Self.day, tenant: nil)
+        #expect(usage.counts[.init(tenant: "com.example.a", day: Self.day, counter: "accepted")] == nil)
+        #expect(usage.counts[.init(tenant: "com.example.a", day: Self.day, counter: "command.2")] == 5)
+        #expect(usage.tenants["com.example.a"] == .init(firstSeen: 1_000, lastSeen: 2_000, lastPoll: nil))
+        _ = try await store.usage(from: Self.day, tenant: nil)
+        let tuples = try await StoreBehaviourTests.drainAll(store)
+        #expect(tuples.map(\.timestamp) == [0])
+        try await store.refreshLiveRecords(tenant: "com.example.a", on: Self.eventLoop).get()
+        #expect(try await store.claim(key, on: Self.eventLoop).get() == .answered(.accepted))
+        #expect(opened.health.corruptValuesRead == 5, "two usage reads of two values each, and the drain's timestamp")
+        let warnings = log.lines(at: .warning).filter { $0.message.contains("not a number") }
+        #expect(warnings.count == 1, "\(warnings.map(\.metadata))")
+        #expect(warnings.first?.metadata["column"] == "value")
+        await store.close()
+    }
+
+    @Test(
         "A usage counter at INT64_MAX stays there when traffic adds to it (SQLite kept it an integer, PostgreSQL wrote it)",
         arguments: StoreKind.available
     )

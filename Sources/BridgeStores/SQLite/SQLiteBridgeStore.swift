@@ -63,6 +63,7 @@ public final class SQLiteBridgeStore: BridgeStore {
         configuration: BridgeStoreConfiguration,
         horizons: ResendRecordHorizons,
         feedbackListFilter: FeedbackListFilter,
+        health: StoreHealth,
         logger: Logger
     ) {
         self.path = path
@@ -72,7 +73,6 @@ public final class SQLiteBridgeStore: BridgeStore {
         self.logger = logger
         self.horizons = horizons
         self.feedbackListFilter = feedbackListFilter
-        let health = StoreHealth(logger: logger)
         self.health = health
         let batcher = FeedbackWriteBatcher(
             maximumQueued: configuration.maximumQueuedFeedbackChanges,
@@ -146,6 +146,7 @@ public final class SQLiteBridgeStore: BridgeStore {
         let connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
         do {
             let lock = AsyncSerialLock()
+            let health = StoreHealth(logger: logger)
             // SQLiteNIO's busy handler retries a locked file at once, for ever: a writer of
             // another process holding the lock (a `sqlite3` shell in a transaction, a backup
             // tool) would hold every write of this store and spin a thread. With a timeout the
@@ -178,7 +179,9 @@ public final class SQLiteBridgeStore: BridgeStore {
             for row in try await connection.query(
                 "SELECT tenant, max(expires_at) AS until FROM resend_records WHERE claimed = 0 GROUP BY tenant"
             ) {
-                guard let tenant = row.column("tenant")?.string, let until = row.column("until")?.storedInteger else {
+                guard let tenant = row.column("tenant")?.string,
+                    let until = row.storedInteger("until", corrupt: health.corruptValues)
+                else {
                     continue
                 }
                 horizons.extend(tenant: tenant, until: Int64(until))
@@ -199,6 +202,7 @@ public final class SQLiteBridgeStore: BridgeStore {
                 configuration: configuration,
                 horizons: horizons,
                 feedbackListFilter: feedbackListFilter,
+                health: health,
                 logger: logger
             )
         } catch {
@@ -428,9 +432,12 @@ public final class SQLiteBridgeStore: BridgeStore {
                     )
                 }
             }
-            return rows.sorted { ($0.column("id")?.storedInteger ?? 0) < ($1.column("id")?.storedInteger ?? 0) }.map {
+            return rows.sorted {
+                ($0.storedInteger("id", corrupt: self.health.corruptValues) ?? 0)
+                    < ($1.storedInteger("id", corrupt: self.health.corruptValues) ?? 0)
+            }.map {
                 FeedbackTuple(
-                    timestamp: UInt32(clamping: $0.column("timestamp")?.storedInteger ?? 0),
+                    timestamp: UInt32(clamping: $0.storedInteger("timestamp", corrupt: self.health.corruptValues) ?? 0),
                     deviceToken: $0.column("token")?.blob ?? ByteBuffer()
                 )
             }
@@ -469,7 +476,7 @@ public final class SQLiteBridgeStore: BridgeStore {
                 tenant: tenant,
                 environment: environment,
                 deviceToken: $0.column("token")?.blob ?? ByteBuffer(),
-                timestamp: UInt32(clamping: $0.column("timestamp")?.storedInteger ?? 0)
+                timestamp: UInt32(clamping: $0.storedInteger("timestamp", corrupt: self.health.corruptValues) ?? 0)
             )
         }
     }
@@ -546,7 +553,9 @@ public final class SQLiteBridgeStore: BridgeStore {
                 }
             }
             for row in updated {
-                if let id = row.column("id")?.storedInteger { self.outcomeWaiters.wake(Int64(id)) }
+                if let id = row.storedInteger("id", corrupt: self.health.corruptValues) {
+                    self.outcomeWaiters.wake(Int64(id))
+                }
             }
         }
     }
@@ -581,9 +590,9 @@ public final class SQLiteBridgeStore: BridgeStore {
                     ).first
                 }
             }
-            guard let row, let id = row.column("id")?.storedInteger else { return .new }
+            guard let row, let id = row.storedInteger("id", corrupt: self.health.corruptValues) else { return .new }
             var outcomeRow = row
-            let expiresAt = Int64(row.column("expires_at")?.storedInteger ?? 0)
+            let expiresAt = Int64(row.storedInteger("expires_at", corrupt: self.health.corruptValues) ?? 0)
             // A pending record is this process's (records of a previous run were marked unknown
             // at open): its outcome is on its way, bounded by the upstream's retry budget, and
             // its resolve wakes this wait. Should it not come before the record expires,
@@ -612,8 +621,8 @@ public final class SQLiteBridgeStore: BridgeStore {
                 outcomeRow = next
             }
             return StoredOutcome.claim(
-                kind: Int64(outcomeRow.column("outcome")?.storedInteger ?? -1),
-                value: Int64(outcomeRow.column("outcome_value")?.storedInteger ?? 0)
+                kind: Int64(outcomeRow.storedInteger("outcome", corrupt: self.health.corruptValues) ?? -1),
+                value: Int64(outcomeRow.storedInteger("outcome_value", corrupt: self.health.corruptValues) ?? 0)
             )
         }
     }

@@ -81,8 +81,12 @@ enum SQLiteUsage {
         }
     }
 
-    static func read(from firstDay: UsageDay, tenant: String?, connection: SQLiteConnection) async throws -> StoredUsage
-    {
+    static func read(
+        from firstDay: UsageDay,
+        tenant: String?,
+        connection: SQLiteConnection,
+        corrupt: CorruptValues
+    ) async throws -> StoredUsage {
         var usage = StoredUsage()
         let onlyTenant = tenant == nil ? "" : " AND tenant = ?"
         let tenantBinding: [SQLiteData] = tenant.map { [.text($0)] } ?? []
@@ -90,8 +94,8 @@ enum SQLiteUsage {
             "SELECT tenant, day, counter, value FROM usage_counts WHERE day >= ?\(onlyTenant)",
             [.integer(firstDay.number)] + tenantBinding
         ) {
-            guard let name = row.column("tenant")?.string, let day = row.column("day")?.storedInteger,
-                let counter = row.column("counter")?.string, let value = row.column("value")?.storedInteger
+            guard let name = row.column("tenant")?.string, let day = row.storedInteger("day", corrupt: corrupt),
+                let counter = row.column("counter")?.string, let value = row.storedInteger("value", corrupt: corrupt)
             else { continue }
             usage.counts[.init(tenant: name, day: UsageDay(number: day), counter: counter)] = Int64(value)
         }
@@ -99,7 +103,9 @@ enum SQLiteUsage {
             "SELECT tenant, count(DISTINCT address) AS n FROM usage_addresses WHERE day >= ?\(onlyTenant) GROUP BY tenant",
             [.integer(firstDay.number)] + tenantBinding
         ) {
-            guard let name = row.column("tenant")?.string, let count = row.column("n")?.storedInteger else { continue }
+            guard let name = row.column("tenant")?.string, let count = row.storedInteger("n", corrupt: corrupt) else {
+                continue
+            }
             usage.distinctAddresses[name] = count
         }
         let whereTenant = tenant == nil ? "" : " WHERE tenant = ?"
@@ -109,9 +115,9 @@ enum SQLiteUsage {
         ) {
             guard let name = row.column("tenant")?.string else { continue }
             usage.tenants[name] = .init(
-                firstSeen: row.column("first_seen")?.storedInteger.map(Int64.init),
-                lastSeen: row.column("last_seen")?.storedInteger.map(Int64.init),
-                lastPoll: row.column("last_poll")?.storedInteger.map(Int64.init)
+                firstSeen: row.storedInteger("first_seen", corrupt: corrupt).map(Int64.init),
+                lastSeen: row.storedInteger("last_seen", corrupt: corrupt).map(Int64.init),
+                lastPoll: row.storedInteger("last_poll", corrupt: corrupt).map(Int64.init)
             )
         }
         for row in try await connection.query(
@@ -119,9 +125,10 @@ enum SQLiteUsage {
             tenantBinding
         ) {
             guard let name = row.column("tenant")?.string, let fingerprint = row.column("fingerprint")?.string,
-                let subject = row.column("subject")?.string, let notAfter = row.column("not_after")?.storedInteger,
-                let firstSeen = row.column("first_seen")?.storedInteger,
-                let lastSeen = row.column("last_seen")?.storedInteger
+                let subject = row.column("subject")?.string,
+                let notAfter = row.storedInteger("not_after", corrupt: corrupt),
+                let firstSeen = row.storedInteger("first_seen", corrupt: corrupt),
+                let lastSeen = row.storedInteger("last_seen", corrupt: corrupt)
             else { continue }
             let certificate = SeenCertificate(fingerprint: fingerprint, subject: subject, notAfter: Int64(notAfter))
             usage.certificates[name, default: []].append(
@@ -132,10 +139,12 @@ enum SQLiteUsage {
             "SELECT tenant, count(*) AS n, min(recorded_at) AS oldest FROM feedback_entries\(whereTenant) GROUP BY tenant",
             tenantBinding
         ) {
-            guard let name = row.column("tenant")?.string, let count = row.column("n")?.storedInteger else { continue }
+            guard let name = row.column("tenant")?.string, let count = row.storedInteger("n", corrupt: corrupt) else {
+                continue
+            }
             usage.backlogs[name] = .init(
                 tokens: count,
-                oldestRecorded: row.column("oldest")?.storedInteger.map(Int64.init)
+                oldestRecorded: row.storedInteger("oldest", corrupt: corrupt).map(Int64.init)
             )
         }
         return usage
@@ -176,7 +185,12 @@ extension SQLiteBridgeStore {
 
     public func usage(from firstDay: UsageDay, tenant: String?) async throws -> StoredUsage {
         try await self.lock.withLock {
-            try await SQLiteUsage.read(from: firstDay, tenant: tenant, connection: self.connection)
+            try await SQLiteUsage.read(
+                from: firstDay,
+                tenant: tenant,
+                connection: self.connection,
+                corrupt: self.health.corruptValues
+            )
         }
     }
 }

@@ -8,9 +8,11 @@ import SQLiteNIO
 /// reader in beside the writer).
 public final class SQLiteUsageReader: UsageSource {
     private let connection: SQLiteConnection
+    private let corruptValues: CorruptValues
 
-    private init(connection: SQLiteConnection) {
+    private init(connection: SQLiteConnection, logger: Logger) {
         self.connection = connection
+        self.corruptValues = CorruptValues(logger: logger)
     }
 
     public static func open(path: String, logger: Logger) async throws -> SQLiteUsageReader {
@@ -28,7 +30,7 @@ public final class SQLiteUsageReader: UsageSource {
             if version > SQLiteBridgeStore.schemaVersion {
                 throw StoreError.schemaTooNew(found: version, known: SQLiteBridgeStore.schemaVersion)
             }
-            return SQLiteUsageReader(connection: connection)
+            return SQLiteUsageReader(connection: connection, logger: logger)
         } catch {
             try? await connection.close()
             throw error
@@ -36,7 +38,12 @@ public final class SQLiteUsageReader: UsageSource {
     }
 
     public func usage(from firstDay: UsageDay, tenant: String?) async throws -> StoredUsage {
-        try await SQLiteUsage.read(from: firstDay, tenant: tenant, connection: self.connection)
+        try await SQLiteUsage.read(
+            from: firstDay,
+            tenant: tenant,
+            connection: self.connection,
+            corrupt: self.corruptValues
+        )
     }
 
     public func close() async {
