@@ -29,6 +29,12 @@ public final class PostgresCluster: Sendable {
         "postgres://\(self.user)@localhost:\(self.port)/postgres?host=\(self.directory)&sslmode=disable"
     }
 
+    /// The tests that stop or kill their server take turns (`outages.run { … }`): in full test
+    /// runs, two of them restarting their servers at the same time in this one process have hung
+    /// until their time limits (never in a run of their own; the cause is not found). A bridge
+    /// process has one store, so a production process never restarts with another beside it.
+    public static let outages = OneAtATime()
+
     /// The folder of `initdb` and `pg_ctl`, if PostgreSQL's server programs are installed.
     public static var binaries: String? {
         let versions = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []

@@ -43,23 +43,25 @@ struct StoreOutageTests {
         arguments: Cut.allCases
     )
     func outage(cut: Cut) async throws {
-        try await withResource(try await PostgresCluster.start()) { cluster in
-            var configuration = BridgeStoreConfiguration()
-            // Longer than a restart on a loaded machine can take: what is tested is that nothing
-            // is lost or failed, not how fast PostgreSQL starts.
-            configuration.outageBudget = .seconds(120)
-            // The heartbeat notices a server that does not answer within its interval.
-            configuration.instanceHeartbeatInterval = .seconds(1)
-            // A statement on a connection to the killed server is given up (and retried) soon.
-            configuration.statementTimeout = .seconds(3)
-            let store = try await StoreKind.postgres.open(cluster.url, configuration: configuration)
-            do {
-                try await Self.cutThreeTimes(cut, cluster: cluster, store: store)
-            } catch {
+        try await PostgresCluster.outages.run {
+            try await withResource(try await PostgresCluster.start()) { cluster in
+                var configuration = BridgeStoreConfiguration()
+                // Longer than a restart on a loaded machine can take: what is tested is that nothing
+                // is lost or failed, not how fast PostgreSQL starts.
+                configuration.outageBudget = .seconds(120)
+                // The heartbeat notices a server that does not answer within its interval.
+                configuration.instanceHeartbeatInterval = .seconds(1)
+                // A statement on a connection to the killed server is given up (and retried) soon.
+                configuration.statementTimeout = .seconds(3)
+                let store = try await StoreKind.postgres.open(cluster.url, configuration: configuration)
+                do {
+                    try await Self.cutThreeTimes(cut, cluster: cluster, store: store)
+                } catch {
+                    await store.close()
+                    throw error
+                }
                 await store.close()
-                throw error
             }
-            await store.close()
         }
     }
 
@@ -107,47 +109,49 @@ struct StoreOutageTests {
         .timeLimit(.minutes(5))
     )
     func drainOutlivedByItsPoller() async throws {
-        try await withResource(try await PostgresCluster.start()) { cluster in
-            var configuration = BridgeStoreConfiguration()
-            configuration.instanceHeartbeatInterval = .seconds(1)
-            let store = try await StoreKind.postgres.open(cluster.url, configuration: configuration)
-            do {
-                try await StoreBehaviourTests.apply([StoreBehaviourTests.unregistered(1)], to: store)
-                try await cluster.stopFast()
-                // Once the heartbeat failed, the pool's connections are known closed: the drain's
-                // claim waits for a new one.
-                try await eventually("the store's health to show the outage") { store.health.currentOutage != nil }
-                let connected = Mutex(true)
-                let delivered = Mutex(0)
-                let drain = Task {
-                    try await store.drain(
+        try await PostgresCluster.outages.run {
+            try await withResource(try await PostgresCluster.start()) { cluster in
+                var configuration = BridgeStoreConfiguration()
+                configuration.instanceHeartbeatInterval = .seconds(1)
+                let store = try await StoreKind.postgres.open(cluster.url, configuration: configuration)
+                do {
+                    try await StoreBehaviourTests.apply([StoreBehaviourTests.unregistered(1)], to: store)
+                    try await cluster.stopFast()
+                    // Once the heartbeat failed, the pool's connections are known closed: the drain's
+                    // claim waits for a new one.
+                    try await eventually("the store's health to show the outage") { store.health.currentOutage != nil }
+                    let connected = Mutex(true)
+                    let delivered = Mutex(0)
+                    let drain = Task {
+                        try await store.drain(
+                            tenant: "com.example.a",
+                            environment: .production,
+                            options: .init(),
+                            pollerConnected: { connected.withLock { $0 } }
+                        ) { tuples in
+                            delivered.withLock { $0 += tuples.count }
+                        } finish: {
+                        }
+                    }
+                    // The poller goes away during the outage (the feedback listener closes it when the
+                    // store gives no batch within its store timeout).
+                    connected.withLock { $0 = false }
+                    try await cluster.startServer()
+                    #expect(try await drain.value == FeedbackDrainResult(delivered: 0, completed: false))
+                    #expect(delivered.withLock { $0 } == 0, "nothing was claimed for the closed poller")
+                    let pending = try await store.pendingEntries(
                         tenant: "com.example.a",
                         environment: .production,
-                        options: .init(),
-                        pollerConnected: { connected.withLock { $0 } }
-                    ) { tuples in
-                        delivered.withLock { $0 += tuples.count }
-                    } finish: {
-                    }
+                        limit: 10
+                    )
+                    #expect(pending.count == 1)
+                    #expect(StoreBehaviourTests.tokenNumbers(try await StoreBehaviourTests.drainAll(store)) == [1])
+                } catch {
+                    await store.close()
+                    throw error
                 }
-                // The poller goes away during the outage (the feedback listener closes it when the
-                // store gives no batch within its store timeout).
-                connected.withLock { $0 = false }
-                try await cluster.startServer()
-                #expect(try await drain.value == FeedbackDrainResult(delivered: 0, completed: false))
-                #expect(delivered.withLock { $0 } == 0, "nothing was claimed for the closed poller")
-                let pending = try await store.pendingEntries(
-                    tenant: "com.example.a",
-                    environment: .production,
-                    limit: 10
-                )
-                #expect(pending.count == 1)
-                #expect(StoreBehaviourTests.tokenNumbers(try await StoreBehaviourTests.drainAll(store)) == [1])
-            } catch {
                 await store.close()
-                throw error
             }
-            await store.close()
         }
     }
 
