@@ -60,7 +60,7 @@ struct DemoCommand: AsyncParsableCommand {
         let unregisteredToken = FrameBuilder.token(0x410)
         mock.script.rejectAsBadToken(badToken.hexDump(format: .compact))
         mock.script.unregister(token: unregisteredToken.hexDump(format: .compact), atMilliseconds: 1_767_225_600_000)
-        print("mock APNs listening on \(mock.localAddress) (TLS, HTTP/2)")
+        print("mock APNs listening on \(mock.localAddress.hostAndPort) (TLS, HTTP/2)")
 
         // A Live Activity channel, made over the mock's channel management API as
         // `apns-bridge channels create` makes one at Apple.
@@ -93,7 +93,10 @@ struct DemoCommand: AsyncParsableCommand {
         )
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { if !self.keepRunning { try? FileManager.default.removeItem(at: folder) } }
-        let files = try DemoFiles(pki: pki, signingKey: signingKey, topic: topic, in: folder.path)
+        // One provider certificate for every connection of the run, as a provider has: the
+        // migration view then lists one certificate for it.
+        let provider = try pki.providerIdentity(bundleID: topic)
+        let files = try DemoFiles(pki: pki, provider: provider, signingKey: signingKey, in: folder.path)
         let settings = try BridgeSettings.load(
             from: try await SettingsReader(
                 flags: [
@@ -124,6 +127,7 @@ struct DemoCommand: AsyncParsableCommand {
                     running: running,
                     mock: mock,
                     pki: pki,
+                    provider: provider,
                     topic: topic,
                     badToken: badToken,
                     unregisteredToken: unregisteredToken,
@@ -181,6 +185,7 @@ struct DemoRoundTrip: Sendable {
     var running: BridgeRuntime.Running
     var mock: MockAPNsServer
     var pki: DevelopmentCA
+    var provider: DevelopmentIdentity
     var topic: String
     var badToken: ByteBuffer
     var unregisteredToken: ByteBuffer
@@ -189,9 +194,9 @@ struct DemoRoundTrip: Sendable {
 
     func run() async throws {
         let addresses = self.running.addresses
-        print("gateway listening on \(addresses.gateway) (TLS 1.2, client certificate required)")
-        print("feedback service listening on \(addresses.feedback); store: SQLite in \(self.folder)")
-        print("admin port (/, /metrics, /healthz, /readyz) on \(addresses.admin.map { "\($0)" } ?? "off")")
+        print("gateway listening on \(addresses.gateway.hostAndPort) (TLS 1.2, client certificate required)")
+        print("feedback service listening on \(addresses.feedback.hostAndPort); store: SQLite in \(self.folder)")
+        print("admin port (/, /metrics, /healthz, /readyz) on \(addresses.admin.map(\.hostAndPort) ?? "off")")
         print("provider certificate: UID=\(self.topic), issued by a CA made for this run\n")
 
         try await self.send(
@@ -221,10 +226,10 @@ struct DemoRoundTrip: Sendable {
         while try await self.running.store.pendingCount() == 0, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(10))
         }
-        print("\n→ a feedback poller connects to \(addresses.feedback) with the provider certificate")
+        print("\n→ a feedback poller connects to \(addresses.feedback.hostAndPort) with the provider certificate")
         let poll = try await FeedbackPoller.poll(
             addresses.feedback,
-            tls: try self.pki.providerIdentity(bundleID: self.topic).clientTLSConfiguration(
+            tls: self.provider.clientTLSConfiguration(
                 trusting: self.pki.caCertificate
             ),
             serverHostname: "localhost"
@@ -249,7 +254,7 @@ struct DemoRoundTrip: Sendable {
     ) async throws {
         let connection = try await LegacyConnection.connect(
             to: self.running.addresses.gateway,
-            tls: try self.pki.providerIdentity(bundleID: self.topic).clientTLSConfiguration(
+            tls: self.provider.clientTLSConfiguration(
                 trusting: self.pki.caCertificate
             ),
             serverHostname: "localhost"
@@ -310,11 +315,18 @@ struct DemoFiles {
     var providerKey: String
     var signingKey: String
 
-    init(pki: DevelopmentCA, signingKey: P256.Signing.PrivateKey, topic: String, in folder: String) throws {
+    init(
+        pki: DevelopmentCA,
+        provider: DevelopmentIdentity,
+        signingKey: P256.Signing.PrivateKey,
+        in folder: String
+    )
+        throws
+    {
         self.ca = folder + "/ca.pem"
         try pki.caCertificatePEM.write(toFile: self.ca, atomically: true, encoding: .utf8)
         (self.serverCertificate, self.serverKey) = try pki.server.writePEMFiles(to: folder, name: "bridge")
-        (self.providerCertificate, self.providerKey) = try pki.providerIdentity(bundleID: topic).writePEMFiles(
+        (self.providerCertificate, self.providerKey) = try provider.writePEMFiles(
             to: folder,
             name: "provider"
         )

@@ -118,7 +118,7 @@ struct MockAPNsCommand: AsyncParsableCommand {
         if self.maxConcurrentStreams != configuration.maximumConcurrentStreams {
             server.setMaximumConcurrentStreams(self.maxConcurrentStreams)
         }
-        Self.say("mock APNs listening on \(server.localAddress)")
+        Self.say("mock APNs listening on \(server.localAddress.hostAndPort)")
 
         // Runs until SIGINT or SIGTERM, then prints the ledger's counters.
         let (signals, continuation) = AsyncStream<Int32>.makeStream()

@@ -41,7 +41,7 @@ struct MockAPNsProcessTests {
         try process.run()
         defer { if process.isRunning { process.terminate() } }
 
-        // "mock APNs listening on [IPv4]127.0.0.1/127.0.0.1:PORT"
+        // "mock APNs listening on 127.0.0.1:PORT"
         let port: Int? = try? await eventually("the mock's listening line", timeout: .seconds(30)) {
             let output = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
             let line = output.split(separator: "\n").first { $0.hasPrefix("mock APNs listening on") }

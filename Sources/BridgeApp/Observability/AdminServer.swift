@@ -1,3 +1,4 @@
+import BridgeCore
 import Foundation
 import Logging
 import NIOCore
@@ -81,7 +82,7 @@ public final class AdminServer: Service, Sendable {
         let server = AdminServer(channel: channel, logger: logger)
         logger.info(
             "admin listening (/, /metrics, /healthz, /readyz, POST /-/reload)",
-            metadata: ["address": "\(server.localAddress)"]
+            metadata: ["address": "\(server.localAddress.hostAndPort)"]
         )
         return server
     }

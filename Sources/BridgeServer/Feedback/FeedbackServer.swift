@@ -100,7 +100,10 @@ public final class FeedbackServer: Sendable {
         )
         logger.info(
             "feedback service listening",
-            metadata: ["address": "\(server.localAddress)", "proxy_protocol_from": "\(configuration.proxyProtocol)"]
+            metadata: [
+                "address": "\(server.localAddress.hostAndPort)",
+                "proxy_protocol_from": "\(configuration.proxyProtocol)",
+            ]
         )
         return server
     }

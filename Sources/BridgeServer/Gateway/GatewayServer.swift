@@ -124,7 +124,10 @@ public final class GatewayServer: Sendable {
         )
         logger.info(
             "gateway listening",
-            metadata: ["address": "\(server.localAddress)", "proxy_protocol_from": "\(configuration.proxyProtocol)"]
+            metadata: [
+                "address": "\(server.localAddress.hostAndPort)",
+                "proxy_protocol_from": "\(configuration.proxyProtocol)",
+            ]
         )
         return server
     }

@@ -44,9 +44,9 @@ enum LegacyListener {
             after first: (any ChannelHandler)?
         ) throws {
             var connectionLogger = logger
-            connectionLogger[metadataKey: "peer"] = "\(client.map { "\($0)" } ?? "?")"
+            connectionLogger[metadataKey: "peer"] = "\(client.hostAndPort)"
             if client != channel.remoteAddress {
-                connectionLogger[metadataKey: "load_balancer"] = "\(channel.remoteAddress.map { "\($0)" } ?? "?")"
+                connectionLogger[metadataKey: "load_balancer"] = "\(channel.remoteAddress.hostAndPort)"
             }
             let peer = VerifiedPeer()
             let handlers: [any ChannelHandler] = [
@@ -170,7 +170,7 @@ final class RefusalLog: Sendable {
             metadata: [
                 "listener": "\(self.listener)",
                 "reason": "\(reason)",
-                "peer": "\(peer.map { "\($0)" } ?? "?")",
+                "peer": "\(peer.hostAndPort)",
                 "refused_since_last_line": "\(suppressed)",
             ]
         )
@@ -183,7 +183,7 @@ final class RefusalLog: Sendable {
             "refusing a TLS handshake: the client offers no TLS version this listener accepts (TLS 1.2 by default); tls.allowLegacyTLS (APNS_BRIDGE_TLS_ALLOW_LEGACY_TLS=true) accepts TLS 1.0 and 1.1, tls.allowTLS13 accepts TLS 1.3",
             metadata: [
                 "listener": "\(self.listener)",
-                "peer": "\(peer.map { "\($0)" } ?? "?")",
+                "peer": "\(peer.hostAndPort)",
                 "refused_since_last_line": "\(suppressed)",
             ]
         )
@@ -199,7 +199,7 @@ final class RefusalLog: Sendable {
             metadata: [
                 "listener": "\(self.listener)",
                 "version": "\(version)",
-                "peer": "\(peer.map { "\($0)" } ?? "?")",
+                "peer": "\(peer.hostAndPort)",
                 "refused_since_last_line": "\(suppressed)",
             ]
         )
@@ -244,7 +244,7 @@ final class RefusalLog: Sendable {
             metadata: [
                 "listener": "\(self.listener)",
                 "limit": "\(refusal.rawValue)=\(limit)",
-                "peer": "\(peer.map { "\($0)" } ?? "?")",
+                "peer": "\(peer.hostAndPort)",
                 "refused_since_last_line": "\(suppressed)",
             ]
         )
