@@ -75,36 +75,46 @@ extension StoreProcessTests {
                 (try? await AdminProbe.status(host: "127.0.0.1", port: admin)) == 200
             }
         }
-        let gatewayPort = try await Self.freePort()
-        let feedbackPort = try await Self.freePort()
-        let configuration = "\(environment.directory)/haproxy.cfg"
-        try Self.haproxyConfiguration(gateway: gatewayPort, feedback: feedbackPort, bridges: [first, second])
-            .write(toFile: configuration, atomically: true, encoding: .utf8)
-        let balancer = Process()
-        balancer.executableURL = URL(fileURLWithPath: haproxy)
-        balancer.arguments = ["-db", "-f", configuration]
-        let balancerLog = "\(environment.directory)/haproxy.log"
-        _ = FileManager.default.createFile(atPath: balancerLog, contents: nil)
-        balancer.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: balancerLog))
-        balancer.standardError = balancer.standardOutput
-        try balancer.run()
-        defer { if balancer.isRunning { balancer.terminate() } }
-        let gateway = try SocketAddress(ipAddress: "127.0.0.1", port: gatewayPort)
-        let feedback = try SocketAddress(ipAddress: "127.0.0.1", port: feedbackPort)
-        try await eventually("HAProxy to listen", timeout: .seconds(30)) {
-            if !balancer.isRunning {
-                throw BridgeProcess.BridgeProcessFailed(
-                    reason: "haproxy exited: \((try? String(contentsOfFile: balancerLog, encoding: .utf8)) ?? "")"
-                )
+        // A port found free may be taken before HAProxy binds it (an outgoing connection of another
+        // test gets it as its ephemeral port): then HAProxy exits "Address already in use" and is
+        // started again on other ports.
+        var started: (balancer: Process, gateway: SocketAddress, feedback: SocketAddress)?
+        for attempt in 1...5 where started == nil {
+            let gatewayPort = try await Self.freePort()
+            let feedbackPort = try await Self.freePort()
+            let configuration = "\(environment.directory)/haproxy.cfg"
+            try Self.haproxyConfiguration(gateway: gatewayPort, feedback: feedbackPort, bridges: [first, second])
+                .write(toFile: configuration, atomically: true, encoding: .utf8)
+            let balancer = Process()
+            balancer.executableURL = URL(fileURLWithPath: haproxy)
+            balancer.arguments = ["-db", "-f", configuration]
+            let balancerLog = "\(environment.directory)/haproxy-\(attempt).log"
+            _ = FileManager.default.createFile(atPath: balancerLog, contents: nil)
+            balancer.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: balancerLog))
+            balancer.standardError = balancer.standardOutput
+            try balancer.run()
+            let gateway = try SocketAddress(ipAddress: "127.0.0.1", port: gatewayPort)
+            let feedback = try SocketAddress(ipAddress: "127.0.0.1", port: feedbackPort)
+            let listening = try await eventually("HAProxy to listen or exit", timeout: .seconds(30)) { () -> Bool? in
+                if !balancer.isRunning {
+                    let log = (try? String(contentsOfFile: balancerLog, encoding: .utf8)) ?? ""
+                    guard log.contains("Address already in use"), attempt < 5 else {
+                        throw BridgeProcess.BridgeProcessFailed(reason: "haproxy exited: \(log)")
+                    }
+                    return false
+                }
+                guard
+                    let probe = try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(
+                        to: gateway
+                    ).get()
+                else { return nil }
+                try? await probe.close()
+                return true
             }
-            guard
-                let probe = try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(
-                    to: gateway
-                ).get()
-            else { return false }
-            try? await probe.close()
-            return true
+            if listening { started = (balancer, gateway, feedback) }
         }
+        let (balancer, gateway, feedback) = try #require(started)
+        defer { if balancer.isRunning { balancer.terminate() } }
         let identity = try environment.provider()
         let ca = environment.pki.caCertificate
         func connect(from address: String) async throws -> LegacyConnection {
