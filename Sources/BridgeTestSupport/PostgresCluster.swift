@@ -1,3 +1,4 @@
+import BridgeStores
 import Foundation
 import Synchronization
 
@@ -29,11 +30,16 @@ public final class PostgresCluster: Sendable {
         "postgres://\(self.user)@localhost:\(self.port)/postgres?host=\(self.directory)&sslmode=disable"
     }
 
-    /// The tests that stop or kill their server take turns (`outages.run { … }`): in full test
-    /// runs, two of them restarting their servers at the same time in this one process have hung
-    /// until their time limits (never in a run of their own; the cause is not found). A bridge
-    /// process has one store, so a production process never restarts with another beside it.
-    public static let outages = OneAtATime()
+    /// Runs `body` (a test that stops or kills its server) when no other such test runs: in full
+    /// test runs, two of them restarting their servers at the same time in this one process have
+    /// hung until their time limits (never in a run of their own; the cause is not found). A
+    /// bridge process has one store, so a production process never restarts with another beside
+    /// it.
+    public static func oneOutageAtATime(_ body: () async throws -> Void) async throws {
+        try await Self.outages.withLock(body)
+    }
+
+    private static let outages = AsyncSerialLock()
 
     /// The folder of `initdb` and `pg_ctl`, if PostgreSQL's server programs are installed.
     public static var binaries: String? {

@@ -27,7 +27,7 @@ struct MalformedAnswerTests {
             case .misstatedContentLength: .rejected(.invalidToken)
             // The server's PROTOCOL_ERROR: status 255, not retried.
             case .resetWithProtocolError: .rejected(.unknown)
-            // Not an answer's reading (UpstreamFaultTests holds the pool to its bound).
+            // Not among malformedAnswers: PoolBoundTests holds the pool to its bound under it.
             case .goAwayAfterFirstAnswer: .accepted
             }
         let server = try await HostileHTTP2Server.start(behaviour)

@@ -17,7 +17,7 @@ struct StoreOutageProcessTests {
         .enabled(if: PostgresCluster.binaries != nil || interopRequired)
     )
     func outageThroughServe() async throws {
-        try await PostgresCluster.outages.run {
+        try await PostgresCluster.oneOutageAtATime {
             try await withResource(try await PostgresCluster.start()) { cluster in
                 try await withResource(try await BridgeProcess.Environment.make()) { environment in
                     let bridge = try await BridgeProcess.start(environment, store: cluster.url)

@@ -16,8 +16,7 @@ import Testing
 /// way, and started again on the same data. Nothing that was handed to the store is lost:
 /// feedback changes and resend outcomes wait and are written when it answers, a lookup waits
 /// (within the outage budget) instead of failing, and the store's health says what happened.
-/// Serialized: one server of the suite's is stopped at a time.
-@Suite("Store outage (a PostgreSQL of the test's own, stopped and killed)", .serialized)
+@Suite("Store outage (a PostgreSQL of the test's own, stopped and killed)")
 struct StoreOutageTests {
     static let eventLoop = MultiThreadedEventLoopGroup.singleton.any()
 
@@ -43,7 +42,7 @@ struct StoreOutageTests {
         arguments: Cut.allCases
     )
     func outage(cut: Cut) async throws {
-        try await PostgresCluster.outages.run {
+        try await PostgresCluster.oneOutageAtATime {
             try await withResource(try await PostgresCluster.start()) { cluster in
                 var configuration = BridgeStoreConfiguration()
                 // Longer than a restart on a loaded machine can take: what is tested is that nothing
@@ -109,7 +108,7 @@ struct StoreOutageTests {
         .timeLimit(.minutes(5))
     )
     func drainOutlivedByItsPoller() async throws {
-        try await PostgresCluster.outages.run {
+        try await PostgresCluster.oneOutageAtATime {
             try await withResource(try await PostgresCluster.start()) { cluster in
                 var configuration = BridgeStoreConfiguration()
                 configuration.instanceHeartbeatInterval = .seconds(1)

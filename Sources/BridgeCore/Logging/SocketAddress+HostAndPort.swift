@@ -1,9 +1,9 @@
 import NIOCore
 
 extension SocketAddress {
-    /// The address as people write it, for logs, `--help`, the demo and the status page:
-    /// `127.0.0.1:2195`, `[::1]:2195`, `unix:/path`. (NIO's description, `[IPv4]127.0.0.1/127.0.0.1:2195`,
-    /// is a debugging form.)
+    /// The address as people write it, for logs and what the commands print: `127.0.0.1:2195`,
+    /// `[::1]:2195`, `unix:/path`. (NIO's description, `[IPv4]127.0.0.1/127.0.0.1:2195`, is a
+    /// debugging form.)
     package var hostAndPort: String {
         switch self {
         case .v4: "\(self.ipAddress ?? "?"):\(self.port ?? 0)"

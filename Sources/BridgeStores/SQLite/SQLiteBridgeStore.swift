@@ -432,10 +432,7 @@ public final class SQLiteBridgeStore: BridgeStore {
                     )
                 }
             }
-            return rows.sorted {
-                ($0.storedInteger("id", corrupt: self.health.corruptValues) ?? 0)
-                    < ($1.storedInteger("id", corrupt: self.health.corruptValues) ?? 0)
-            }.map {
+            return rows.sorted { ($0.column("id")?.storedInteger ?? 0) < ($1.column("id")?.storedInteger ?? 0) }.map {
                 FeedbackTuple(
                     timestamp: UInt32(clamping: $0.storedInteger("timestamp", corrupt: self.health.corruptValues) ?? 0),
                     deviceToken: $0.column("token")?.blob ?? ByteBuffer()
@@ -553,9 +550,7 @@ public final class SQLiteBridgeStore: BridgeStore {
                 }
             }
             for row in updated {
-                if let id = row.storedInteger("id", corrupt: self.health.corruptValues) {
-                    self.outcomeWaiters.wake(Int64(id))
-                }
+                if let id = row.column("id")?.storedInteger { self.outcomeWaiters.wake(Int64(id)) }
             }
         }
     }
@@ -590,7 +585,7 @@ public final class SQLiteBridgeStore: BridgeStore {
                     ).first
                 }
             }
-            guard let row, let id = row.storedInteger("id", corrupt: self.health.corruptValues) else { return .new }
+            guard let row, let id = row.column("id")?.storedInteger else { return .new }
             var outcomeRow = row
             let expiresAt = Int64(row.storedInteger("expires_at", corrupt: self.health.corruptValues) ?? 0)
             // A pending record is this process's (records of a previous run were marked unknown

@@ -3,8 +3,9 @@ import Synchronization
 /// A lock for async code: one body at a time, in arrival order, across suspension points.
 ///
 /// An SQLite connection runs each statement on a thread pool; a transaction is several
-/// statements, so its users take turns through this lock.
-final class AsyncSerialLock: Sendable {
+/// statements, so its users take turns through this lock. (The tests' PostgreSQL servers take
+/// their outages in turn through one too: `PostgresCluster.oneOutageAtATime`.)
+package final class AsyncSerialLock: Sendable {
     private struct State {
         var isLocked = false
         var waiters: [CheckedContinuation<Void, Never>] = []  // few: the store's own tasks
@@ -12,7 +13,9 @@ final class AsyncSerialLock: Sendable {
 
     private let state = Mutex(State())
 
-    func withLock<Result: Sendable>(_ body: () async throws -> Result) async throws -> Result {
+    package init() {}
+
+    package func withLock<Result: Sendable>(_ body: () async throws -> Result) async throws -> Result {
         await self.lock()
         defer { self.unlock() }
         return try await body()
