@@ -12,12 +12,19 @@ import UpstreamAPNs
 // result as a legacy outcome, with the log line and the counter each failure deserves), kept
 // together because both directions read the same tenant, request and answer.
 
+extension UpstreamNotification.ID {
+    /// The id as the client sends it: kept as its 128 bits, written as text only on the wire.
+    fileprivate var apnsRequestID: APNsRequestID {
+        APNsRequestID(high: self.high, low: self.low)
+    }
+}
+
 /// The bridge's side of the upstream: fills the gateway's ``NotificationUpstream`` seam with
 /// one ``APNsClient`` per APNs environment, for one set of credentials.
 ///
 /// For each legacy notification it builds the HTTP/2 request (docs/upstream.md#requests: the tenant's topic,
-/// the push type inferred, background notifications at priority 5, a new `apns-id`), sends it
-/// with the client of the tenant's environment, and reads the client's final result as a
+/// the push type inferred, background notifications at priority 5, the notification's id as
+/// `apns-id` and `apns-collapse-id`), sends it with the client of the tenant's environment, and reads the client's final result as a
 /// legacy outcome (``LegacyOutcomeMapping``, docs/upstream.md#outcomes), with the log line and the alarm
 /// each kind of failure deserves.
 public final class APNsNotificationUpstream: NotificationUpstream {
@@ -48,7 +55,6 @@ public final class APNsNotificationUpstream: NotificationUpstream {
     /// server that resets every stream): one line per kind per interval, with the count left out.
     private let bridgeBugLog = LogRateLimit()
     private let upstreamFaultLog = LogRateLimit()
-    private let idGenerator = APNsIDGenerator()
     private let forwarded: Counter
     private let failed: LabelledCounters
     private let broadcastsForwarded: Counter
@@ -153,8 +159,9 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         }
     }
 
-    /// The HTTP/2 request of a legacy notification (docs/upstream.md#requests).
-    public static func request(for notification: UpstreamNotification, id: APNsRequestID) -> APNsRequest {
+    /// The HTTP/2 request of a legacy notification (docs/upstream.md#requests), under the
+    /// notification's id (its `apns-id` and collapse id).
+    public static func request(for notification: UpstreamNotification) -> APNsRequest {
         let frame = notification.frame
         let pushType = APNsPushType.infer(topic: notification.tenant.topic, payload: frame.payload)
         return APNsRequest(
@@ -163,19 +170,18 @@ public final class APNsNotificationUpstream: NotificationUpstream {
             pushType: pushType,
             priority: pushType == .background ? 5 : frame.priority,
             expiration: frame.expiration,
-            id: id,
+            id: notification.id.apnsRequestID,
             payload: frame.payload
         )
     }
 
     /// The broadcast request of a legacy notification to a channel token: the frame's priority
-    /// (1 is valid here) and expiry (0 for a channel that stores no messages), a new
-    /// `apns-request-id`, the payload as it is.
+    /// (1 is valid here) and expiry (0 for a channel that stores no messages), the
+    /// notification's id as its `apns-request-id`, the payload as it is.
     public static func broadcastRequest(
         for notification: UpstreamNotification,
         channel: BroadcastChannel,
-        bundleID: String,
-        requestID: String
+        bundleID: String
     ) -> APNsRequest {
         let frame = notification.frame
         return APNsRequest.broadcast(
@@ -183,7 +189,7 @@ public final class APNsNotificationUpstream: NotificationUpstream {
             channelID: channel.id,
             priority: frame.priority,
             expiration: channel.storesMessages == false ? 0 : frame.expiration,
-            requestID: requestID,
+            requestID: notification.id.apnsRequestID.description,
             payload: frame.payload
         )
     }
@@ -235,7 +241,7 @@ public final class APNsNotificationUpstream: NotificationUpstream {
             completion(.gaveUp(.processingError))
             return
         }
-        let request = Self.request(for: notification, id: self.idGenerator.nextID())
+        let request = Self.request(for: notification)
         self.logger.debug(
             "forwarding",
             metadata: [
@@ -275,8 +281,7 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         let request = Self.broadcastRequest(
             for: notification,
             channel: channel,
-            bundleID: bundleID,
-            requestID: self.idGenerator.next()
+            bundleID: bundleID
         )
         client.send(request, on: eventLoop) { result in
             let outcome = self.broadcastOutcome(

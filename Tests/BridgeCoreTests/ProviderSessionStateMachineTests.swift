@@ -35,6 +35,22 @@ struct ProviderSessionStateMachineTests {
         return ProviderSessionStateMachine(tenant: Self.tenant, configuration: configuration)
     }
 
+    /// A record as most tests compare it: its frame and outcome. `recordsKeepTheForwardedIDs`
+    /// checks the id.
+    struct Remembered: Equatable {
+        var frame: NotificationFrame
+        var outcome: NotificationOutcome?
+
+        init(frame: NotificationFrame, outcome: NotificationOutcome?) {
+            self.frame = frame
+            self.outcome = outcome
+        }
+
+        init(_ draft: ProviderSessionStateMachine.RecordDraft) {
+            self.init(frame: draft.frame, outcome: draft.outcome)
+        }
+    }
+
     @discardableResult
     static func forward(
         _ machine: inout ProviderSessionStateMachine,
@@ -90,13 +106,10 @@ struct ProviderSessionStateMachineTests {
         #expect(machine.upstreamCompleted(second, outcome: .accepted) == Self.registered(2))
         let action = machine.upstreamCompleted(first, outcome: .rejected(.invalidToken))
         // 1 failed: 2 was forwarded after it and is remembered with its outcome.
+        #expect(action.farewell?.packet == .init(status: .invalidToken, identifier: .init(rawValue: 1)))
+        #expect(action.farewell?.status == .invalidToken)
         #expect(
-            action.farewell
-                == .init(
-                    packet: .init(status: .invalidToken, identifier: .init(rawValue: 1)),
-                    status: .invalidToken,
-                    resendRecords: [.init(frame: Self.frame(2), outcome: .accepted)]
-                )
+            action.farewell?.resendRecords.map(Remembered.init(_:)) == [.init(frame: Self.frame(2), outcome: .accepted)]
         )
     }
 
@@ -109,17 +122,23 @@ struct ProviderSessionStateMachineTests {
         let failed = machine.upstreamCompleted(sequences[1], outcome: .rejected(.invalidToken))
         #expect(failed.farewell?.packet == .init(status: .invalidToken, identifier: .init(rawValue: 2)))
         #expect(
-            failed.farewell?.resendRecords == [
+            failed.farewell?.resendRecords.map(Remembered.init(_:)) == [
                 .init(frame: Self.frame(3), outcome: nil),
                 .init(frame: Self.frame(4), outcome: .accepted),
                 .init(frame: Self.frame(5), outcome: nil),
             ]
         )
         let resolved = machine.upstreamCompleted(sequences[4], outcome: .rejected(.invalidToken))
-        #expect(resolved.resolvedRecord == .init(frame: Self.frame(5), outcome: .rejected(.invalidToken)))
+        #expect(
+            resolved.resolvedRecord.map(Remembered.init(_:))
+                == .init(frame: Self.frame(5), outcome: .rejected(.invalidToken))
+        )
         #expect(resolved.farewell == nil)
         let unregistered = machine.upstreamCompleted(sequences[2], outcome: .unregistered(timestamp: 42))
-        #expect(unregistered.resolvedRecord == .init(frame: Self.frame(3), outcome: .unregistered(timestamp: 42)))
+        #expect(
+            unregistered.resolvedRecord.map(Remembered.init(_:))
+                == .init(frame: Self.frame(3), outcome: .unregistered(timestamp: 42))
+        )
         #expect(
             unregistered.feedback
                 == .unregistered(
@@ -131,6 +150,26 @@ struct ProviderSessionStateMachineTests {
                     )
                 )
         )
+    }
+
+    @Test("A record keeps the id its notification went upstream with, for a resend to reuse")
+    func recordsKeepTheForwardedIDs() {
+        var machine = Self.machine()
+        var ids: [UpstreamNotification.ID] = []
+        var sequences: [ProviderSessionStateMachine.Sequence] = []
+        for identifier in UInt32(1)...3 {
+            guard case .forward(let sequence, let notification) = machine.frameReceived(Self.frame(identifier)) else {
+                Issue.record("frame \(identifier) was not forwarded")
+                return
+            }
+            sequences.append(sequence)
+            ids.append(notification.id)
+        }
+        #expect(Set(ids).count == 3, "every notification has an id of its own")
+        let failed = machine.upstreamCompleted(sequences[0], outcome: .rejected(.invalidToken))
+        #expect(failed.farewell?.resendRecords.map(\.id) == [ids[1], ids[2]])
+        let resolved = machine.upstreamCompleted(sequences[2], outcome: .accepted)
+        #expect(resolved.resolvedRecord?.id == ids[2])
     }
 
     @Test("Reading stops at the in-flight bound and resumes when the head completes")
@@ -152,7 +191,7 @@ struct ProviderSessionStateMachineTests {
         _ = machine.upstreamCompleted(sequence, outcome: .accepted)
         let farewell = machine.shutdownRequested()
         #expect(farewell?.packet == .init(status: .shutdown, identifier: .init(rawValue: 7)))
-        #expect(farewell?.resendRecords == [.init(frame: Self.frame(7), outcome: .accepted)])
+        #expect(farewell?.resendRecords.map(Remembered.init(_:)) == [.init(frame: Self.frame(7), outcome: .accepted)])
     }
 
     @Test("Shutdown waits for in-flight notifications; a failure among them is reported instead")

@@ -58,28 +58,36 @@ struct ResendRecordStoreTests {
         #expect(result.withLock { $0 } == .answered(.rejected(.invalidToken)))
     }
 
-    @Test("An outcome the bridge decided is not kept: the resend is forwarded again")
+    @Test("An outcome the bridge decided is not kept: the resend is forwarded again, under the first id")
     func bridgeDecidedOutcome() throws {
         let loop = EmbeddedEventLoop()
         let store = InMemoryResendRecordStore()
+        let first = UpstreamNotification.ID(high: 1, low: 2)
+        let second = UpstreamNotification.ID(high: 3, low: 4)
         try store.remember(
-            [ResendRecord(key: Self.key(1), outcome: nil), ResendRecord(key: Self.key(2), outcome: .dropped)],
+            [
+                ResendRecord(key: Self.key(1), outcome: nil, notificationID: first),
+                ResendRecord(key: Self.key(2), outcome: .dropped, notificationID: second),
+                ResendRecord(key: Self.key(3), outcome: .dropped),
+            ],
             on: loop
         ).wait()
         let claim = store.claim(Self.key(1), on: loop)
         try store.resolve(Self.key(1), outcome: .gaveUp(.processingError), on: loop).wait()
-        #expect(try claim.wait() == .outcomeUnknown)
-        #expect(try store.claim(Self.key(2), on: loop).wait() == .outcomeUnknown)
+        #expect(try claim.wait() == .outcomeUnknown(firstSentAs: first))
+        #expect(try store.claim(Self.key(2), on: loop).wait() == .outcomeUnknown(firstSentAs: second))
+        #expect(try store.claim(Self.key(3), on: loop).wait() == .outcomeUnknown(firstSentAs: nil))
     }
 
     @Test("A pending outcome that never comes: after the window the resend is forwarded, never failed")
     func pendingNeverResolved() throws {
         let loop = EmbeddedEventLoop()
         let store = InMemoryResendRecordStore(window: .minutes(2))
-        try store.remember([ResendRecord(key: Self.key(1), outcome: nil)], on: loop).wait()
+        let id = UpstreamNotification.ID.next()
+        try store.remember([ResendRecord(key: Self.key(1), outcome: nil, notificationID: id)], on: loop).wait()
         let claim = store.claim(Self.key(1), on: loop)
         loop.advanceTime(by: .minutes(2))
-        #expect(try claim.wait() == .outcomeUnknown)
+        #expect(try claim.wait() == .outcomeUnknown(firstSentAs: id))
     }
 
     @Test("Records expire after the window")

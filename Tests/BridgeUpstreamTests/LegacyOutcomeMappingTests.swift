@@ -1,5 +1,6 @@
 import BridgeCore
 import BridgeUpstream
+import Foundation
 import LegacyProtocol
 import NIOCore
 import Testing
@@ -116,9 +117,10 @@ struct LegacyOutcomeMappingTests {
                 payload: ByteBuffer(string: #"{"aps":{"alert":"hi"}}"#)
             )
         )
-        let request = APNsNotificationUpstream.request(for: alert, id: APNsRequestID("id"))
+        let request = APNsNotificationUpstream.request(for: alert)
         #expect(request.path == "/3/device/ab01" + String(repeating: "ff", count: 30))
         #expect(request.topic == "com.example.a")
+        #expect(request.apnsID == APNsRequestID(high: alert.id.high, low: alert.id.low).description)
         #expect(request.pushType == .alert && request.priority == 10)
         let background = UpstreamNotification(
             tenant: tenant,
@@ -131,10 +133,25 @@ struct LegacyOutcomeMappingTests {
                 payload: ByteBuffer(string: #"{"aps":{"content-available":1}}"#)
             )
         )
-        let backgroundRequest = APNsNotificationUpstream.request(for: background, id: APNsRequestID("id"))
+        let backgroundRequest = APNsNotificationUpstream.request(for: background)
         #expect(
             backgroundRequest.pushType == .background && backgroundRequest.priority == 5
                 && backgroundRequest.expiration == 7
         )
+    }
+
+    @Test("A notification's id, as sent: a lowercase UUID of version 4 layout, unique in the process")
+    func notificationIDs() {
+        var seen = Set<String>()
+        for _ in 0..<10_000 {
+            let id = UpstreamNotification.ID.next()
+            let text = APNsRequestID(high: id.high, low: id.low).description
+            #expect(UUID(uuidString: text) != nil && text == text.lowercased())
+            let groups = text.split(separator: "-")
+            #expect(groups[2].first == "4")
+            #expect("89ab".contains(groups[3].first!))
+            seen.insert(text)
+        }
+        #expect(seen.count == 10_000)
     }
 }

@@ -48,10 +48,9 @@ struct UpstreamBasicsTests {
     func asyncSendAndShutdown() async throws {
         try await withResource(try await UpstreamHarness.start()) { harness throws in
             let client = try #require(harness.client.client(.sandbox))
-            let request = APNsNotificationUpstream.request(
-                for: UpstreamHarness.notification(7),
-                id: APNsRequestID("4c2e0a18-5b3d-4e6f-8a9b-0c1d2e3f4a5b")
-            )
+            let notification = UpstreamHarness.notification(7)
+                .resent(as: UpstreamNotification.ID(high: 0x4c2e_0a18_5b3d_4e6f, low: 0x8a9b_0c1d_2e3f_4a5b))
+            let request = APNsNotificationUpstream.request(for: notification)
             guard case .answered(let response) = await client.send(request) else {
                 Issue.record("no answer")
                 return

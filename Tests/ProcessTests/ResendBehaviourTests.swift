@@ -443,6 +443,38 @@ struct ResendBehaviourTests {
             "each resend matched a record whose outcome was unknown"
         )
 
+        // Each resend went upstream under the id its first attempt had on the first bridge, as
+        // its apns-id and collapse id, so APNs coalesces the two on the device (the first
+        // attempts were processed too, though never answered). An id's upper half is its
+        // process's: the warm-up's is the first bridge's, a new notification's the target's.
+        func process(_ id: String?) -> Substring? { id?.prefix(18) }
+        let firstBridge = try #require(
+            process(environment.mock.ledger.accepted.first { $0.token == Self.hex(warmUp) }?.apnsID)
+        )
+        let fresh = FrameBuilder.token(0x5F_0001)
+        #expect(
+            try await Self.sendAndFinish(
+                Self.frame(position: 0, identifier: 1, token: fresh),
+                to: target,
+                environment: environment
+            ).readableBytes == 0
+        )
+        let targetBridge = try #require(
+            process(environment.mock.ledger.accepted.first { $0.token == Self.hex(fresh) }?.apnsID)
+        )
+        #expect(targetBridge != firstBridge)
+        let providerTokens = Set(
+            (0..<providers).flatMap { provider in
+                (0..<perProvider).map { Self.hex(token(provider: provider, position: $0)) }
+            }
+        )
+        let resends = environment.mock.ledger.accepted.filter { providerTokens.contains($0.token) }
+        #expect(resends.count == providers * perProvider)
+        #expect(resends.allSatisfy { $0.collapseID == $0.apnsID }, "the collapse id is the apns-id")
+        let underNewIDs = resends.filter { process($0.apnsID) != firstBridge }.count
+        #expect(underNewIDs == 0, "resends went upstream under a new id, not the first attempt's")
+        #expect(Set(resends.map(\.apnsID)).count == resends.count, "two notifications never share an id")
+
         await target.terminate()
         await environment.close()
     }

@@ -23,6 +23,11 @@ struct StoreBehaviourTests {
         return bytes
     }
 
+    /// An id whose 128 bits all matter: a store that kept half of it would not give it back.
+    static func notificationID(_ n: Int) -> UpstreamNotification.ID {
+        UpstreamNotification.ID(high: 0x0123_4567_89AB_4DEF ^ UInt64(n) << 32, low: 0x8000_0000_0000_0000 | UInt64(n))
+    }
+
     static func unregistered(
         _ n: Int,
         tenant: String = "com.example.a",
@@ -436,7 +441,7 @@ struct StoreBehaviourTests {
                 ResendRecord(key: key(2), outcome: .rejected(.invalidToken)),
                 ResendRecord(key: key(3), outcome: nil),
                 ResendRecord(key: key(4), outcome: .unregistered(timestamp: 77)),
-                ResendRecord(key: key(5), outcome: .dropped),
+                ResendRecord(key: key(5), outcome: .dropped, notificationID: Self.notificationID(5)),
             ],
             on: Self.eventLoop
         ).get()
@@ -458,7 +463,11 @@ struct StoreBehaviourTests {
         )
         #expect(try await store.claim(key(2), on: Self.eventLoop).get() == .answered(.rejected(.invalidToken)))
         #expect(try await store.claim(key(4), on: Self.eventLoop).get() == .answered(.unregistered(timestamp: 77)))
-        #expect(try await store.claim(key(5), on: Self.eventLoop).get() == .outcomeUnknown)
+        #expect(
+            try await store.claim(key(5), on: Self.eventLoop).get()
+                == .outcomeUnknown(firstSentAs: Self.notificationID(5)),
+            "forwarded again under the id it first went with"
+        )
 
         // Pending: the claim waits until the first send's outcome is stored.
         let claim = store.claim(key(3), on: Self.eventLoop)
@@ -469,15 +478,21 @@ struct StoreBehaviourTests {
         // An outcome the bridge decided (its retry budget ran out) leaves the record unknown:
         // the claim waiting for it is told to forward again, as is a later claim.
         try await store.remember(
-            [ResendRecord(key: key(8), outcome: nil), ResendRecord(key: key(8), outcome: nil)],
+            [
+                ResendRecord(key: key(8), outcome: nil, notificationID: Self.notificationID(81)),
+                ResendRecord(key: key(8), outcome: nil, notificationID: Self.notificationID(82)),
+            ],
             on: Self.eventLoop
         ).get()
         clock.advance(by: 1)
         let waiting = store.claim(key(8), on: Self.eventLoop)
         try await store.resolve(key(8), outcome: .gaveUp(.processingError), on: Self.eventLoop).get()
-        #expect(try await waiting.get() == .outcomeUnknown)
+        #expect(try await waiting.get() == .outcomeUnknown(firstSentAs: Self.notificationID(81)))
         try await store.resolve(key(8), outcome: .gaveUp(.processingError), on: Self.eventLoop).get()
-        #expect(try await store.claim(key(8), on: Self.eventLoop).get() == .outcomeUnknown)
+        #expect(
+            try await store.claim(key(8), on: Self.eventLoop).get()
+                == .outcomeUnknown(firstSentAs: Self.notificationID(82))
+        )
 
         // Two identical notifications forwarded after an error: two records, each used once.
         try await store.remember(
@@ -525,17 +540,75 @@ struct StoreBehaviourTests {
         // A bridge stops with notifications in flight: their records stay pending.
         var store = try await kind.open(location)
         try await store.remember(
-            [ResendRecord(key: key(1), outcome: nil), ResendRecord(key: key(2), outcome: .accepted)],
+            [
+                ResendRecord(key: key(1), outcome: nil, notificationID: Self.notificationID(1)),
+                ResendRecord(key: key(2), outcome: .accepted, notificationID: Self.notificationID(2)),
+                ResendRecord(key: key(3), outcome: nil),
+            ],
             on: Self.eventLoop
         ).get()
         await store.close()
-        // The next run (or another instance) claims them: no wait, no invented failure.
+        // The next run (or another instance) claims them: no wait, no invented failure, and
+        // the resend goes under the id of the first send, which APNs coalesces with it.
         store = try await kind.open(location)
         try await store.refreshLiveRecords(tenant: "com.example.a", on: Self.eventLoop).get()
-        #expect(try await store.claim(key(1), on: Self.eventLoop).get() == .outcomeUnknown)
+        #expect(
+            try await store.claim(key(1), on: Self.eventLoop).get()
+                == .outcomeUnknown(firstSentAs: Self.notificationID(1))
+        )
+        #expect(
+            try await store.claim(key(3), on: Self.eventLoop).get() == .outcomeUnknown(firstSentAs: nil),
+            "a record without an id (written before ids were kept) is forwarded under a new one"
+        )
         #expect(
             try await store.claim(key(2), on: Self.eventLoop).get() == .answered(.accepted),
             "an outcome the upstream gave is still kept"
+        )
+        await store.close()
+    }
+
+    @Test(
+        "A store of the schema before resend records kept ids is upgraded: its records are forwarded under a new id, new ones keep theirs",
+        arguments: StoreKind.available
+    )
+    func upgradeKeepsRecordsWithoutIDs(kind: StoreKind) async throws {
+        let location = try await kind.makeLocation()
+        func key(_ number: Int) -> ResendRecordKey {
+            ResendRecordKey(
+                tenant: "com.example.a",
+                deviceToken: Self.token(number),
+                payloadDigest: .init(bytes: (7, 7, 7, UInt64(number))),
+                priority: 10
+            )
+        }
+        var store = try await kind.open(location)
+        try await store.remember([ResendRecord(key: key(1), outcome: nil)], on: Self.eventLoop).get()
+        await store.close()
+        // Back to the previous schema, as a bridge of the release before wrote it.
+        try await StoredValueTests.execute(
+            kind == .sqlite
+                ? ["ALTER TABLE resend_records DROP COLUMN notification_id", "PRAGMA user_version = 2"]
+                : [
+                    "ALTER TABLE resend_records DROP COLUMN notification_id",
+                    "DELETE FROM apns_bridge_schema WHERE version = 4",
+                ],
+            in: location
+        )
+        // A resend comes after its record: a claim takes only records made before it began.
+        let clock = TestClock(Date())
+        var configuration = BridgeStoreConfiguration()
+        configuration.now = clock.function
+        store = try await kind.open(location, configuration: configuration)
+        try await store.remember(
+            [ResendRecord(key: key(2), outcome: .dropped, notificationID: Self.notificationID(2))],
+            on: Self.eventLoop
+        ).get()
+        clock.advance(by: 1)
+        try await store.refreshLiveRecords(tenant: "com.example.a", on: Self.eventLoop).get()
+        #expect(try await store.claim(key(1), on: Self.eventLoop).get() == .outcomeUnknown(firstSentAs: nil))
+        #expect(
+            try await store.claim(key(2), on: Self.eventLoop).get()
+                == .outcomeUnknown(firstSentAs: Self.notificationID(2))
         )
         await store.close()
     }
@@ -568,7 +641,10 @@ struct StoreBehaviourTests {
             )
         }
         try await owner.remember(
-            [ResendRecord(key: key(1), outcome: nil), ResendRecord(key: key(2), outcome: nil)],
+            [
+                ResendRecord(key: key(1), outcome: nil),
+                ResendRecord(key: key(2), outcome: nil, notificationID: Self.notificationID(2)),
+            ],
             on: Self.eventLoop
         ).get()
         try await other.refreshLiveRecords(tenant: "com.example.a", on: Self.eventLoop).get()
@@ -583,7 +659,11 @@ struct StoreBehaviourTests {
             "UPDATE bridge_instances SET heartbeat_at = now() - interval '1 minute' WHERE id = \(owner.instanceID)",
             logger: Logger.forTests("apns-bridge.test.store")
         )
-        #expect(try await other.claim(key(2), on: Self.eventLoop).get() == .outcomeUnknown)
+        #expect(
+            try await other.claim(key(2), on: Self.eventLoop).get()
+                == .outcomeUnknown(firstSentAs: Self.notificationID(2)),
+            "another instance forwards it again under the id the crashed one sent it with"
+        )
         await other.close()
         await owner.close()
     }

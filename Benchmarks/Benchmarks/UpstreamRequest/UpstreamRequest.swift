@@ -57,11 +57,11 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark("Request from a frame (path, apns-id, push type)", configuration: apnsBridgeBenchmarkConfiguration()) {
         benchmark in
         for _ in benchmark.scaledIterations {
-            blackHole(APNsNotificationUpstream.request(for: notification, id: ids.nextID()))
+            blackHole(APNsNotificationUpstream.request(for: notification))
         }
     }
 
-    let request = APNsNotificationUpstream.request(for: notification, id: ids.nextID())
+    let request = APNsNotificationUpstream.request(for: notification)
     let authorization = "bearer " + (try! tokenSource().currentToken().value)
     Benchmark("Header block of one request", configuration: apnsBridgeBenchmarkConfiguration()) { benchmark in
         var encoder = APNsRequestHeaderEncoder(authority: "api.sandbox.push.apple.com")

@@ -35,10 +35,13 @@ extension ProviderSessionStateMachine {
     /// A forwarded notification to remember, or whose remembered outcome is now known.
     public struct RecordDraft: Hashable, Sendable {
         public var frame: NotificationFrame
+        /// The id the notification went upstream with.
+        public var id: UpstreamNotification.ID
         public var outcome: NotificationOutcome?
 
-        public init(frame: NotificationFrame, outcome: NotificationOutcome?) {
+        public init(frame: NotificationFrame, id: UpstreamNotification.ID, outcome: NotificationOutcome?) {
             self.frame = frame
+            self.id = id
             self.outcome = outcome
         }
     }

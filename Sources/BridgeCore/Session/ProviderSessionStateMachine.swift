@@ -37,9 +37,11 @@ import NIOCore
 /// - The error-response names the earliest failed notification; everything after it that was
 ///   forwarded becomes a resend record.
 public struct ProviderSessionStateMachine {
-    private struct Entry {
+    fileprivate struct Entry {
         var sequence: Sequence
         var frame: NotificationFrame
+        /// The id it went upstream with: a resend record keeps it (docs/upstream.md#collapse-id).
+        var id: UpstreamNotification.ID
         var outcome: NotificationOutcome?
         /// Whether this notification became a resend record when the farewell was decided.
         var isRecorded = false
@@ -142,7 +144,7 @@ public struct ProviderSessionStateMachine {
             )
             let sequence = self.nextSequence
             self.nextSequence += 1
-            self.entries.append(Entry(sequence: sequence, frame: frame, outcome: nil))
+            self.entries.append(Entry(sequence: sequence, frame: frame, id: notification.id, outcome: nil))
             return .forward(sequence, notification)
         case .failing, .shuttingDown, .finished:
             // Frames after a failure are not forwarded (docs/protocol.md#after-a-failure); while shutting down, reading has
@@ -250,7 +252,7 @@ public struct ProviderSessionStateMachine {
             }
         case .finished:
             if self.entries[index].isRecorded {
-                action.resolvedRecord = RecordDraft(frame: self.entries[index].frame, outcome: outcome)
+                action.resolvedRecord = RecordDraft(self.entries[index], outcome: outcome)
             }
             self.popCompletedHead()
         }
@@ -400,7 +402,7 @@ public struct ProviderSessionStateMachine {
     private mutating func failureFarewell(_ failure: Failure) -> Farewell {
         var records: [RecordDraft] = []
         for entry in self.entries where entry.sequence > failure.sequence {
-            records.append(RecordDraft(frame: entry.frame, outcome: entry.outcome))
+            records.append(RecordDraft(entry, outcome: entry.outcome))
         }
         self.finish(recordingAfter: failure.sequence)
         // Command 0 carries no identifier: Apple closed such connections without a packet.
@@ -414,10 +416,10 @@ public struct ProviderSessionStateMachine {
         var records: [RecordDraft] = []
         // Some clients resend the notification that status 10 names: remember it too.
         if let named = self.lastCompleted {
-            records.append(RecordDraft(frame: named.frame, outcome: named.outcome))
+            records.append(RecordDraft(named, outcome: named.outcome))
         }
         for entry in self.entries {
-            records.append(RecordDraft(frame: entry.frame, outcome: entry.outcome))
+            records.append(RecordDraft(entry, outcome: entry.outcome))
         }
         let named = self.lastCompleted?.frame.identifier ?? .zero
         self.finish(recordingAfter: nil)
@@ -438,5 +440,11 @@ public struct ProviderSessionStateMachine {
             self.entries[index].isRecorded = true
         }
         self.popCompletedHead()
+    }
+}
+
+extension ProviderSessionStateMachine.RecordDraft {
+    fileprivate init(_ entry: ProviderSessionStateMachine.Entry, outcome: NotificationOutcome?) {
+        self.init(frame: entry.frame, id: entry.id, outcome: outcome)
     }
 }

@@ -6,16 +6,18 @@ import Synchronization
 ///
 /// A claim of a record whose outcome is still pending waits for ``resolve(_:outcome:on:)``, at
 /// most for the record window; if the outcome never comes, the resend is forwarded again
-/// (``ResendClaim/outcomeUnknown``), never answered with a failure nobody saw.
+/// (``ResendClaim/outcomeUnknown(firstSentAs:)``), never answered with a failure nobody saw.
 public final class InMemoryResendRecordStore: ResendRecordStore {
     private struct Entry {
         var serial: UInt64
         var expiry: NIODeadline
         var outcome: NotificationOutcome?
+        var notificationID: UpstreamNotification.ID?
     }
 
     private struct Waiter {
         var serial: UInt64
+        var notificationID: UpstreamNotification.ID?
         var promise: EventLoopPromise<ResendClaim>
     }
 
@@ -80,7 +82,12 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
                 var key = record.key
                 key.deviceToken = ByteBuffer(buffer: key.deviceToken)  // do not pin the read buffer
                 records.entries[key, default: []].append(
-                    Entry(serial: records.nextSerial, expiry: expiry, outcome: record.outcome)
+                    Entry(
+                        serial: records.nextSerial,
+                        expiry: expiry,
+                        outcome: record.outcome,
+                        notificationID: record.notificationID
+                    )
                 )
                 records.nextSerial += 1
                 records.count += 1
@@ -105,7 +112,9 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
             records.waiters[key] = waiting.isEmpty ? nil : waiting
             return first
         }
-        waiter?.promise.succeed(ResendClaim(recorded: outcome))
+        if let waiter {
+            waiter.promise.succeed(ResendClaim(recorded: outcome, firstSentAs: waiter.notificationID))
+        }
         return eventLoop.makeSucceededVoidFuture()
     }
 
@@ -113,7 +122,7 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
         let now = self.now()
         enum Claim {
             case none
-            case resolved(NotificationOutcome)
+            case resolved(NotificationOutcome, firstSentAs: UpstreamNotification.ID?)
             case pending(EventLoopPromise<ResendClaim>, serial: UInt64)
         }
         let claim: Claim = self.records.withLock { records in
@@ -129,17 +138,19 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
             records.count -= 1
             records.entries[key] = list.isEmpty ? nil : list
             if let outcome = entry.outcome {
-                return .resolved(outcome)
+                return .resolved(outcome, firstSentAs: entry.notificationID)
             }
             let promise = eventLoop.makePromise(of: ResendClaim.self)
-            records.waiters[key, default: []].append(Waiter(serial: entry.serial, promise: promise))
+            records.waiters[key, default: []].append(
+                Waiter(serial: entry.serial, notificationID: entry.notificationID, promise: promise)
+            )
             return .pending(promise, serial: entry.serial)
         }
         switch claim {
         case .none:
             return eventLoop.makeSucceededFuture(.new)
-        case .resolved(let outcome):
-            return eventLoop.makeSucceededFuture(ResendClaim(recorded: outcome))
+        case .resolved(let outcome, let id):
+            return eventLoop.makeSucceededFuture(ResendClaim(recorded: outcome, firstSentAs: id))
         case .pending(let promise, let serial):
             let timeout = eventLoop.scheduleTask(in: self.window) { [self] in
                 let expired: Waiter? = self.records.withLock { records in
@@ -152,7 +163,9 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
                     records.waiters[key] = waiting.isEmpty ? nil : waiting
                     return waiter
                 }
-                expired?.promise.succeed(.outcomeUnknown)
+                if let expired {
+                    expired.promise.succeed(.outcomeUnknown(firstSentAs: expired.notificationID))
+                }
             }
             promise.futureResult.whenComplete { _ in timeout.cancel() }
             return promise.futureResult

@@ -9,12 +9,14 @@ public enum ResendClaim: Hashable, Sendable, CustomStringConvertible {
     case answered(NotificationOutcome)
     /// A resend of a notification whose outcome can no longer arrive: the process that forwarded
     /// it stopped or crashed with it in flight, or the bridge gave up on it. Forward it again
-    /// (at-least-once, as if there were no bridge); never wait, never invent a failure.
-    case outcomeUnknown
+    /// (at-least-once, as if there were no bridge); never wait, never invent a failure. The id
+    /// is the one the record kept (`nil` for a record written before ids were kept): the resend
+    /// goes upstream under it, so APNs coalesces it with the first attempt on the device.
+    case outcomeUnknown(firstSentAs: UpstreamNotification.ID?)
 
     /// The claim of a record that holds `outcome`.
-    public init(recorded outcome: NotificationOutcome) {
-        self = outcome.isUpstreamAnswer ? .answered(outcome) : .outcomeUnknown
+    public init(recorded outcome: NotificationOutcome, firstSentAs id: UpstreamNotification.ID?) {
+        self = outcome.isUpstreamAnswer ? .answered(outcome) : .outcomeUnknown(firstSentAs: id)
     }
 
     public var description: String {

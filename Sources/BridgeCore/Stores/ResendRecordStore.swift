@@ -34,6 +34,6 @@ public protocol ResendRecordStore: Sendable {
     /// Takes the oldest unexpired record with this key. While the record is pending and the
     /// process that forwarded it is alive, the future waits for its outcome; once no outcome
     /// can arrive any more (that process is gone, or the bridge gave up on it), it answers
-    /// ``ResendClaim/outcomeUnknown`` at once.
+    /// ``ResendClaim/outcomeUnknown(firstSentAs:)`` at once.
     func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<ResendClaim>
 }

@@ -463,7 +463,11 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         }
 
         let records = farewell.resendRecords.map {
-            ResendRecord(key: ResendRecordKey(tenant: tenant, frame: $0.frame), outcome: $0.outcome)
+            ResendRecord(
+                key: ResendRecordKey(tenant: tenant, frame: $0.frame),
+                outcome: $0.outcome,
+                notificationID: $0.id
+            )
         }
         let stored =
             records.isEmpty

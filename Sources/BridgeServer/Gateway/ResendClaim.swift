@@ -24,9 +24,12 @@ extension ResendRecordStore {
                 case .answered(let remembered):
                     metrics.resendAnsweredFromRecord()
                     return eventLoop.makeSucceededFuture((remembered, true))
-                case .outcomeUnknown:
+                case .outcomeUnknown(let firstID):
+                    // Under the first attempt's id when the record kept it: APNs coalesces the
+                    // two on the device (docs/upstream.md#collapse-id).
                     metrics.resendForwardedAgain()
-                    return upstream.send(notification, on: eventLoop).map { ($0, false) }
+                    let resend = firstID.map { notification.resent(as: $0) } ?? notification
+                    return upstream.send(resend, on: eventLoop).map { ($0, false) }
                 case .new:
                     return upstream.send(notification, on: eventLoop).map { ($0, false) }
                 }

@@ -30,8 +30,9 @@ import Synchronization
 /// stopped renewing its heartbeat for ``BridgeStoreConfiguration/instanceLease`` (it crashed)
 /// can get no outcome any more: its resend is forwarded again (docs/protocol.md#resend-records).
 public final class PostgresBridgeStore: BridgeStore {
-    /// 2: instances own their resend records; 3: the usage tables (``PostgresUsage``).
-    static let schemaVersion = 3
+    /// 2: instances own their resend records; 3: the usage tables (``PostgresUsage``); 4: the id
+    /// a resend record's notification went upstream with.
+    static let schemaVersion = 4
     /// Serialises schema migrations of instances starting at the same time.
     static let migrationLockID: Int64 = 0x6170_6E73_2195
 
@@ -574,6 +575,16 @@ public final class PostgresBridgeStore: BridgeStore {
                 }
                 logger.info("store schema updated", metadata: ["backend": "postgresql", "version": "3"])
             }
+            if version < 4 {
+                // Rows of earlier schemas keep NULL: their resends go upstream under a new id.
+                for statement: PostgresQuery in [
+                    "ALTER TABLE resend_records ADD COLUMN notification_id bytea",
+                    "INSERT INTO apns_bridge_schema (version) VALUES (4)",
+                ] {
+                    try await connection.query(statement, logger: logger)
+                }
+                logger.info("store schema updated", metadata: ["backend": "postgresql", "version": "4"])
+            }
         }
     }
 
@@ -837,6 +848,8 @@ public final class PostgresBridgeStore: BridgeStore {
         let encoded = records.map { $0.outcome.map(StoredOutcome.encode) ?? (kind: -1, value: 0) }
         let kinds = encoded.map(\.kind)
         let values = encoded.map(\.value)
+        // Empty for a record without an id (an array of bytea cannot hold NULL here): stored NULL.
+        let ids = records.map { $0.notificationID?.stored ?? ByteBuffer() }
         let deadline = ContinuousClock.now + self.configuration.outageBudget
         return eventLoop.makeFutureWithTask {
             // The packet waits for these: within the outage budget, a store that is briefly gone
@@ -844,10 +857,12 @@ public final class PostgresBridgeStore: BridgeStore {
             try await self.health.retrying("resend records", while: { self.isOpen && .now < deadline }) {
                 try await self.run(
                     """
-                    INSERT INTO resend_records (key_hash, tenant, expires_at, outcome, outcome_value, owner)
-                    SELECT r.key_hash, r.tenant, \(expiresAt), NULLIF(r.kind, -1), r.value, \(self.instanceID)
-                    FROM unnest(\(hashes)::bytea[], \(tenants)::text[], \(kinds)::bigint[], \(values)::bigint[])
-                        WITH ORDINALITY AS r(key_hash, tenant, kind, value, position)
+                    INSERT INTO resend_records (key_hash, tenant, expires_at, outcome, outcome_value, owner, notification_id)
+                    SELECT r.key_hash, r.tenant, \(expiresAt), NULLIF(r.kind, -1), r.value, \(self.instanceID),
+                        NULLIF(r.notification_id, ''::bytea)
+                    FROM unnest(
+                        \(hashes)::bytea[], \(tenants)::text[], \(kinds)::bigint[], \(values)::bigint[], \(ids)::bytea[]
+                    ) WITH ORDINALITY AS r(key_hash, tenant, kind, value, notification_id, position)
                     ORDER BY r.position
                     """
                 ) { _ in }
@@ -917,7 +932,9 @@ public final class PostgresBridgeStore: BridgeStore {
             // This instance's own outcomes wake the wait; another's are seen at the next check.
             var checks = 0
             while record.kind == nil {
-                if self.configuration.nowMilliseconds > record.expiresAt { return .outcomeUnknown }
+                if self.configuration.nowMilliseconds > record.expiresAt {
+                    return .outcomeUnknown(firstSentAs: record.firstSentAs)
+                }
                 await self.outcomeWaiters.waitBeforeCheck(
                     of: record.id,
                     checks: &checks,
@@ -930,11 +947,15 @@ public final class PostgresBridgeStore: BridgeStore {
                 ) {
                     try await self.checkOutcome(of: record.id)
                 }
-                guard let checked else { return .outcomeUnknown }
+                guard let checked else { return .outcomeUnknown(firstSentAs: record.firstSentAs) }
                 (record.kind, record.value) = (checked.kind, checked.value)
-                if record.kind == nil && !checked.ownerAlive { return .outcomeUnknown }
+                if record.kind == nil && !checked.ownerAlive { return .outcomeUnknown(firstSentAs: record.firstSentAs) }
             }
-            return StoredOutcome.claim(kind: record.kind ?? StoredOutcome.unknown, value: record.value ?? 0)
+            return StoredOutcome.claim(
+                kind: record.kind ?? StoredOutcome.unknown,
+                value: record.value ?? 0,
+                firstSentAs: record.firstSentAs
+            )
         }
     }
 
@@ -944,6 +965,7 @@ public final class PostgresBridgeStore: BridgeStore {
         var expiresAt: Int64
         var kind: Int64?
         var value: Int64?
+        var firstSentAs: UpstreamNotification.ID?
     }
 
     private struct CheckedOutcome: Sendable {
@@ -979,11 +1001,17 @@ public final class PostgresBridgeStore: BridgeStore {
                         AND (owner <> \(self.instanceID) OR expires_at < \(madeBefore))
                     ORDER BY id LIMIT 1 FOR UPDATE
                 )
-                RETURNING id, expires_at, outcome, outcome_value
+                RETURNING id, expires_at, outcome, outcome_value, notification_id
                 """
             ) { rows -> ClaimedRecord? in
-                for try await row in rows.decode((Int64, Int64, Int64?, Int64?).self) {
-                    return ClaimedRecord(id: row.0, expiresAt: row.1, kind: row.2, value: row.3)
+                for try await row in rows.decode((Int64, Int64, Int64?, Int64?, ByteBuffer?).self) {
+                    return ClaimedRecord(
+                        id: row.0,
+                        expiresAt: row.1,
+                        kind: row.2,
+                        value: row.3,
+                        firstSentAs: row.4.flatMap(UpstreamNotification.ID.init(stored:))
+                    )
                 }
                 return nil
             }

@@ -32,8 +32,8 @@ public final class SQLiteBridgeStore: BridgeStore {
     }
 
     /// The schema this code writes; `PRAGMA user_version` holds the file's. 2 added the usage
-    /// tables (``SQLiteUsage``).
-    static let schemaVersion = 2
+    /// tables (``SQLiteUsage``), 3 the id a resend record's notification went upstream with.
+    static let schemaVersion = 3
 
     public let configuration: BridgeStoreConfiguration
     public let path: String
@@ -243,6 +243,18 @@ public final class SQLiteBridgeStore: BridgeStore {
                 }
             }
             logger.info("store schema updated", metadata: ["backend": "sqlite", "version": "2"])
+        }
+        if version < 3 {
+            // Rows of earlier schemas keep NULL: their resends go upstream under a new id.
+            try await Self.transaction(connection) {
+                for statement in [
+                    "ALTER TABLE resend_records ADD COLUMN notification_id BLOB",
+                    "PRAGMA user_version = 3",
+                ] {
+                    _ = try await connection.query(statement)
+                }
+            }
+            logger.info("store schema updated", metadata: ["backend": "sqlite", "version": "3"])
         }
     }
 
@@ -512,10 +524,14 @@ public final class SQLiteBridgeStore: BridgeStore {
                 for record in records {
                     let (kind, value) = record.outcome.map(StoredOutcome.encode) ?? (-1, 0)
                     _ = try await self.connection.query(
-                        "INSERT INTO resend_records (key_hash, tenant, expires_at, outcome, outcome_value) VALUES (?, ?, ?, ?, ?)",
+                        """
+                        INSERT INTO resend_records (key_hash, tenant, expires_at, outcome, outcome_value, notification_id)
+                        VALUES (?, ?, ?, ?, ?, ?)
+                        """,
                         [
                             .blob(record.key.storageHash), .text(record.key.tenant), .integer(Int(expiresAt)),
                             kind < 0 ? .null : .integer(Int(kind)), .integer(Int(value)),
+                            record.notificationID.map { .blob($0.stored) } ?? .null,
                         ]
                     )
                 }
@@ -579,13 +595,14 @@ public final class SQLiteBridgeStore: BridgeStore {
                             WHERE key_hash = ? AND claimed = 0 AND expires_at >= ? AND expires_at < ?
                             ORDER BY id LIMIT 1
                         )
-                        RETURNING id, expires_at, outcome, outcome_value
+                        RETURNING id, expires_at, outcome, outcome_value, notification_id
                         """,
                         [.blob(key.storageHash), .integer(Int(now)), .integer(Int(madeBefore))]
                     ).first
                 }
             }
             guard let row, let id = row.column("id")?.storedInteger else { return .new }
+            let firstSentAs = row.column("notification_id")?.blob.flatMap(UpstreamNotification.ID.init(stored:))
             var outcomeRow = row
             let expiresAt = Int64(row.storedInteger("expires_at", corrupt: self.health.corruptValues) ?? 0)
             // A pending record is this process's (records of a previous run were marked unknown
@@ -594,7 +611,7 @@ public final class SQLiteBridgeStore: BridgeStore {
             // forward again.
             var checks = 0
             while outcomeRow.column("outcome")?.isNull ?? true {
-                if self.configuration.nowMilliseconds > expiresAt { return .outcomeUnknown }
+                if self.configuration.nowMilliseconds > expiresAt { return .outcomeUnknown(firstSentAs: firstSentAs) }
                 await self.outcomeWaiters.waitBeforeCheck(
                     of: Int64(id),
                     checks: &checks,
@@ -612,12 +629,13 @@ public final class SQLiteBridgeStore: BridgeStore {
                         ).first
                     }
                 }
-                guard let next else { return .outcomeUnknown }
+                guard let next else { return .outcomeUnknown(firstSentAs: firstSentAs) }
                 outcomeRow = next
             }
             return StoredOutcome.claim(
                 kind: Int64(outcomeRow.storedInteger("outcome", corrupt: self.health.corruptValues) ?? -1),
-                value: Int64(outcomeRow.storedInteger("outcome_value", corrupt: self.health.corruptValues) ?? 0)
+                value: Int64(outcomeRow.storedInteger("outcome_value", corrupt: self.health.corruptValues) ?? 0),
+                firstSentAs: firstSentAs
             )
         }
     }

@@ -26,13 +26,31 @@ enum StoredOutcome {
     /// What a claim of a row with this outcome answers. A kind this code does not know (a newer
     /// schema's) reads as unknown: forwarding again is at-least-once, and a failure the upstream
     /// did not give is never invented (docs/protocol.md#resend-records).
-    static func claim(kind: Int64, value: Int64) -> ResendClaim {
+    static func claim(kind: Int64, value: Int64, firstSentAs id: UpstreamNotification.ID?) -> ResendClaim {
         switch kind {
         case Self.accepted: .answered(.accepted)
         case Self.unregistered: .answered(.unregistered(timestamp: UInt32(clamping: value)))
         case Self.rejected: .answered(.rejected(ErrorResponseStatus(rawValue: UInt8(clamping: value))))
-        default: .outcomeUnknown
+        default: .outcomeUnknown(firstSentAs: id)
         }
+    }
+}
+
+extension UpstreamNotification.ID {
+    /// A resend record's `notification_id` column: the id's 16 bytes, big-endian.
+    var stored: ByteBuffer {
+        var bytes = ByteBuffer()
+        bytes.writeMultipleIntegers(self.high, self.low)
+        return bytes
+    }
+
+    /// The id a `notification_id` column holds; `nil` for anything but 16 bytes (a row written
+    /// before ids were kept holds NULL: its resend goes under a new id).
+    init?(stored: ByteBuffer) {
+        guard stored.readableBytes == 16,
+            let (high, low) = stored.getMultipleIntegers(at: stored.readerIndex, as: (UInt64, UInt64).self)
+        else { return nil }
+        self.init(high: high, low: low)
     }
 }
 
