@@ -23,6 +23,16 @@ struct StoreBehaviourTests {
         return bytes
     }
 
+    /// A resend key of tenant `com.example.a`; `digest` keeps one test's keys apart from another's.
+    static func resendKey(_ number: Int, digest: UInt64) -> ResendRecordKey {
+        ResendRecordKey(
+            tenant: "com.example.a",
+            deviceToken: Self.token(number),
+            payloadDigest: .init(bytes: (digest, digest, digest, UInt64(number))),
+            priority: 10
+        )
+    }
+
     /// An id whose 128 bits all matter: a store that kept half of it would not give it back.
     static func notificationID(_ n: Int) -> UpstreamNotification.ID {
         UpstreamNotification.ID(high: 0x0123_4567_89AB_4DEF ^ UInt64(n) << 32, low: 0x8000_0000_0000_0000 | UInt64(n))
@@ -529,14 +539,7 @@ struct StoreBehaviourTests {
     )
     func pendingRecordsOfAStoppedBridge(kind: StoreKind) async throws {
         let location = try await kind.makeLocation()
-        func key(_ number: Int) -> ResendRecordKey {
-            ResendRecordKey(
-                tenant: "com.example.a",
-                deviceToken: Self.token(number),
-                payloadDigest: .init(bytes: (5, 5, 5, UInt64(number))),
-                priority: 10
-            )
-        }
+        func key(_ number: Int) -> ResendRecordKey { Self.resendKey(number, digest: 5) }
         // A bridge stops with notifications in flight: their records stay pending.
         var store = try await kind.open(location)
         try await store.remember(
@@ -573,14 +576,7 @@ struct StoreBehaviourTests {
     )
     func upgradeKeepsRecordsWithoutIDs(kind: StoreKind) async throws {
         let location = try await kind.makeLocation()
-        func key(_ number: Int) -> ResendRecordKey {
-            ResendRecordKey(
-                tenant: "com.example.a",
-                deviceToken: Self.token(number),
-                payloadDigest: .init(bytes: (7, 7, 7, UInt64(number))),
-                priority: 10
-            )
-        }
+        func key(_ number: Int) -> ResendRecordKey { Self.resendKey(number, digest: 7) }
         var store = try await kind.open(location)
         try await store.remember([ResendRecord(key: key(1), outcome: nil)], on: Self.eventLoop).get()
         await store.close()
@@ -632,14 +628,7 @@ struct StoreBehaviourTests {
         let owner = try #require(
             try await StoreKind.postgres.open(location, configuration: crashing) as? PostgresBridgeStore
         )
-        func key(_ number: Int) -> ResendRecordKey {
-            ResendRecordKey(
-                tenant: "com.example.a",
-                deviceToken: Self.token(number),
-                payloadDigest: .init(bytes: (6, 6, 6, UInt64(number))),
-                priority: 10
-            )
-        }
+        func key(_ number: Int) -> ResendRecordKey { Self.resendKey(number, digest: 6) }
         try await owner.remember(
             [
                 ResendRecord(key: key(1), outcome: nil),
