@@ -108,13 +108,17 @@ struct StoreOutageTests {
         .timeLimit(.minutes(5))
     )
     func drainOutlivedByItsPoller() async throws {
+        let test = "drainOutlivedByItsPoller"
+        Self.progress(test, "waiting for the other outage tests")
         try await PostgresCluster.oneOutageAtATime {
+            Self.progress(test, "starting a server")
             try await withResource(try await PostgresCluster.start()) { cluster in
                 var configuration = BridgeStoreConfiguration()
                 configuration.instanceHeartbeatInterval = .seconds(1)
                 let store = try await StoreKind.postgres.open(cluster.url, configuration: configuration)
                 do {
                     try await StoreBehaviourTests.apply([StoreBehaviourTests.unregistered(1)], to: store)
+                    Self.progress(test, "stopping the server")
                     try await cluster.stopFast()
                     // Once the heartbeat failed, the pool's connections are known closed: the drain's
                     // claim waits for a new one.
@@ -135,8 +139,11 @@ struct StoreOutageTests {
                     // The poller goes away during the outage (the feedback listener closes it when the
                     // store gives no batch within its store timeout).
                     connected.withLock { $0 = false }
+                    Self.progress(test, "starting the server")
                     try await cluster.startServer()
+                    Self.progress(test, "waiting for the drain")
                     #expect(try await drain.value == FeedbackDrainResult(delivered: 0, completed: false))
+                    Self.progress(test, "reading what is pending")
                     #expect(delivered.withLock { $0 } == 0, "nothing was claimed for the closed poller")
                     let pending = try await store.pendingEntries(
                         tenant: "com.example.a",
@@ -145,6 +152,7 @@ struct StoreOutageTests {
                     )
                     #expect(pending.count == 1)
                     #expect(StoreBehaviourTests.tokenNumbers(try await StoreBehaviourTests.drainAll(store)) == [1])
+                    Self.progress(test, "closing the store")
                 } catch {
                     await store.close()
                     throw error
@@ -220,7 +228,12 @@ struct StoreOutageTests {
     /// its time limit) and never in a run of its own, so its output names the step that waited.
     static func progress(_ cut: Cut, round: Int? = nil, _ step: String) {
         let round = round.map { " round \($0)" } ?? ""
-        FileHandle.standardError.write(Data("StoreOutageTests \(cut)\(round): \(step) at \(Date())\n".utf8))
+        Self.progress("\(cut)\(round)", step)
+    }
+
+    /// One line per step on standard error, so that a test that hangs names the await it hangs on.
+    static func progress(_ test: String, _ step: String) {
+        FileHandle.standardError.write(Data("StoreOutageTests \(test): \(step) at \(Date())\n".utf8))
     }
 
     static func cutThreeTimes(_ cut: Cut, cluster: PostgresCluster, store: any BridgeStore) async throws {
