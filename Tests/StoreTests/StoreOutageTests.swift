@@ -274,7 +274,13 @@ struct StoreOutageTests {
             #expect(store.health.writesWaiting == 0)
         }
         Self.progress(cut, "draining the list")
-        let tuples = try await StoreBehaviourTests.drainAll(store)
+        let tuples: [FeedbackTuple]
+        do {
+            tuples = try await StoreBehaviourTests.drainAll(store)
+        } catch {
+            Self.progress(cut, "the drain failed: \(String(reflecting: error))")
+            throw error
+        }
         let numbers = StoreBehaviourTests.tokenNumbers(tuples).sorted()
         #expect(numbers == [0, 2, 100, 102, 200, 202], "each 410 once")
     }

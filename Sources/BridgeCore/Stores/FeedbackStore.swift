@@ -23,7 +23,7 @@ public protocol FeedbackStore: FeedbackRecorder {
         tenant: String,
         environment: APNsEnvironment,
         options: FeedbackDrainOptions,
-        pollerConnected: @escaping @Sendable () -> Bool,
+        pollerConnected: () -> Bool,
         deliver: ([FeedbackTuple]) async throws -> Void,
         finish: () async -> Void
     ) async throws -> FeedbackDrainResult

@@ -321,86 +321,36 @@ public final class PostgresBridgeStore: BridgeStore {
     /// its task was cancelled or its connection closed; so `body` runs in a task of its own
     /// that this call does not wait for once the time is up (the one such task in the store:
     /// a child task would hold the caller for ever).
-    ///
-    /// The wait for the pooled connection has the same bound: after a restart of the server, a
-    /// request for a connection was seen to wait for minutes (`StoreOutageTests` hung on it). It
-    /// is cancelled, and the call throws ``NoConnection``, so that the caller's retry asks again.
-    /// Exactly one of the two wins: a connection leased after the bound runs nothing.
     static func withConnection<Result: Sendable>(
         _ client: PostgresClient,
         timeout: Duration,
         _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        let lease = NIOLockedValueBox(Lease.waiting)
-        return try await withThrowingTaskGroup(of: Result?.self) { group in
-            group.addTask {
-                try await client.withConnection { connection in
-                    let leased = lease.withLockedValue { lease in
-                        guard lease == .waiting else { return false }
-                        lease = .leased
-                        return true
-                    }
-                    guard leased else { throw NoConnection(after: timeout) }
-                    return try await Self.runBounded(body, on: connection, timeout: timeout)
+        try await client.withConnection { connection in
+            let promise = connection.eventLoop.makePromise(of: Result.self)
+            let settled = NIOLockedValueBox(false)
+            @Sendable func settle(_ result: Swift.Result<Result, any Error>) {
+                let first = settled.withLockedValue { settled in
+                    defer { settled = true }
+                    return !settled
+                }
+                if first { promise.completeWith(result) }
+            }
+            let work = Task {
+                do {
+                    settle(.success(try await body(connection)))
+                } catch {
+                    settle(.failure(error))
                 }
             }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                let gaveUp = lease.withLockedValue { lease in
-                    guard lease == .waiting else { return false }
-                    lease = .givenUp
-                    return true
-                }
-                if gaveUp { throw NoConnection(after: timeout) }
-                return nil  // the statement's own bound applies
+            let timer = connection.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
+                settle(.failure(StatementTimedOut(after: timeout)))
+                work.cancel()
+                connection.close().whenComplete { _ in }
             }
-            defer { group.cancelAll() }
-            while let finished = try await group.next() {
-                if let result = finished { return result }
-            }
-            throw NoConnection(after: timeout)
+            defer { timer.cancel() }
+            return try await promise.futureResult.get()
         }
-    }
-
-    private enum Lease {
-        case waiting, leased, givenUp
-    }
-
-    /// ``withConnection(_:timeout:_:)`` once the connection is leased: `body` in a task of its
-    /// own, given up after `timeout`.
-    private static func runBounded<Result: Sendable>(
-        _ body: @escaping @Sendable (PostgresConnection) async throws -> Result,
-        on connection: PostgresConnection,
-        timeout: Duration
-    ) async throws -> Result {
-        let promise = connection.eventLoop.makePromise(of: Result.self)
-        let settled = NIOLockedValueBox(false)
-        @Sendable func settle(_ result: Swift.Result<Result, any Error>) {
-            let first = settled.withLockedValue { settled in
-                defer { settled = true }
-                return !settled
-            }
-            if first { promise.completeWith(result) }
-        }
-        let work = Task {
-            do {
-                settle(.success(try await body(connection)))
-            } catch {
-                settle(.failure(error))
-            }
-        }
-        let timer = connection.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
-            settle(.failure(StatementTimedOut(after: timeout)))
-            work.cancel()
-            connection.close().whenComplete { _ in }
-        }
-        defer { timer.cancel() }
-        return try await promise.futureResult.get()
-    }
-
-    struct NoConnection: Error, CustomStringConvertible {
-        var after: Duration
-        var description: String { "the pool gave no connection within \(self.after)" }
     }
 
     /// Runs one statement through ``withConnection(_:timeout:_:)`` and reads its rows with `read`.
@@ -765,7 +715,7 @@ public final class PostgresBridgeStore: BridgeStore {
         tenant: String,
         environment: APNsEnvironment,
         options: FeedbackDrainOptions,
-        pollerConnected: @escaping @Sendable () -> Bool,
+        pollerConnected: () -> Bool,
         deliver: ([FeedbackTuple]) async throws -> Void,
         finish: () async -> Void
     ) async throws -> FeedbackDrainResult {
@@ -778,8 +728,7 @@ public final class PostgresBridgeStore: BridgeStore {
             // rows it deletes are claimed ones, the rows the claim takes unclaimed ones. (The
             // release below leaves the deleted batches' rows to the DELETE: a row two parts of one
             // statement change ends up with either change.)
-            try await Self.withConnection(self.client, timeout: self.configuration.statementTimeout) {
-                [logger = self.logger, now = self.configuration.nowSeconds] connection in
+            try await self.client.withConnection { connection in
                 guard pollerConnected() else { throw FeedbackDrainLoop.PollerGone() }
                 var claimed: [(id: Int64, tuple: FeedbackTuple)] = []
                 let rows = try await connection.query(
@@ -788,7 +737,7 @@ public final class PostgresBridgeStore: BridgeStore {
                         DELETE FROM feedback_entries
                         WHERE claim = \(claim) AND claim_batch BETWEEN \(Int32(deleting?.lowerBound ?? 0)) AND \(Int32(deleting?.upperBound ?? 0))
                     )
-                    UPDATE feedback_entries SET claim = \(claim), claim_batch = \(Int32(batch)), claimed_at = \(now)
+                    UPDATE feedback_entries SET claim = \(claim), claim_batch = \(Int32(batch)), claimed_at = \(self.configuration.nowSeconds)
                     WHERE id IN (
                         SELECT id FROM feedback_entries
                         WHERE tenant = \(tenant) AND environment = \(environment.rawValue) AND claim IS NULL \(unescaped: lengthFilter)
@@ -797,7 +746,7 @@ public final class PostgresBridgeStore: BridgeStore {
                     )
                     RETURNING id, token, timestamp
                     """,
-                    logger: logger
+                    logger: self.logger
                 )
                 for try await (id, token, timestamp) in rows.decode((Int64, ByteBuffer, Int64).self) {
                     claimed.append((id, FeedbackTuple(timestamp: UInt32(clamping: timestamp), deviceToken: token)))
@@ -805,9 +754,7 @@ public final class PostgresBridgeStore: BridgeStore {
                 return claimed.sorted { $0.id < $1.id }.map(\.tuple)
             }
         } release: { deleting in
-            // Bounded like the claim: a release that cannot run leaves the rows to the sweep,
-            // which releases a claim older than `claimLease`.
-            try await self.run(
+            try await self.client.query(
                 """
                 WITH delivered AS (
                     DELETE FROM feedback_entries
@@ -815,8 +762,9 @@ public final class PostgresBridgeStore: BridgeStore {
                 )
                 UPDATE feedback_entries SET claim = NULL, claim_batch = NULL, claimed_at = NULL
                 WHERE claim = \(claim) AND claim_batch NOT BETWEEN \(Int32(deleting?.lowerBound ?? 0)) AND \(Int32(deleting?.upperBound ?? 0))
-                """
-            ) { _ in }
+                """,
+                logger: self.logger
+            )
         }
     }
 

@@ -412,7 +412,7 @@ public final class SQLiteBridgeStore: BridgeStore {
         tenant: String,
         environment: APNsEnvironment,
         options: FeedbackDrainOptions,
-        pollerConnected: @escaping @Sendable () -> Bool,
+        pollerConnected: () -> Bool,
         deliver: ([FeedbackTuple]) async throws -> Void,
         finish: () async -> Void
     ) async throws -> FeedbackDrainResult {
