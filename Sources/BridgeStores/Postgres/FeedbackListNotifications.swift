@@ -62,6 +62,7 @@ enum FeedbackListNotifications {
     static func listen(
         client: PostgresClient,
         filter: FeedbackListFilter,
+        statementTimeout: Duration,
         logger: Logger,
         listening: AsyncThrowingStream<Void, any Error>.Continuation
     ) async {
@@ -73,7 +74,12 @@ enum FeedbackListNotifications {
                 try await client.withConnection { connection in
                     try await connection.listen(on: Self.channel) { notifications in
                         if reconnecting {
-                            try await PostgresBridgeStore.rebuild(filter, client: client, logger: logger)
+                            try await PostgresBridgeStore.rebuild(
+                                filter,
+                                client: client,
+                                timeout: statementTimeout,
+                                logger: logger
+                            )
                             logger.notice("listening for other instances' feedback entries again")
                         }
                         listened.withLock { $0 = true }

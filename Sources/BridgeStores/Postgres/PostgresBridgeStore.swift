@@ -165,7 +165,9 @@ public final class PostgresBridgeStore: BridgeStore {
         let instanceID = DrainClaim.make()
         do {
             try await Self.migrate(client, logger: logger)
-            try await client.query("INSERT INTO bridge_instances (id) VALUES (\(instanceID))", logger: logger)
+            _ = try await Self.withConnection(client, timeout: configuration.statementTimeout) { connection in
+                try await connection.query("INSERT INTO bridge_instances (id) VALUES (\(instanceID))", logger: logger)
+            }
             // Listening first, then reading: an entry another instance commits meanwhile is
             // either read or notified.
             let (listening, listeningContinuation) = AsyncThrowingStream.makeStream(of: Void.self)
@@ -173,6 +175,7 @@ public final class PostgresBridgeStore: BridgeStore {
                 await FeedbackListNotifications.listen(
                     client: client,
                     filter: feedbackListFilter,
+                    statementTimeout: configuration.statementTimeout,
                     logger: logger,
                     listening: listeningContinuation
                 )
@@ -181,7 +184,12 @@ public final class PostgresBridgeStore: BridgeStore {
             start(listen)
             var iterator = listening.makeAsyncIterator()
             _ = try await iterator.next()
-            try await Self.rebuild(feedbackListFilter, client: client, logger: logger)
+            try await Self.rebuild(
+                feedbackListFilter,
+                client: client,
+                timeout: configuration.statementTimeout,
+                logger: logger
+            )
         } catch {
             await listener?.stop()
             await clientRun.stop()
@@ -237,26 +245,32 @@ public final class PostgresBridgeStore: BridgeStore {
         await self.committer.stop()
         await self.heartbeat.stop()
         do {
-            try await self.client.withTransaction(logger: self.logger) { connection in
-                let rows = try await connection.query(
-                    """
-                    UPDATE resend_records SET outcome = \(StoredOutcome.unknown), outcome_value = 0
-                    WHERE owner = \(self.instanceID) AND outcome IS NULL RETURNING id
-                    """,
-                    logger: self.logger
-                )
-                var orphaned = 0
-                for try await _ in rows { orphaned += 1 }
-                try await connection.query(
-                    "DELETE FROM bridge_instances WHERE id = \(self.instanceID)",
-                    logger: self.logger
-                )
-                if orphaned > 0 {
-                    self.logger.notice(
-                        "resend records still pending at close: their resends will be forwarded again",
-                        metadata: ["records": "\(orphaned)"]
+            let orphaned = try await Self.withConnection(
+                self.client,
+                timeout: self.configuration.statementTimeout
+            ) { connection in
+                try await connection.withTransaction(logger: self.logger) { connection in
+                    let rows = try await connection.query(
+                        """
+                        UPDATE resend_records SET outcome = \(StoredOutcome.unknown), outcome_value = 0
+                        WHERE owner = \(self.instanceID) AND outcome IS NULL RETURNING id
+                        """,
+                        logger: self.logger
                     )
+                    var orphaned = 0
+                    for try await _ in rows { orphaned += 1 }
+                    try await connection.query(
+                        "DELETE FROM bridge_instances WHERE id = \(self.instanceID)",
+                        logger: self.logger
+                    )
+                    return orphaned
                 }
+            }
+            if orphaned > 0 {
+                self.logger.notice(
+                    "resend records still pending at close: their resends will be forwarded again",
+                    metadata: ["records": "\(orphaned)"]
+                )
             }
         } catch {
             // The other instances see this one's heartbeat stop: after the lease its records
@@ -289,13 +303,16 @@ public final class PostgresBridgeStore: BridgeStore {
                 // than the interval counts as a failure, so that the outage shows at once.
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
-                        try await client.query(
-                            """
-                            INSERT INTO bridge_instances (id) VALUES (\(instanceID))
-                            ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()
-                            """,
-                            logger: logger
-                        )
+                        // Bounded too once it has a connection: the group waits for this task.
+                        _ = try await Self.withConnection(client, timeout: interval) { connection in
+                            try await connection.query(
+                                """
+                                INSERT INTO bridge_instances (id) VALUES (\(instanceID))
+                                ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()
+                                """,
+                                logger: logger
+                            )
+                        }
                     }
                     group.addTask {
                         try await Task.sleep(for: interval)
@@ -314,83 +331,42 @@ public final class PostgresBridgeStore: BridgeStore {
         }
     }
 
-    /// Runs `body` on a pooled connection, and gives it up if it has not finished within
-    /// `timeout`: the connection is closed and the call throws, so that a write that must be
-    /// retried is (docs/operations.md#store-outage). After a SIGKILL of the postmaster, a
-    /// statement on a connection to the dead server was seen never to complete, not even when
-    /// its task was cancelled or its connection closed; so `body` runs in a task of its own
-    /// that this call does not wait for once the time is up (the one such task in the store:
-    /// a child task would hold the caller for ever).
-    static func withConnection<Result: Sendable>(
-        _ client: PostgresClient,
-        timeout: Duration,
-        _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
-    ) async throws -> Result {
-        try await client.withConnection { connection in
-            let promise = connection.eventLoop.makePromise(of: Result.self)
-            let settled = NIOLockedValueBox(false)
-            @Sendable func settle(_ result: Swift.Result<Result, any Error>) {
-                let first = settled.withLockedValue { settled in
-                    defer { settled = true }
-                    return !settled
-                }
-                if first { promise.completeWith(result) }
-            }
-            let work = Task {
-                do {
-                    settle(.success(try await body(connection)))
-                } catch {
-                    settle(.failure(error))
-                }
-            }
-            let timer = connection.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
-                settle(.failure(StatementTimedOut(after: timeout)))
-                work.cancel()
-                connection.close().whenComplete { _ in }
-            }
-            defer { timer.cancel() }
-            return try await promise.futureResult.get()
-        }
-    }
-
-    /// Runs one statement through ``withConnection(_:timeout:_:)`` and reads its rows with `read`.
-    func run<Result: Sendable>(
-        _ query: PostgresQuery,
-        _ read: @escaping @Sendable (PostgresRowSequence) async throws -> Result
-    ) async throws -> Result {
-        try await Self.withConnection(self.client, timeout: self.configuration.statementTimeout) {
-            [logger] connection in
-            try await read(try await connection.query(query, logger: logger))
-        }
-    }
-
-    struct StatementTimedOut: Error, CustomStringConvertible {
-        var after: Duration
-        var description: String { "the statement had no answer within \(self.after); its connection was closed" }
-    }
-
     struct HeartbeatTimedOut: Error, CustomStringConvertible {
         var after: Duration
         var description: String { "no answer within \(self.after)" }
     }
 
-    /// Rebuilds `filter` from every entry's token, 10,000 rows per query.
-    static func rebuild(_ filter: FeedbackListFilter, client: PostgresClient, logger: Logger) async throws {
+    /// Rebuilds `filter` from every entry's token, 10,000 rows per query (each within
+    /// `timeout`).
+    static func rebuild(
+        _ filter: FeedbackListFilter,
+        client: PostgresClient,
+        timeout: Duration,
+        logger: Logger
+    ) async throws {
         try await filter.rebuild { found in
             var after: Int64 = 0
             while true {
-                var last: Int64?
-                let rows = try await client.query(
-                    "SELECT id, tenant, environment, token FROM feedback_entries WHERE id > \(after) ORDER BY id LIMIT 10000",
-                    logger: logger
-                )
-                for try await (id, tenant, environment, token) in rows.decode((Int64, String, String, ByteBuffer).self)
-                {
-                    last = id
-                    guard let environment = APNsEnvironment(rawValue: environment) else { continue }
-                    found(token, FeedbackListFilter.List(tenant: tenant, environment: environment))
+                let page = try await Self.withConnection(client, timeout: timeout) { [after] connection in
+                    var page: [(id: Int64, token: ByteBuffer, list: FeedbackListFilter.List?)] = []
+                    let rows = try await connection.query(
+                        "SELECT id, tenant, environment, token FROM feedback_entries WHERE id > \(after) ORDER BY id LIMIT 10000",
+                        logger: logger
+                    )
+                    for try await (id, tenant, environment, token) in rows.decode(
+                        (Int64, String, String, ByteBuffer).self
+                    ) {
+                        let list = APNsEnvironment(rawValue: environment).map {
+                            FeedbackListFilter.List(tenant: tenant, environment: $0)
+                        }
+                        page.append((id, token, list))
+                    }
+                    return page
                 }
-                guard let last else { return }
+                for entry in page {
+                    if let list = entry.list { found(entry.token, list) }
+                }
+                guard let last = page.last?.id else { return }
                 after = last
             }
         }
@@ -728,8 +704,11 @@ public final class PostgresBridgeStore: BridgeStore {
             // rows it deletes are claimed ones, the rows the claim takes unclaimed ones. (The
             // release below leaves the deleted batches' rows to the DELETE: a row two parts of one
             // statement change ends up with either change.)
-            try await self.client.withConnection { connection in
-                guard pollerConnected() else { throw FeedbackDrainLoop.PollerGone() }
+            try await Self.withConnection(
+                self.client,
+                timeout: self.configuration.statementTimeout,
+                beforeStatement: { if !pollerConnected() { throw FeedbackDrainLoop.PollerGone() } }
+            ) { connection in
                 var claimed: [(id: Int64, tuple: FeedbackTuple)] = []
                 let rows = try await connection.query(
                     """
@@ -754,7 +733,7 @@ public final class PostgresBridgeStore: BridgeStore {
                 return claimed.sorted { $0.id < $1.id }.map(\.tuple)
             }
         } release: { deleting in
-            try await self.client.query(
+            try await self.run(
                 """
                 WITH delivered AS (
                     DELETE FROM feedback_entries
@@ -762,44 +741,41 @@ public final class PostgresBridgeStore: BridgeStore {
                 )
                 UPDATE feedback_entries SET claim = NULL, claim_batch = NULL, claimed_at = NULL
                 WHERE claim = \(claim) AND claim_batch NOT BETWEEN \(Int32(deleting?.lowerBound ?? 0)) AND \(Int32(deleting?.upperBound ?? 0))
-                """,
-                logger: self.logger
-            )
+                """
+            ) { _ in }
         }
     }
 
     public func pendingEntries(tenant: String, environment: APNsEnvironment, limit: Int) async throws -> [FeedbackEntry]
     {
-        var entries: [FeedbackEntry] = []
-        let rows = try await self.client.query(
+        try await self.run(
             """
             SELECT token, timestamp FROM feedback_entries
             WHERE tenant = \(tenant) AND environment = \(environment.rawValue) AND claim IS NULL
             ORDER BY id LIMIT \(Int64(limit))
-            """,
-            logger: self.logger
-        )
-        for try await (token, timestamp) in rows.decode((ByteBuffer, Int64).self) {
-            entries.append(
-                FeedbackEntry(
-                    tenant: tenant,
-                    environment: environment,
-                    deviceToken: token,
-                    timestamp: UInt32(clamping: timestamp)
+            """
+        ) { rows in
+            var entries: [FeedbackEntry] = []
+            for try await (token, timestamp) in rows.decode((ByteBuffer, Int64).self) {
+                entries.append(
+                    FeedbackEntry(
+                        tenant: tenant,
+                        environment: environment,
+                        deviceToken: token,
+                        timestamp: UInt32(clamping: timestamp)
+                    )
                 )
-            )
+            }
+            return entries
         }
-        return entries
     }
 
     public func pendingCount() async throws -> Int {
-        var count: Int64 = 0
-        for try await found in try await self.client.query("SELECT count(*) FROM feedback_entries", logger: self.logger)
-            .decode(Int64.self)
-        {
-            count = found
+        try await self.run("SELECT count(*) FROM feedback_entries") { rows in
+            var count: Int64 = 0
+            for try await found in rows.decode(Int64.self) { count = found }
+            return Int(count)
         }
-        return Int(count)
     }
 
     // MARK: Resend records
@@ -821,13 +797,14 @@ public final class PostgresBridgeStore: BridgeStore {
                 return
             }
             do {
-                let rows = try await self.client.query(
-                    "SELECT max(expires_at) FROM resend_records WHERE tenant = \(tenant) AND NOT claimed AND expires_at >= \(now)",
-                    logger: self.logger
-                )
-                for try await until in rows.decode(Int64?.self) {
-                    if let until { self.horizons.extend(tenant: tenant, until: until) }
+                let latest = try await self.run(
+                    "SELECT max(expires_at) FROM resend_records WHERE tenant = \(tenant) AND NOT claimed AND expires_at >= \(now)"
+                ) { rows in
+                    var latest: Int64?
+                    for try await until in rows.decode(Int64?.self) { latest = until }
+                    return latest
                 }
+                if let latest { self.horizons.extend(tenant: tenant, until: latest) }
             } catch {
                 self.logger.warning(
                     "could not read the tenant's resend records; its notifications will be looked up",
@@ -1059,9 +1036,11 @@ public final class PostgresBridgeStore: BridgeStore {
         let retentionStart = nowSeconds - self.configuration.feedbackRetention.milliseconds / 1000
         let leaseStart = nowSeconds - self.configuration.claimLease.milliseconds / 1000
         func count(_ query: PostgresQuery) async throws -> Int {
-            var n = 0
-            for try await _ in try await self.client.query(query, logger: self.logger) { n += 1 }
-            return n
+            try await self.run(query) { rows in
+                var n = 0
+                for try await _ in rows { n += 1 }
+                return n
+            }
         }
         let entries = try await count(
             "DELETE FROM feedback_entries WHERE recorded_at < \(retentionStart) AND claim IS NULL RETURNING id"
@@ -1084,7 +1063,12 @@ public final class PostgresBridgeStore: BridgeStore {
             logger: self.logger
         )
         // Entries served, removed or expired since the last sweep leave the filter.
-        try await Self.rebuild(self.feedbackListFilter, client: self.client, logger: self.logger)
+        try await Self.rebuild(
+            self.feedbackListFilter,
+            client: self.client,
+            timeout: self.configuration.statementTimeout,
+            logger: self.logger
+        )
         return StoreSweep(feedbackEntries: entries, resendRecords: records, releasedClaims: claims, usageRows: usage)
     }
 }
