@@ -46,8 +46,9 @@ public final class ScriptedUpstream: NotificationUpstream {
 
     public func send(
         _ notification: UpstreamNotification,
-        on eventLoop: any EventLoop
-    ) -> EventLoopFuture<NotificationOutcome> {
+        on eventLoop: any EventLoop,
+        completion: @escaping @Sendable (NotificationOutcome) -> Void
+    ) {
         let (arrival, ready): (Int, [EventLoopPromise<Void>]) = self.state.withLock { state in
             state.ledger.append(notification)
             let count = state.ledger.count
@@ -58,12 +59,12 @@ public final class ScriptedUpstream: NotificationUpstream {
         for promise in ready { promise.succeed() }
         let reply = self.script(notification, arrival)
         if let gate = reply.gate {
-            return gate.hop(to: eventLoop).map { reply.outcome }
+            gate.hop(to: eventLoop).whenSuccess { completion(reply.outcome) }
+        } else if reply.delay == .zero {
+            completion(reply.outcome)
+        } else {
+            eventLoop.scheduleTask(in: reply.delay) { completion(reply.outcome) }
         }
-        if reply.delay == .zero {
-            return eventLoop.makeSucceededFuture(reply.outcome)
-        }
-        return eventLoop.scheduleTask(in: reply.delay) { reply.outcome }.futureResult
     }
 
     /// Completes when the ledger holds at least `count` notifications, or fails after `timeout`.

@@ -198,31 +198,11 @@ public final class APNsNotificationUpstream: NotificationUpstream {
 
     public func send(
         _ notification: UpstreamNotification,
-        on eventLoop: any EventLoop
-    ) -> EventLoopFuture<NotificationOutcome> {
-        self.futureOfCallback(notification, on: eventLoop)
-    }
-
-    public func send(
-        _ notification: UpstreamNotification,
         on eventLoop: any EventLoop,
-        completion: @escaping @Sendable (NotificationOutcome) -> Void
-    ) {
-        self.send(notification, on: eventLoop, member: nil, completion: completion)
-    }
-
-    /// ``send(_:on:completion:)``, counting the notification out of `member` (the reloadable
-    /// upstream's count of what this client has in flight) just before `completion`: the
-    /// reloadable upstream's own closure around the completion was an allocation per
-    /// notification.
-    func send(
-        _ notification: UpstreamNotification,
-        on eventLoop: any EventLoop,
-        member: ReloadableUpstream.Member?,
         completion: @escaping @Sendable (NotificationOutcome) -> Void
     ) {
         if case .broadcast(let channel) = notification.destination {
-            self.broadcast(notification, to: channel, on: eventLoop, member: member, completion: completion)
+            self.broadcast(notification, to: channel, on: eventLoop, completion: completion)
             return
         }
         let identifier = notification.frame.identifier
@@ -237,7 +217,6 @@ public final class APNsNotificationUpstream: NotificationUpstream {
                 metadata: ["environment": "\(notification.tenant.environment.rawValue)"]
             )
             self.count(.gaveUp(.processingError), reason: nil)
-            member?.end()
             completion(.gaveUp(.processingError))
             return
         }
@@ -250,7 +229,6 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         )
         client.send(request, on: eventLoop) { result in
             let outcome = self.outcome(of: result, identifier: identifier, request: request)
-            member?.end()
             completion(outcome)
         }
     }
@@ -260,7 +238,6 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         _ notification: UpstreamNotification,
         to channel: BroadcastChannel,
         on eventLoop: any EventLoop,
-        member: ReloadableUpstream.Member?,
         completion: @escaping @Sendable (NotificationOutcome) -> Void
     ) {
         let identifier = notification.frame.identifier
@@ -274,7 +251,6 @@ public final class APNsNotificationUpstream: NotificationUpstream {
                 ]
             )
             self.countBroadcast(.gaveUp(.processingError), reason: nil)
-            member?.end()
             completion(.gaveUp(.processingError))
             return
         }
@@ -291,7 +267,6 @@ public final class APNsNotificationUpstream: NotificationUpstream {
                 channel: channel,
                 tenant: tenant
             )
-            member?.end()
             completion(outcome)
         }
     }

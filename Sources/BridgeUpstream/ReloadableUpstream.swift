@@ -41,9 +41,8 @@ public final class ReloadableUpstream: NotificationUpstream {
             }
         }
 
-        /// The last notification of a retired client shuts it down. Called by the client
-        /// (``APNsNotificationUpstream``) just before it completes the notification.
-        func end() {
+        /// Counts a notification out; the last one of a retired client shuts it down.
+        fileprivate func end() {
             let now = self.state.wrappingSubtract(1, ordering: .acquiringAndReleasing).newValue
             if now == Self.retiredFlag { self.client.shutdown() }
         }
@@ -129,13 +128,6 @@ public final class ReloadableUpstream: NotificationUpstream {
 
     public func send(
         _ notification: UpstreamNotification,
-        on eventLoop: any EventLoop
-    ) -> EventLoopFuture<NotificationOutcome> {
-        self.futureOfCallback(notification, on: eventLoop)
-    }
-
-    public func send(
-        _ notification: UpstreamNotification,
         on eventLoop: any EventLoop,
         completion: @escaping @Sendable (NotificationOutcome) -> Void
     ) {
@@ -149,7 +141,10 @@ public final class ReloadableUpstream: NotificationUpstream {
                 return
             }
             guard member.begin() else { continue }
-            member.client.send(notification, on: eventLoop, member: member, completion: completion)
+            member.client.send(notification, on: eventLoop) { outcome in
+                member.end()
+                completion(outcome)
+            }
             return
         }
     }

@@ -26,11 +26,12 @@ struct GatewayConnectionHandlerTests {
 
         func send(
             _ notification: UpstreamNotification,
-            on eventLoop: any EventLoop
-        ) -> EventLoopFuture<NotificationOutcome> {
+            on eventLoop: any EventLoop,
+            completion: @escaping @Sendable (NotificationOutcome) -> Void
+        ) {
             let promise = eventLoop.makePromise(of: NotificationOutcome.self)
             self.received.withLockedValue { $0.append((notification, promise)) }
-            return promise.futureResult
+            promise.futureResult.whenSuccess(completion)
         }
 
         var ledger: [UpstreamNotification] {
