@@ -335,7 +335,6 @@ public final class APNsClient: Sendable {
         inFlight.deadlines = inFlight.machine.attemptStarted(now: started)
         let poolIndex = self.poolIndex(for: inFlight.eventLoop, avoiding: inFlight.avoid?.pool)
         inFlight.poolIndex = poolIndex
-        inFlight.connectionID = nil
         let avoid = inFlight.avoid.flatMap { $0.pool == poolIndex ? $0.connection : nil }
         self.pools[poolIndex].execute(inFlight, avoiding: avoid)
     }
@@ -343,8 +342,12 @@ public final class APNsClient: Sendable {
     /// An attempt ended: answered or not by its connection (which the pool then counts as
     /// free), or failed by the pool before any connection had it (no `connectionID`).
     /// Accepted, the request is done; otherwise its retry state machine decides.
-    func attemptEnded(_ inFlight: APNsRequestInFlight, _ result: Result<APNsResponse, APNsStreamFailure>) {
-        if let connectionID = inFlight.connectionID {
+    func attemptEnded(
+        _ inFlight: APNsRequestInFlight,
+        _ result: Result<APNsResponse, APNsStreamFailure>,
+        onConnection connectionID: Int?
+    ) {
+        if let connectionID {
             let answered = if case .success = result { true } else { false }
             self.pools[inFlight.poolIndex].streamFinished(on: connectionID, answered: answered)
         }
@@ -355,7 +358,7 @@ public final class APNsClient: Sendable {
             inFlight.completion(.answered(response))
             return
         }
-        inFlight.avoid = inFlight.connectionID.map { (inFlight.poolIndex, $0) }
+        inFlight.avoid = connectionID.map { (inFlight.poolIndex, $0) }
         let unixTime = Date().timeIntervalSince1970
         var random = SystemRandomNumberGenerator()
         let action: RequestRetryStateMachine.Action

@@ -9,13 +9,12 @@ import NIOCore
 /// the one below's callback in a closure of its own, and to copy a struct of the request and
 /// its retry state at each step: an allocation and a retain of each capture per layer.
 ///
-/// `@unchecked Sendable`: its mutable fields are touched by one holder at a time, and every
-/// hand-over between holders is ordered. The client sets them before it gives the request to
-/// a pool (under the pool's lock); the pool sets ``connectionID`` before it gives the request
-/// to the connection, which takes it on its event loop (`execute`, or the lock, when already
-/// there); the connection calls it back once, on that loop, and the client reads them there
-/// (or on the loop the pool failed it on). A retry starts from the callback, or from a task it
-/// schedules.
+/// `@unchecked Sendable`: what identifies the request is immutable; the attempt's fields are
+/// the client's alone. It sets them as an attempt starts, before it hands the request to a
+/// pool (under the pool's lock), and reads them when the attempt ends: the connection calls
+/// back once, on its event loop, naming itself, or the pool fails the attempt. The pool and
+/// the connection only read what the client set (the deadlines, the authorization) while
+/// the attempt is theirs. A retry starts from the callback, or from a task it schedules.
 final class APNsRequestInFlight: APNsStreamOwner, @unchecked Sendable {
     let request: APNsRequest
     /// The caller's loop: its pool first, the queue's sweeps, the retries' timers.
@@ -29,11 +28,10 @@ final class APNsRequestInFlight: APNsStreamOwner, @unchecked Sendable {
     /// The provider token generation, and the header, of the current attempt.
     var tokenGeneration: Int?
     var authorization: String?
-    /// The current attempt's start, deadlines, pool, and connection once it has one.
+    /// The current attempt's start, deadlines and pool.
     var started: NIODeadline
     var deadlines: AttemptDeadlines
     var poolIndex = 0
-    var connectionID: Int?
 
     /// `startedAt`: when the request came; each attempt sets its own start and deadlines.
     init(
@@ -54,13 +52,13 @@ final class APNsRequestInFlight: APNsStreamOwner, @unchecked Sendable {
     }
 
     /// The connection answered the attempt, or ended its stream without an answer.
-    func streamEnded(_ result: Result<APNsResponse, APNsStreamFailure>) {
-        self.client.attemptEnded(self, result)
+    func streamEnded(_ result: Result<APNsResponse, APNsStreamFailure>, onConnection connectionID: Int) {
+        self.client.attemptEnded(self, result, onConnection: connectionID)
     }
 
     /// The pool failed the attempt before any connection had it (the queue's deadline, no
-    /// connection, a shutdown); ``connectionID`` is then nil.
+    /// connection, a shutdown).
     func failedInPool(_ failure: APNsStreamFailure) {
-        self.client.attemptEnded(self, .failure(failure))
+        self.client.attemptEnded(self, .failure(failure), onConnection: nil)
     }
 }

@@ -48,6 +48,7 @@ public final class UpstreamEngineHarness {
         let pipeline = self.channel.pipeline.syncOperations
         try APNsEnginePipeline.addEngine(
             to: pipeline,
+            connectionID: 0,
             configuration: configuration,
             readyPromise: self.loop.makePromise(),
             logger: logger

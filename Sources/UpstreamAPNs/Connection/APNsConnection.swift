@@ -49,6 +49,7 @@ final class APNsConnection: Sendable {
                     try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: sniHostname))
                     try APNsEnginePipeline.addEngine(
                         to: sync,
+                        connectionID: id,
                         configuration: configuration,
                         readyPromise: readyPromise,
                         logger: finalLogger

@@ -21,6 +21,8 @@ import NIOHTTP2
 package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNsConnectionDriver {
     package typealias StateMachine = APNsConnectionStateMachine<any APNsStreamOwner>
 
+    /// The pool's number for this connection, given to each request's owner with its end.
+    package let connectionID: Int
     private let configuration: APNsConnectionHandler.Configuration
     /// The connection's logger (its `upstream_connection` number), for the engine's lines too.
     package let logger: Logger
@@ -42,10 +44,12 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
     private var deadlineSweep: Scheduled<Void>?
 
     package init(
+        connectionID: Int,
         configuration: APNsConnectionHandler.Configuration,
         readyPromise: EventLoopPromise<Void>,
         logger: Logger
     ) {
+        self.connectionID = connectionID
         self.configuration = configuration
         self.readyPromise = readyPromise
         self.logger = logger
@@ -92,7 +96,7 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
         owner: any APNsStreamOwner
     ) {
         guard let transport = self.transport else {
-            owner.streamEnded(.failure(.unprocessed("the connection is closing")))
+            owner.streamEnded(.failure(.unprocessed("the connection is closing")), onConnection: self.connectionID)
             return
         }
         var action = self.state.start(owner, deadline: deadline, completing: &self.completions)
@@ -257,7 +261,7 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
             swap(&ended, &self.running)
             swap(&ended, &self.completions)
             for completion in ended {
-                completion.request.streamEnded(completion.result)
+                completion.request.streamEnded(completion.result, onConnection: self.connectionID)
             }
             ended.removeAll(keepingCapacity: true)
             self.running = ended

@@ -62,8 +62,18 @@ package final class APNsConnectionHandler: ChannelInboundHandler {
     private var headerEncoder: APNsRequestHeaderEncoder
     private var inboundWindow = InboundConnectionWindow()
 
-    package init(configuration: Configuration, readyPromise: EventLoopPromise<Void>, logger: Logger) {
-        self.core = APNsConnectionCore(configuration: configuration, readyPromise: readyPromise, logger: logger)
+    package init(
+        connectionID: Int,
+        configuration: Configuration,
+        readyPromise: EventLoopPromise<Void>,
+        logger: Logger
+    ) {
+        self.core = APNsConnectionCore(
+            connectionID: connectionID,
+            configuration: configuration,
+            readyPromise: readyPromise,
+            logger: logger
+        )
         self.headerEncoder = APNsRequestHeaderEncoder(authority: configuration.authority)
     }
 

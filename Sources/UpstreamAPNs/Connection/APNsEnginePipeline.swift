@@ -10,6 +10,7 @@ package enum APNsEnginePipeline {
     /// `EmbeddedChannel`.
     package static func addEngine(
         to pipeline: ChannelPipeline.SynchronousOperations,
+        connectionID: Int,
         configuration: APNsConnectionHandler.Configuration,
         readyPromise: EventLoopPromise<Void>,
         logger: Logger
@@ -17,7 +18,12 @@ package enum APNsEnginePipeline {
         #if NGHTTP2Engine
         if configuration.engine == .nghttp2 {
             try pipeline.addHandler(
-                NGHTTP2ConnectionHandler(configuration: configuration, readyPromise: readyPromise, logger: logger)
+                NGHTTP2ConnectionHandler(
+                    connectionID: connectionID,
+                    configuration: configuration,
+                    readyPromise: readyPromise,
+                    logger: logger
+                )
             )
             return
         }
@@ -37,11 +43,16 @@ package enum APNsEnginePipeline {
         http2.contentLengthValidation = .disabled
         try pipeline.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: http2))
         try pipeline.addHandler(
-            APNsConnectionHandler(configuration: configuration, readyPromise: readyPromise, logger: logger)
+            APNsConnectionHandler(
+                connectionID: connectionID,
+                configuration: configuration,
+                readyPromise: readyPromise,
+                logger: logger
+            )
         )
     }
 
-    /// The connection core of the engine handler ``addEngine(to:configuration:readyPromise:logger:)``
+    /// The connection core of the engine handler ``addEngine(to:connectionID:configuration:readyPromise:logger:)``
     /// added: requests go to it.
     package static func engineHandler(
         in pipeline: ChannelPipeline.SynchronousOperations,

@@ -7,7 +7,7 @@ package final class APNsStreamCallback: APNsStreamOwner {
         self.body = body
     }
 
-    package func streamEnded(_ result: Result<APNsResponse, APNsStreamFailure>) {
+    package func streamEnded(_ result: Result<APNsResponse, APNsStreamFailure>, onConnection connectionID: Int) {
         self.body(result)
     }
 }

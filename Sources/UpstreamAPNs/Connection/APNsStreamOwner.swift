@@ -8,5 +8,6 @@ package typealias APNsResponseHandler = @Sendable (Result<APNsResponse, APNsStre
 /// goes down to the stream and is called back itself, where a closure made at each layer
 /// (client, pool, connection) cost an allocation and a retain of each capture per request.
 package protocol APNsStreamOwner: AnyObject, Sendable {
-    func streamEnded(_ result: Result<APNsResponse, APNsStreamFailure>)
+    /// The stream ended on connection `connectionID` (the pool's number for it).
+    func streamEnded(_ result: Result<APNsResponse, APNsStreamFailure>, onConnection connectionID: Int)
 }

@@ -62,11 +62,17 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler {
     private var headerBlock = NGHTTP2HeaderBlock()
 
     package init(
+        connectionID: Int,
         configuration: APNsConnectionHandler.Configuration,
         readyPromise: EventLoopPromise<Void>,
         logger: Logger
     ) {
-        self.core = APNsConnectionCore(configuration: configuration, readyPromise: readyPromise, logger: logger)
+        self.core = APNsConnectionCore(
+            connectionID: connectionID,
+            configuration: configuration,
+            readyPromise: readyPromise,
+            logger: logger
+        )
         self.headerEncoder = APNsRequestHeaderEncoder(authority: configuration.authority)
     }
 

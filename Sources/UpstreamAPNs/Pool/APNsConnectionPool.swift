@@ -148,7 +148,6 @@ final class APNsConnectionPool: Sendable {
 
     private func send(_ placement: StateMachine.Placement) {
         let inFlight = placement.request
-        inFlight.connectionID = placement.connectionID
         placement.connection.send(
             inFlight.request,
             authorization: inFlight.authorization,
