@@ -20,12 +20,14 @@ public struct UpstreamNotification: Hashable, Sendable {
     /// session's action, the gateway's closure and each upstream layer's: a copy is then one
     /// retain of the box, where a copy of the tenant's strings and the frame's buffers was one
     /// each (docs/performance.md, "Copies of a request and of its answer").
-    private final class Fields: Sendable {
-        let tenant: Tenant
-        let frame: NotificationFrame
-        let destination: Destination
-        let id: ID
+    @usableFromInline
+    final class Fields: Sendable {
+        @usableFromInline let tenant: Tenant
+        @usableFromInline let frame: NotificationFrame
+        @usableFromInline let destination: Destination
+        @usableFromInline let id: ID
 
+        @usableFromInline
         init(tenant: Tenant, frame: NotificationFrame, destination: Destination, id: ID) {
             self.tenant = tenant
             self.frame = frame
@@ -34,11 +36,15 @@ public struct UpstreamNotification: Hashable, Sendable {
         }
     }
 
-    private let fields: Fields
+    @usableFromInline
+    let fields: Fields
 
-    public var tenant: Tenant { self.fields.tenant }
-    public var frame: NotificationFrame { self.fields.frame }
-    public var destination: Destination { self.fields.destination }
+    // Inlinable, so that reading one field of the tenant or the frame in another module borrows
+    // it from the box rather than copying the whole tenant out first (measured:
+    // docs/performance.md, "Plain seams again").
+    @inlinable public var tenant: Tenant { self.fields.tenant }
+    @inlinable public var frame: NotificationFrame { self.fields.frame }
+    @inlinable public var destination: Destination { self.fields.destination }
     public var id: ID { self.fields.id }
 
     /// Classifies the frame's token against the tenant's channels, and gives the notification
