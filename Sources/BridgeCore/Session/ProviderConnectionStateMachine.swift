@@ -43,7 +43,7 @@ import NIOCore
 /// The session exists from the handshake on (`preparing`, `open`, `draining`, and `closed` after
 /// those). It is stored beside the phase, not inside it, so that it is mutated in place: taken
 /// out of an enum's payload and put back, its value (the tenant, the in-flight window) was
-/// copied and destroyed at every decoded frame (docs/performance.md, "Copies, hashes and
+/// copied and destroyed at every decoded frame (docs/performance-log.md, "Copies, hashes and
 /// futures off the path").
 ///
 /// A connection whose input ended (FIN, with or without close_notify) or that is gone stays in

@@ -19,7 +19,7 @@ public struct UpstreamNotification: Hashable, Sendable {
     /// The fields, in one immutable box every copy shares. A notification is held by the
     /// session's action, the gateway's closure and each upstream layer's: a copy is then one
     /// retain of the box, where a copy of the tenant's strings and the frame's buffers was one
-    /// each (docs/performance.md, "Copies of a request and of its answer").
+    /// each (docs/performance-log.md, "Copies of a request and of its answer").
     @usableFromInline
     final class Fields: Sendable {
         @usableFromInline let tenant: Tenant
@@ -41,7 +41,7 @@ public struct UpstreamNotification: Hashable, Sendable {
 
     // Inlinable, so that reading one field of the tenant or the frame in another module borrows
     // it from the box rather than copying the whole tenant out first (measured:
-    // docs/performance.md, "Plain seams again").
+    // docs/performance-log.md, "Plain seams again").
     @inlinable public var tenant: Tenant { self.fields.tenant }
     @inlinable public var frame: NotificationFrame { self.fields.frame }
     @inlinable public var destination: Destination { self.fields.destination }

@@ -35,7 +35,7 @@ package enum APNsEnginePipeline {
             HTTP2Setting(parameter: .initialWindowSize, value: 65_535),
             HTTP2Setting(parameter: .maxHeaderListSize, value: 16_384),
         ]
-        // NIOHTTP2's header-block and content-length checks are off (docs/performance.md,
+        // NIOHTTP2's header-block and content-length checks are off (docs/performance-log.md,
         // "After loop-local pools"). The client writes its own header blocks
         // (always valid: the mock and nghttpd tests hold them to it) and reads answers field by
         // field, bodies cut at a bound.

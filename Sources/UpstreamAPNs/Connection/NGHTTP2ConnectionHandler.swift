@@ -253,7 +253,7 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler {
     // MARK: nghttp2's callbacks (state machine and bookkeeping only)
 
     /// Lends the handler behind nghttp2's `user_data` to `body` without a retain and a release
-    /// per callback (docs/performance.md, "The handler lent to nghttp2's callbacks"): nghttp2
+    /// per callback (docs/performance-log.md, "The handler lent to nghttp2's callbacks"): nghttp2
     /// calls back only from inside the handler's own calls into the session, so the handler is
     /// alive for the whole callback.
     private static func with<Result>(

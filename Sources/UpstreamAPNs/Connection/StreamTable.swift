@@ -6,7 +6,7 @@
 /// stream leaves an empty slot that is dropped once the slots before it are empty too, or when
 /// empty slots outnumber the streams. Values are changed and taken out in place, never copied.
 /// NIOHTTP2 keeps its streams in id order for the same reason. A `Dictionary` hashed the id
-/// with SipHash at every insertion, lookup and removal (docs/performance.md, "Read buffers,
+/// with SipHash at every insertion, lookup and removal (docs/performance-log.md, "Read buffers,
 /// stream tables and pool scans").
 package struct StreamTable<ID: Comparable, Value> {
     /// The slots' ids, increasing.

@@ -40,7 +40,7 @@ public struct APNsRequest: Sendable {
     /// The fields, in one box every copy shares. A request is held at each layer it passes through
     /// (the caller's, the client's request in flight, the connection's engine as it writes it):
     /// a copy is then one retain of the box, where a copy of the fields was one per string and
-    /// buffer, about 30 per notification (docs/performance.md, "Copies of a request and of its
+    /// buffer, about 30 per notification (docs/performance-log.md, "Copies of a request and of its
     /// answer").
     private let box: ImmutableBox<Fields>
 
@@ -203,7 +203,7 @@ public struct APNsRequest: Sendable {
     /// Whether an HTTP/2 field value can hold `value` (see ``unsendableHeader``).
     public static func isSendableFieldValue(_ value: String) -> Bool {
         // Over the contiguous UTF-8 bytes (a native string's own storage), not `utf8` as a
-        // collection (docs/performance.md, "Copies, hashes and futures off the path").
+        // collection (docs/performance-log.md, "Copies, hashes and futures off the path").
         var value = value
         return value.withUTF8 { bytes in
             guard let first = bytes.first, let last = bytes.last else { return true }

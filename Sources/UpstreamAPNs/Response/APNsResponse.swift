@@ -16,7 +16,7 @@ public struct APNsResponse: Hashable, Sendable {
     /// The fields, in one box every copy shares. An answer is handed up through the connection's
     /// completion, the pool's attempt result and the client's send result: a copy is then one
     /// retain of the box, where a copy of the fields was one per string and buffer
-    /// (docs/performance.md, "Copies of a request and of its answer").
+    /// (docs/performance-log.md, "Copies of a request and of its answer").
     private let box: ImmutableBox<Fields>
 
     public var status: Int { self.box.value.status }
