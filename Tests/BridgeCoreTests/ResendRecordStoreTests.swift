@@ -79,6 +79,53 @@ struct ResendRecordStoreTests {
         #expect(try store.claim(Self.key(3), on: loop).wait() == .outcomeUnknown(firstSentAs: nil))
     }
 
+    @Test(
+        "A claim's step: a new notification is sent, an answered one reported, one whose outcome is unknown sent again under its first id"
+    )
+    func claimSteps() throws {
+        let notification = UpstreamNotification(
+            tenant: Tenant(name: "t", topic: "com.example.app", environment: .sandbox),
+            frame: NotificationFrame(
+                command: .itemized,
+                identifier: NotificationIdentifier(rawValue: 7),
+                deviceToken: ByteBuffer(repeating: 1, count: 32),
+                payload: ByteBuffer(string: "{}")
+            )
+        )
+        let first = UpstreamNotification.ID(high: 1, low: 2)
+
+        guard case .send(let sent, forwardedAgain: false) = ResendClaim.new.step(for: notification) else {
+            Issue.record("a new notification is sent")
+            return
+        }
+        #expect(sent.id == notification.id)
+
+        #expect(
+            ResendClaim.answered(.rejected(.invalidToken)).step(for: notification) == .report(.rejected(.invalidToken))
+        )
+
+        guard
+            case .send(let again, forwardedAgain: true) = ResendClaim.outcomeUnknown(firstSentAs: first).step(
+                for: notification
+            )
+        else {
+            Issue.record("a resend whose outcome is unknown is sent again")
+            return
+        }
+        #expect(again.id == first, "under the first attempt's id")
+        #expect(again == notification, "the same notification")
+
+        guard
+            case .send(let renewed, forwardedAgain: true) = ResendClaim.outcomeUnknown(firstSentAs: nil).step(
+                for: notification
+            )
+        else {
+            Issue.record("a resend of a record without an id is sent again")
+            return
+        }
+        #expect(renewed.id == notification.id, "a record without an id: the notification's own")
+    }
+
     @Test("A pending outcome that never comes: after the window the resend is forwarded, never failed")
     func pendingNeverResolved() throws {
         let loop = EmbeddedEventLoop()

@@ -19,6 +19,29 @@ public enum ResendClaim: Hashable, Sendable, CustomStringConvertible {
         self = outcome.isUpstreamAnswer ? .answered(outcome) : .outcomeUnknown(firstSentAs: id)
     }
 
+    /// What is done with the notification this claim was made for.
+    public enum Step: Hashable, Sendable {
+        /// Report the remembered outcome; send nothing.
+        case report(NotificationOutcome)
+        /// Send `notification`; `forwardedAgain` for a resend whose first outcome can no longer
+        /// arrive.
+        case send(UpstreamNotification, forwardedAgain: Bool)
+    }
+
+    /// The step for `notification`: a resend forwarded again goes upstream under its first
+    /// attempt's id when the record kept it, so APNs coalesces the two on the device
+    /// (docs/upstream.md#collapse-id).
+    public func step(for notification: UpstreamNotification) -> Step {
+        switch self {
+        case .new:
+            .send(notification, forwardedAgain: false)
+        case .answered(let outcome):
+            .report(outcome)
+        case .outcomeUnknown(let firstID):
+            .send(firstID.map { notification.resent(as: $0) } ?? notification, forwardedAgain: true)
+        }
+    }
+
     public var description: String {
         switch self {
         case .new: "new"

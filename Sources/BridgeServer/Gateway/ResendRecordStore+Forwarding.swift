@@ -3,10 +3,10 @@ import LegacyProtocol
 import NIOCore
 
 extension ResendRecordStore {
-    /// Sends a notification upstream unless it is a resend of one that was already forwarded
-    /// (docs/protocol.md#resend-records): then the remembered outcome is reported
-    /// (`remembered` true) and nothing is sent. A remembered outcome is no new answer: it
-    /// changes no feedback list and no outcome counter.
+    /// Claims the notification's resend record, then does the claim's step
+    /// (``ResendClaim/step(for:)``, docs/protocol.md#resend-records): reports the remembered
+    /// outcome (`remembered` true) or sends the notification upstream. A remembered outcome is
+    /// no new answer: it changes no feedback list and no outcome counter.
     ///
     /// Only for a tenant that may hold live resend records (the connection machine's
     /// `.forwardUnlessAnswered`): otherwise the notification goes straight upstream, with no
@@ -20,17 +20,12 @@ extension ResendRecordStore {
         let key = ResendRecordKey(tenant: notification.tenant.name, frame: notification.frame)
         return self.claim(key, on: eventLoop)
             .flatMap { claim -> EventLoopFuture<(outcome: NotificationOutcome, remembered: Bool)> in
-                switch claim {
-                case .answered(let remembered):
+                switch claim.step(for: notification) {
+                case .report(let remembered):
                     metrics.resendAnsweredFromRecord()
                     return eventLoop.makeSucceededFuture((remembered, true))
-                case .outcomeUnknown(let firstID):
-                    // Under the first attempt's id when the record kept it: APNs coalesces the
-                    // two on the device (docs/upstream.md#collapse-id).
-                    metrics.resendForwardedAgain()
-                    let resend = firstID.map { notification.resent(as: $0) } ?? notification
-                    return upstream.send(resend, on: eventLoop).map { ($0, false) }
-                case .new:
+                case .send(let notification, let forwardedAgain):
+                    if forwardedAgain { metrics.resendForwardedAgain() }
                     return upstream.send(notification, on: eventLoop).map { ($0, false) }
                 }
             }
