@@ -125,7 +125,7 @@ public final class APNsClient: Sendable {
             tls.certificateChain = chain.map { .certificate($0) }
             tls.privateKey = .privateKey(key)
         }
-        let connection = APNsConnectionHandler.Configuration(
+        let connection = APNsConnectionConfiguration(
             authority: endpoint.authority,
             client: configuration,
             usesProviderTokens: credentials.usesProviderTokens,

@@ -37,7 +37,7 @@ public final class UpstreamEngineHarness {
         var client = APNsClient.Configuration()
         client.engine = engine
         client.maximumResponseBodyLength = maximumResponseBodyLength
-        let configuration = APNsConnectionHandler.Configuration(
+        let configuration = APNsConnectionConfiguration(
             authority: "api.sandbox.push.apple.com",
             client: client,
             usesProviderTokens: oneStreamUntilFirstSuccess,

@@ -25,7 +25,7 @@ final class APNsConnection: Sendable {
         id: Int,
         endpoint: APNsEndpoint,
         sslContext: NIOSSLContext,
-        configuration: APNsConnectionHandler.Configuration,
+        configuration: APNsConnectionConfiguration,
         connectTimeout: TimeAmount,
         eventLoop: any EventLoop,
         logger: Logger

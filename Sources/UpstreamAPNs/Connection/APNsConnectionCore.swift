@@ -23,13 +23,13 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
 
     /// The pool's number for this connection, given to each request's owner with its end.
     package let connectionID: Int
-    private let configuration: APNsConnectionHandler.Configuration
+    private let configuration: APNsConnectionConfiguration
     /// The connection's logger (its `upstream_connection` number), for the engine's lines too.
     package let logger: Logger
     private let readyPromise: EventLoopPromise<Void>
     private weak var transport: Transport?
     private var eventLoop: (any EventLoop)?
-    private var events: APNsConnectionHandler.Events?
+    private var events: APNsConnectionEvents?
     private var state: StateMachine
     /// Requests the current batch ended, run at its end; kept between batches.
     private var completions: [StateMachine.Completion] = []
@@ -45,7 +45,7 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
 
     package init(
         connectionID: Int,
-        configuration: APNsConnectionHandler.Configuration,
+        configuration: APNsConnectionConfiguration,
         readyPromise: EventLoopPromise<Void>,
         logger: Logger
     ) {
@@ -65,7 +65,7 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
         self.eventLoop = eventLoop
     }
 
-    package func setEvents(_ events: APNsConnectionHandler.Events) {
+    package func setEvents(_ events: APNsConnectionEvents) {
         self.events = events
         events.limitChanged(self.state.poolAttached())
     }

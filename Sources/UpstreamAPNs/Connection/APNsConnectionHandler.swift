@@ -18,44 +18,6 @@ package final class APNsConnectionHandler: ChannelInboundHandler {
     package typealias InboundIn = HTTP2Frame
     package typealias OutboundOut = HTTP2Frame
 
-    /// One connection's settings, derived from the client's (``APNsClient/Configuration``,
-    /// where the defaults live).
-    package struct Configuration: Sendable {
-        package var authority: String
-        package var stateMachine: APNsConnectionStateMachine<any APNsStreamOwner>.Configuration
-        package var pingInterval: TimeAmount
-        /// How often open streams are checked against their deadlines.
-        package var deadlineSweepInterval: TimeAmount = .milliseconds(100)
-        package var metrics: APNsClientMetrics
-        /// Which handler drives the connection: this one, or ``NGHTTP2ConnectionHandler``
-        /// (the client's choice, or NIOHTTP2 when this build lacks it).
-        package var engine: APNsHTTP2Engine
-
-        package init(
-            authority: String,
-            client: APNsClient.Configuration = .init(),
-            usesProviderTokens: Bool = true,
-            metrics: APNsClientMetrics
-        ) {
-            self.authority = authority
-            self.stateMachine = .init(client, usesProviderTokens: usesProviderTokens)
-            self.pingInterval = client.pingInterval
-            self.metrics = metrics
-            self.engine = client.engine.isAvailable ? client.engine : .nio
-        }
-    }
-
-    /// Told to the pool, on the event loop.
-    package struct Events {
-        package var limitChanged: (Int) -> Void
-        package var closed: () -> Void
-
-        package init(limitChanged: @escaping (Int) -> Void, closed: @escaping () -> Void) {
-            self.limitChanged = limitChanged
-            self.closed = closed
-        }
-    }
-
     /// What the connection is: ``APNsConnection`` sends through it.
     package let core: APNsConnectionCore<APNsConnectionHandler>
     private var context: ChannelHandlerContext?
@@ -64,7 +26,7 @@ package final class APNsConnectionHandler: ChannelInboundHandler {
 
     package init(
         connectionID: Int,
-        configuration: Configuration,
+        configuration: APNsConnectionConfiguration,
         readyPromise: EventLoopPromise<Void>,
         logger: Logger
     ) {

@@ -11,7 +11,7 @@ package enum APNsEnginePipeline {
     package static func addEngine(
         to pipeline: ChannelPipeline.SynchronousOperations,
         connectionID: Int,
-        configuration: APNsConnectionHandler.Configuration,
+        configuration: APNsConnectionConfiguration,
         readyPromise: EventLoopPromise<Void>,
         logger: Logger
     ) throws {
@@ -29,12 +29,16 @@ package enum APNsEnginePipeline {
         }
         #endif
         var http2 = NIOHTTP2Handler.ConnectionConfiguration()
-        http2.initialSettings = [
-            HTTP2Setting(parameter: .enablePush, value: 0),
-            HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
-            HTTP2Setting(parameter: .initialWindowSize, value: 65_535),
-            HTTP2Setting(parameter: .maxHeaderListSize, value: 16_384),
-        ]
+        http2.initialSettings = APNsConnectionConfiguration.initialSettings.map { setting in
+            let parameter: HTTP2SettingsParameter =
+                switch setting.parameter {
+                case .enablePush: .enablePush
+                case .maxConcurrentStreams: .maxConcurrentStreams
+                case .initialWindowSize: .initialWindowSize
+                case .maxHeaderListSize: .maxHeaderListSize
+                }
+            return HTTP2Setting(parameter: parameter, value: setting.value)
+        }
         // NIOHTTP2's header-block and content-length checks are off (docs/performance-log.md,
         // "After loop-local pools"). The client writes its own header blocks
         // (always valid: the mock and nghttpd tests hold them to it) and reads answers field by

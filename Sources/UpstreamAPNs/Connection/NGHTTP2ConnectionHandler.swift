@@ -63,7 +63,7 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler {
 
     package init(
         connectionID: Int,
-        configuration: APNsConnectionHandler.Configuration,
+        configuration: APNsConnectionConfiguration,
         readyPromise: EventLoopPromise<Void>,
         logger: Logger
     ) {
@@ -314,14 +314,10 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler {
         defer { nghttp2_option_del(options) }
         nghttp2_option_set_no_http_messaging(options, 1)
         guard nghttp2_session_client_new2(&session, callbacks, userData, options) == 0, let session else { return nil }
-        // What the NIOHTTP2 engine sends too (APNsConnection): no push, 100 streams from the
-        // server (which never opens one), a 64 KiB stream window, a bound on answer headers.
-        var settings = [
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: 100),
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 65_535),
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue), value: 16_384),
-        ]
+        // nghttp2 numbers its settings by their RFC 9113 codes.
+        var settings = APNsConnectionConfiguration.initialSettings.map { setting in
+            nghttp2_settings_entry(settings_id: Int32(setting.parameter.rawValue), value: UInt32(setting.value))
+        }
         _ = nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
         return session
     }

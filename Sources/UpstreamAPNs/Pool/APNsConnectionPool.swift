@@ -19,7 +19,7 @@ final class APNsConnectionPool: Sendable {
         var size: Int
         /// Its share of the most connections while every stream is taken.
         var maximumSize: Int
-        var connection: APNsConnectionHandler.Configuration
+        var connection: APNsConnectionConfiguration
         var client: APNsClient.Configuration
     }
 
