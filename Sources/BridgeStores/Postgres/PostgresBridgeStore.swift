@@ -1057,11 +1057,14 @@ public final class PostgresBridgeStore: BridgeStore {
         _ = try await count(
             "DELETE FROM bridge_instances WHERE heartbeat_at < now() - make_interval(secs => \(gone)) RETURNING id"
         )
-        let usage = try await PostgresUsage.removeExpired(
-            before: UsageDay(unixSeconds: nowSeconds - self.configuration.usageRetention.milliseconds / 1000),
-            client: self.client,
-            logger: self.logger
-        )
+        let usage = try await Self.withConnection(self.client, timeout: self.configuration.statementTimeout) {
+            [logger] connection in
+            try await PostgresUsage.removeExpired(
+                before: UsageDay(unixSeconds: nowSeconds - self.configuration.usageRetention.milliseconds / 1000),
+                on: connection,
+                logger: logger
+            )
+        }
         // Entries served, removed or expired since the last sweep leave the filter.
         try await Self.rebuild(
             self.feedbackListFilter,

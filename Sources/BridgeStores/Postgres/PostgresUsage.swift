@@ -102,20 +102,20 @@ enum PostgresUsage {
     static func read(
         from firstDay: UsageDay,
         tenant: String?,
-        client: PostgresClient,
+        on connection: PostgresConnection,
         logger: Logger
     ) async throws -> StoredUsage {
         var usage = StoredUsage()
         let day = Int32(firstDay.number)
         // `tenant IS NULL OR …`: one statement for all tenants and for one.
-        let rows = try await client.query(
+        let rows = try await connection.query(
             "SELECT tenant, day, counter, value FROM usage_counts WHERE day >= \(day) AND (\(tenant)::text IS NULL OR tenant = \(tenant))",
             logger: logger
         )
         for try await (name, day, counter, value) in rows.decode((String, Int32, String, Int64).self) {
             usage.counts[.init(tenant: name, day: UsageDay(number: Int(day)), counter: counter)] = value
         }
-        let addresses = try await client.query(
+        let addresses = try await connection.query(
             """
             SELECT tenant, count(DISTINCT address) FROM usage_addresses
             WHERE day >= \(day) AND (\(tenant)::text IS NULL OR tenant = \(tenant)) GROUP BY tenant
@@ -125,14 +125,14 @@ enum PostgresUsage {
         for try await (name, count) in addresses.decode((String, Int64).self) {
             usage.distinctAddresses[name] = Int(count)
         }
-        let tenants = try await client.query(
+        let tenants = try await connection.query(
             "SELECT tenant, first_seen, last_seen, last_poll FROM usage_tenants WHERE \(tenant)::text IS NULL OR tenant = \(tenant)",
             logger: logger
         )
         for try await (name, firstSeen, lastSeen, lastPoll) in tenants.decode((String, Int64?, Int64?, Int64?).self) {
             usage.tenants[name] = .init(firstSeen: firstSeen, lastSeen: lastSeen, lastPoll: lastPoll)
         }
-        let certificates = try await client.query(
+        let certificates = try await connection.query(
             """
             SELECT tenant, fingerprint, subject, not_after, first_seen, last_seen FROM usage_certificates
             WHERE \(tenant)::text IS NULL OR tenant = \(tenant) ORDER BY last_seen DESC
@@ -147,7 +147,7 @@ enum PostgresUsage {
                 .init(certificate: certificate, firstSeen: firstSeen, lastSeen: lastSeen)
             )
         }
-        let backlogs = try await client.query(
+        let backlogs = try await connection.query(
             """
             SELECT tenant, count(*), min(recorded_at) FROM feedback_entries
             WHERE \(tenant)::text IS NULL OR tenant = \(tenant) GROUP BY tenant
@@ -161,7 +161,11 @@ enum PostgresUsage {
     }
 
     /// Removes the days before `firstKept`, and tenants and certificates last seen before it.
-    static func removeExpired(before firstKept: UsageDay, client: PostgresClient, logger: Logger) async throws -> Int {
+    static func removeExpired(
+        before firstKept: UsageDay,
+        on connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> Int {
         let day = Int32(firstKept.number)
         let cutoff = Int64(firstKept.start.timeIntervalSince1970)
         var removed = 0
@@ -171,7 +175,7 @@ enum PostgresUsage {
             "DELETE FROM usage_certificates WHERE last_seen < \(cutoff) RETURNING last_seen",
             "DELETE FROM usage_tenants WHERE coalesce(last_seen, 0) < \(cutoff) AND coalesce(last_poll, 0) < \(cutoff) RETURNING tenant",
         ] {
-            for try await _ in try await client.query(statement, logger: logger) { removed += 1 }
+            for try await _ in try await connection.query(statement, logger: logger) { removed += 1 }
         }
         return removed
     }
@@ -181,14 +185,18 @@ extension PostgresBridgeStore {
     public func recordUsage(_ batch: UsageBatch) async throws {
         guard !batch.isEmpty else { return }
         try await Self.retryingConflicts(logger: self.logger) {
-            try await self.client.withTransaction(logger: self.logger) { connection in
-                try await PostgresUsage.write(batch, on: connection, logger: self.logger)
+            try await Self.withConnection(self.client, timeout: self.configuration.statementTimeout) { connection in
+                try await connection.withTransaction(logger: self.logger) { connection in
+                    try await PostgresUsage.write(batch, on: connection, logger: self.logger)
+                }
             }
         }
     }
 
     public func usage(from firstDay: UsageDay, tenant: String?) async throws -> StoredUsage {
-        try await PostgresUsage.read(from: firstDay, tenant: tenant, client: self.client, logger: self.logger)
+        try await Self.withConnection(self.client, timeout: self.configuration.statementTimeout) { connection in
+            try await PostgresUsage.read(from: firstDay, tenant: tenant, on: connection, logger: self.logger)
+        }
     }
 }
 

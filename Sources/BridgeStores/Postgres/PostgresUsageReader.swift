@@ -51,6 +51,11 @@ public struct PostgresUsageReader: UsageSource {
     }
 
     public func usage(from firstDay: UsageDay, tenant: String?) async throws -> StoredUsage {
-        try await PostgresUsage.read(from: firstDay, tenant: tenant, client: self.client, logger: self.logger)
+        try await PostgresBridgeStore.withConnection(
+            self.client,
+            timeout: BridgeStoreConfiguration().statementTimeout
+        ) { [logger] connection in
+            try await PostgresUsage.read(from: firstDay, tenant: tenant, on: connection, logger: logger)
+        }
     }
 }
