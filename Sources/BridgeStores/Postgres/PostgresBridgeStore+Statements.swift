@@ -9,7 +9,8 @@ extension PostgresBridgeStore {
     /// Runs `body` on a pooled connection, and gives it up if it has not finished within
     /// `timeout`: the connection is closed and the call throws, so that a write that must be
     /// retried is (docs/operations.md#store-outage). Every statement of the store goes through
-    /// here (the LISTEN alone holds its connection for as long as it lasts).
+    /// here but two: the LISTEN, which holds its connection for as long as it lasts, and the
+    /// schema migration at open, which may wait for another instance's migration lock.
     ///
     /// A connection the pool leases already closed is given back unused, and another leased:
     /// the pool hears of a close a moment after it happened (up to 2 s was seen on a loaded
