@@ -44,12 +44,26 @@ public struct LegacyStreamFuzzRun {
         }
 
         /// What the gateway does with an action that follows an outcome.
-        func follow(_ action: ProviderConnectionStateMachine.Action) {
+        func follow(_ action: ProviderConnectionStateMachine.NextAction) {
             switch action {
-            case .farewell(let farewell): checkFarewell(farewell)
+            case .farewell(let farewell):
+                checkFarewell(farewell)
+                // The gateway stores its records, then writes the packet.
+                let stored = machine.farewellRecordsStored()
+                precondition(stored.resolutions.allSatisfy { $0.outcome != nil }, "a resolution without an outcome")
+            case .unannounced(let farewell): checkFarewell(farewell)
             case .close: closed = true
             case .decode: decode()
-            case .none, .read, .prepare, .startGraceTimer, .drain, .closeOutput: break
+            case .none, .startGraceTimer: break
+            }
+        }
+
+        /// What the gateway does with an action about the input.
+        func follow(_ action: ProviderConnectionStateMachine.InputAction) {
+            switch action {
+            case .decode, .decodeRemaining: decode()
+            case .close: closed = true
+            case .none: break
             }
         }
 
@@ -57,26 +71,17 @@ public struct LegacyStreamFuzzRun {
         func decode() {
             while let frameStep = machine.nextFrameStep() {
                 switch frameStep {
-                case .frame(let action, _), .malformed(_, let action):
-                    switch action {
-                    case .forward(let sequence, let notification):
-                        precondition(
-                            notification.frame.deviceToken.readableBytes <= LegacyProtocolLimits.maximumTokenLength
-                        )
-                        outstanding.append(sequence)
-                    case .close(let farewell):
-                        checkFarewell(farewell)
-                    case .waitForPredecessors, .ignore:
-                        break
-                    }
-                    if case .malformed(let error, _) = frameStep {
-                        precondition(error.status != .noErrors)
-                    }
-                case .forwardUnlessAnswered(let sequence, _, _):
+                case .forward(let sequence, let notification, _, _):
+                    precondition(
+                        notification.frame.deviceToken.readableBytes <= LegacyProtocolLimits.maximumTokenLength
+                    )
                     outstanding.append(sequence)
+                case .refused(let refusal, let then):
+                    precondition(refusal.status != .noErrors)
+                    follow(then)
                 case .partialFrameDropped:
                     break
-                case .closeDrained:
+                case .close:
                     precondition(outstanding.isEmpty, "closed with notifications in flight")
                     closed = true
                 }
@@ -94,6 +99,7 @@ public struct LegacyStreamFuzzRun {
             if case .add(_, let stored) = completion.feedback {
                 precondition(stored == sequence, "a 410 reports its own notification")
             }
+            precondition(completion.resolution.map { $0.outcome != nil } ?? true, "a resolution without an outcome")
             follow(completion.then)
             if case .add = completion.feedback {
                 // The store commits the 410's entry: the notification is done.
@@ -115,23 +121,21 @@ public struct LegacyStreamFuzzRun {
         decode()
         while offset < self.input.endIndex {
             let end = min(offset + self.chunkSize, self.input.endIndex)
-            if machine.bytesReceived(ByteBuffer(bytes: self.input[offset..<end])) == .decode {
-                decode()
-            }
+            follow(machine.bytesReceived(ByteBuffer(bytes: self.input[offset..<end])))
             offset = end
             step += 1
             if machine.readRequested() == .none { completeOne() }
             if step % 7 == 0 { completeOne() }
-            if step == 50, case .farewell(let farewell) = machine.shutdownRequested() { checkFarewell(farewell) }
+            if step == 50 { follow(machine.shutdownRequested()) }
         }
         // The end of input, as a provider that writes and closes: what is buffered is still
         // decoded and forwarded as outcomes drain the window.
-        if machine.inputClosed() == .decode { decode() }
+        follow(machine.inputClosed())
         while !outstanding.isEmpty {
             step += 1
             completeOne()
         }
-        if case .farewell(let farewell) = machine.shutdownGraceExpired() { checkFarewell(farewell) }
+        follow(machine.shutdownGraceExpired())
         if closed {
             precondition(machine.nextFrameStep() == nil, "a closed connection decodes nothing")
         }

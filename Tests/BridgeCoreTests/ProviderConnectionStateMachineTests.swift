@@ -43,7 +43,7 @@ struct ProviderConnectionStateMachineTests {
         _ steps: [ProviderConnectionStateMachine.FrameStep]
     ) -> [ProviderSessionStateMachine.Sequence] {
         steps.compactMap {
-            if case .frame(.forward(let sequence, _), _) = $0 { return sequence }
+            if case .forward(let sequence, _, _, _) = $0 { return sequence }
             return nil
         }
     }
@@ -58,9 +58,9 @@ struct ProviderConnectionStateMachineTests {
         let reads1 = machine.readRequested()
         #expect(reads1 == .read, "the handshake needs bytes")
         let endOfInput = machine.inputClosed()
-        #expect(endOfInput == .close, "a client that leaves during its handshake")
+        #expect(endOfInput == .close(.inputEnded), "a client that leaves during its handshake")
         let shutdown = machine.shutdownRequested()
-        #expect(shutdown == .close)
+        #expect(shutdown == .close(.beforeForwarding))
         _ = machine.channelInactive()
         let reads2 = machine.readRequested()
         #expect(reads2 == .none, "closed")
@@ -83,8 +83,6 @@ struct ProviderConnectionStateMachineTests {
         #expect(decodesNow2 == .none)
         let ready1 = machine.storeReady()
         #expect(ready1 == .decode)
-        let ready2 = machine.storeReady()
-        #expect(ready2 == .none, "once")
         let steps = Self.drain(&machine)
         #expect(Self.forwardedSequences(steps) == [0, 1, 2])
         #expect(machine.bufferedBytes == 0)
@@ -117,7 +115,7 @@ struct ProviderConnectionStateMachineTests {
 
     static func forwardedFrames(_ steps: [ProviderConnectionStateMachine.FrameStep]) -> [NotificationFrame] {
         steps.compactMap {
-            if case .frame(.forward(_, let notification), _) = $0 { return notification.frame }
+            if case .forward(_, let notification, _, _) = $0 { return notification.frame }
             return nil
         }
     }
@@ -199,11 +197,12 @@ struct ProviderConnectionStateMachineTests {
         #expect(decodesNow1 == .decode)
         let steps = Self.drain(&machine)
         #expect(steps.count == 2)
-        guard case .malformed(let error, .waitForPredecessors(let status)) = steps.last else {
+        guard case .refused(let refusal, then: .none) = steps.last else {
             Issue.record("expected a malformed frame waiting for its predecessor, got \(steps)")
             return
         }
-        #expect(error.status == .protocolError && status == .protocolError)
+        #expect(refusal.malformed?.status == .protocolError && refusal.status == .protocolError)
+        #expect(refusal.command == nil, "the stream could not be decoded")
         #expect(machine.bufferedBytes == 0, "what follows a malformed frame is dropped")
         let action = machine.upstreamCompleted(0, outcome: .accepted)
         guard case .farewell(let farewell) = action.then else {
@@ -232,19 +231,19 @@ struct ProviderConnectionStateMachineTests {
         let steps1 = Self.drain(&machine)
         #expect(Self.forwardedSequences(steps1) == [0, 1])
         let endOfInput = machine.inputClosed()
-        #expect(endOfInput == .decode)
+        #expect(endOfInput == .decodeRemaining(bufferedBytes: machine.bufferedBytes, channelGone: false))
+        #expect(machine.bufferedBytes > 20, "frame 3 and the cut one")
         let steps2 = Self.drain(&machine)
         #expect(steps2.isEmpty, "the window is full")
         _ = machine.upstreamCompleted(0, outcome: .accepted)
         let steps3 = Self.drain(&machine)
         #expect(
             steps3 == [
-                .frame(
-                    .forward(
-                        2,
-                        UpstreamNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(3))
-                    ),
-                    command: .itemized
+                .forward(
+                    2,
+                    UpstreamNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(3)),
+                    command: .itemized,
+                    claimFirst: false
                 )
             ]
         )
@@ -252,7 +251,7 @@ struct ProviderConnectionStateMachineTests {
         let steps4 = Self.drain(&machine)
         #expect(steps4 == [.partialFrameDropped(bytes: 20)], "no complete frame left: the cut one is dropped")
         let last = machine.upstreamCompleted(2, outcome: .accepted)
-        #expect(last.then == .close)
+        #expect(last.then == .close(.drained))
         let step = machine.nextFrameStep()
         #expect(step == nil)
     }
@@ -261,11 +260,11 @@ struct ProviderConnectionStateMachineTests {
     func endOfInputIdle() {
         var machine = Self.openMachine()
         let endOfInput1 = machine.inputClosed()
-        #expect(endOfInput1 == .decode)
+        #expect(endOfInput1 == .decodeRemaining(bufferedBytes: 0, channelGone: false))
         let steps = Self.drain(&machine)
-        #expect(steps == [.closeDrained])
+        #expect(steps == [.close(.drained)])
         let endOfInput2 = machine.inputClosed()
-        #expect(endOfInput2 == .close)
+        #expect(endOfInput2 == .close(.inputEnded))
         let decodesAfterReset = machine.channelInactive()
         #expect(decodesAfterReset == .none)
     }
@@ -278,7 +277,11 @@ struct ProviderConnectionStateMachineTests {
         let steps1 = Self.drain(&machine)
         #expect(Self.forwardedSequences(steps1) == [0])
         let decodesAfterReset = machine.channelInactive()
-        #expect(decodesAfterReset == .decode, "decode what is buffered")
+        #expect(
+            decodesAfterReset == .decodeRemaining(bufferedBytes: machine.bufferedBytes, channelGone: true),
+            "decode what is buffered"
+        )
+        #expect(machine.bufferedBytes > 0)
         let steps2 = Self.drain(&machine)
         #expect(steps2.isEmpty, "the window is full")
         _ = machine.upstreamCompleted(0, outcome: .accepted)
@@ -287,7 +290,7 @@ struct ProviderConnectionStateMachineTests {
         // The session learns that the input is exhausted when the next decode finds nothing.
         _ = machine.upstreamCompleted(1, outcome: .accepted)
         let steps4 = Self.drain(&machine)
-        #expect(steps4 == [.closeDrained])
+        #expect(steps4 == [.close(.drained)])
     }
 
     @Test(
@@ -296,8 +299,11 @@ struct ProviderConnectionStateMachineTests {
     func shutdown() {
         var preparing = Self.machine()
         _ = preparing.handshakeCompleted(tenant: Self.tenant)
+        _ = preparing.bytesReceived(Self.bytes(1...1))
         let shutdown1 = preparing.shutdownRequested()
-        #expect(shutdown1 == .close)
+        #expect(shutdown1 == .close(.beforeForwarding))
+        #expect(preparing.storeReady() == .none, "closed: what was buffered is not forwarded, the provider resends it")
+        #expect(preparing.nextFrameStep() == nil)
 
         var idle = Self.openMachine()
         guard case .farewell(let farewell) = idle.shutdownRequested() else {
@@ -340,13 +346,13 @@ struct ProviderConnectionStateMachineTests {
         _ = machine.handshakeCompleted(tenant: Self.tenant)
         #expect(machine.idleTimeout() == .none)
         _ = machine.storeReady()
-        #expect(machine.idleTimeout() == .close)
+        #expect(machine.idleTimeout() == .close(.idle))
         let decodesNow = machine.bytesReceived(Self.bytes(1...1))
         #expect(decodesNow == .decode)
         _ = Self.drain(&machine)
         #expect(machine.idleTimeout() == .none)
         _ = machine.upstreamCompleted(0, outcome: .accepted)
-        #expect(machine.idleTimeout() == .close)
+        #expect(machine.idleTimeout() == .close(.idle))
     }
 
     @Test(
@@ -388,9 +394,12 @@ struct ProviderConnectionStateMachineTests {
         }
         #expect(sequence == 2 && entry.timestamp == 7)
         let endOfInput = machine.inputClosed()
-        #expect(endOfInput == .decode)
+        #expect(endOfInput == .decodeRemaining(bufferedBytes: 0, channelGone: false))
         #expect(Self.drain(&machine).isEmpty, "the 410's notification is not done until its entry is stored")
-        #expect(machine.feedbackStored(2) == .close, "now everything has an outcome: the connection closes")
+        #expect(
+            machine.feedbackStored(2) == .close(.drained),
+            "now everything has an outcome: the connection closes"
+        )
     }
 
     @Test(
@@ -407,12 +416,11 @@ struct ProviderConnectionStateMachineTests {
         let straight = Self.drain(&machine)
         #expect(
             straight == [
-                .frame(
-                    .forward(
-                        0,
-                        UpstreamNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(1))
-                    ),
-                    command: .itemized
+                .forward(
+                    0,
+                    UpstreamNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(1)),
+                    command: .itemized,
+                    claimFirst: false
                 )
             ]
         )
@@ -422,10 +430,11 @@ struct ProviderConnectionStateMachineTests {
         let checked = Self.drain(&machine)
         #expect(
             checked == [
-                .forwardUnlessAnswered(
+                .forward(
                     1,
                     UpstreamNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(2)),
-                    command: .itemized
+                    command: .itemized,
+                    claimFirst: true
                 )
             ],
             "the tenant may hold records: the frame may be a resend (docs/protocol.md#resend-records)"
@@ -456,7 +465,8 @@ struct ProviderConnectionStateMachineTests {
         }
         #expect(farewell.status == .shutdown)
         #expect(
-            machine.farewellRecordsStored() == .drain(read: false),
+            machine.farewellRecordsStored()
+                == .init(resolutions: [], delivery: .writeAndDrain(farewell.packet, read: false)),
             "the provider's input is open: drain before the close"
         )
 
@@ -469,7 +479,7 @@ struct ProviderConnectionStateMachineTests {
         _ = other.handshakeCompleted(tenant: withCredentials)
         #expect(
             other.tenantReviewed(resolvesTo: withCredentials, remainingCredentials: ["new"])
-                == .removed(tenantResolves: true, credentialsRemain: false, then: .close),
+                == .removed(tenantResolves: true, credentialsRemain: false, then: .close(.beforeForwarding)),
             "still preparing: nothing forwarded, close"
         )
         #expect(
@@ -485,27 +495,88 @@ struct ProviderConnectionStateMachineTests {
         var ended = Self.openMachine()
         _ = ended.bytesReceived(Self.bytes(1...1))
         _ = Self.drain(&ended)
-        #expect(ended.inputClosed() == .decode)
+        #expect(ended.inputClosed() == .decodeRemaining(bufferedBytes: 0, channelGone: false))
         #expect(
             ended.shutdownRequested() == .startGraceTimer,
             "the provider sent its last frame: what it sent is still forwarded"
         )
-        guard case .farewell = ended.shutdownGraceExpired() else {
+        guard case .farewell(let endedFarewell) = ended.shutdownGraceExpired() else {
             Issue.record("the grace period's end says goodbye")
             return
         }
-        #expect(ended.farewellRecordsStored() == .close)
+        #expect(ended.farewellRecordsStored().delivery == .writeAndClose(endedFarewell.packet))
 
         var open = Self.openMachine(maximumInFlight: 1)
         _ = open.bytesReceived(Self.bytes(1...1))
         _ = Self.drain(&open)
         #expect(open.readRequested() == .none, "the window is full: the read is held back")
         let failed = open.upstreamCompleted(0, outcome: .rejected(.invalidToken))
-        guard case .farewell = failed.then else {
+        guard case .farewell(let failedFarewell) = failed.then else {
             Issue.record("a failure's farewell, got \(failed.then)")
             return
         }
-        #expect(open.farewellRecordsStored() == .drain(read: true))
+        #expect(open.farewellRecordsStored().delivery == .writeAndDrain(failedFarewell.packet, read: true))
+    }
+
+    @Test("A failure decided after the provider's connection is gone is unannounced: no records, no packet")
+    func failureAfterClose() {
+        var machine = Self.openMachine(maximumInFlight: 1)
+        _ = machine.bytesReceived(Self.bytes(1...2))
+        #expect(Self.forwardedSequences(Self.drain(&machine)) == [0])
+        #expect(machine.channelInactive() == .decodeRemaining(bufferedBytes: machine.bufferedBytes, channelGone: true))
+        let failed = machine.upstreamCompleted(0, outcome: .rejected(.invalidToken))
+        guard case .unannounced(let farewell) = failed.then else {
+            Issue.record("nobody to tell, got \(failed.then)")
+            return
+        }
+        #expect(farewell.status == .invalidToken)
+        #expect(machine.nextFrameStep() == nil, "frame 2 is not forwarded after the failure")
+        #expect(machine.shutdownRequested() == .none, "closed")
+    }
+
+    @Test("Outcomes of a farewell's resend records are stored only after the records")
+    func resolutionsWaitForRecords() throws {
+        var machine = Self.openMachine()
+        _ = machine.bytesReceived(Self.bytes(1...2))
+        #expect(Self.forwardedSequences(Self.drain(&machine)) == [0, 1])
+        #expect(machine.shutdownRequested() == .startGraceTimer)
+        guard case .farewell(let farewell) = machine.shutdownGraceExpired() else {
+            Issue.record("the grace period's end says goodbye")
+            return
+        }
+        #expect(farewell.resendRecords.count == 2)
+
+        let early = machine.upstreamCompleted(0, outcome: .accepted)
+        #expect(early.resolution == nil, "its record may not be stored yet")
+        let stored = machine.farewellRecordsStored()
+        #expect(stored.resolutions.map(\.frame.identifier.rawValue) == [1], "the early outcome, now")
+        #expect(stored.resolutions.first?.outcome == .accepted)
+
+        let late = machine.upstreamCompleted(1, outcome: .rejected(.invalidToken))
+        let resolution = try #require(late.resolution, "the records are stored: at once")
+        #expect(resolution.frame.identifier.rawValue == 2 && resolution.outcome == .rejected(.invalidToken))
+    }
+
+    @Test(
+        "The close after a farewell: the drain, close_notify, and the wait that reports what the provider kept sending"
+    )
+    func closeAfterFarewell() {
+        var machine = Self.openMachine()
+        let bytes = ByteBuffer(bytes: [9, 0, 0, 0, 0])  // an unknown command, nothing in flight: at once
+        _ = machine.bytesReceived(bytes)
+        let steps = Self.drain(&machine)
+        guard case .refused(let refusal, .farewell(let farewell)) = steps.last else {
+            Issue.record("expected the malformed frame's farewell, got \(steps)")
+            return
+        }
+        #expect(refusal.status == farewell.status)
+        #expect(machine.farewellRecordsStored().delivery == .writeAndDrain(farewell.packet, read: false))
+        #expect(machine.bytesReceived(ByteBuffer(repeating: 1, count: 5)) == .none, "dropped")
+        #expect(machine.drainEnded() == .closeOutput)
+        #expect(machine.bytesReceived(ByteBuffer(repeating: 1, count: 3)) == .none, "dropped")
+        #expect(machine.closeWaitEnded() == .close(.providerDidNotClose(bytesDropped: 8)))
+        #expect(machine.closeWaitEnded() == .none, "a timer that fired in the same turn as the close")
+        #expect(machine.channelInactive() == .none)
     }
 }
 

@@ -12,11 +12,11 @@ import NIOCore
 /// its store writes.
 ///
 /// The gateway's channel handler only executes: it feeds this machine the channel's events and
-/// does the ``Action`` each one answers (the stream fuzzer drives the same machine). The session
+/// does the action each one answers (the stream fuzzer drives the same machine). The session
 /// machine decides about notifications (what is forwarded, which failure is reported, what
 /// becomes a resend record); this one decides about the connection (when bytes are buffered,
-/// decoded or dropped, when to read, when to close), which outcomes change the store, and what
-/// a reloaded configuration means for the connection.
+/// decoded or dropped, when to read, when to close and why), which outcomes change the store
+/// and in what order, and what a reloaded configuration means for the connection.
 ///
 /// ## Phases
 /// ```
@@ -26,43 +26,71 @@ import NIOCore
 ///   closed ◀──────────channelInactive──────── draining ◀──────────────────┘
 ///      ▲ ▲                                       │ drainEnded              │ input ended and
 ///      │ └──closeWaitEnded, input ended───── closing                       │ everything answered
-///      └───────────────────────────────closeDrained────────────────────────┘
+///      └────────────────────────────────────────────────────────────────────┘
 /// ```
 /// - `handshaking`: waiting for TLS (and so for the tenant). Nothing is decoded.
 /// - `preparing`: the tenant is known; the resend store is learning whether it holds records
 ///   for it (one query for a shared store). Bytes are buffered, not decoded.
 /// - `open`: frames are decoded while the session reads (backpressure: it stops at its
 ///   in-flight bound, and reads are held back until it drains).
-/// - `draining`: the farewell is being written, then drained: whatever arrives is read and
-///   dropped, and no close_notify goes out yet, so that a client reading a little late gets the
-///   packet without the close beside it (docs/protocol.md#closing).
+/// - `draining`: the farewell's resend records are stored, then its packet is written and
+///   drained: whatever arrives is read and dropped, and no close_notify goes out yet, so that a
+///   client reading a little late gets the packet without the close beside it
+///   (docs/protocol.md#closing).
 /// - `closing`: close_notify and FIN are out; whatever arrives is still read and dropped until
 ///   the provider closes too or the close-notify wait ends.
 /// - `closed`: outcomes of notifications still in flight keep arriving, to resolve resend records.
 ///
-/// The session exists from the handshake on (`preparing`, `open`, `draining`, and `closed` after
-/// those). It is stored beside the phase, not inside it, so that it is mutated in place: taken
-/// out of an enum's payload and put back, its value (the tenant, the in-flight window) was
-/// copied and destroyed at every decoded frame (docs/performance-log.md, "Copies, hashes and
-/// futures off the path").
+/// Each phase after the handshake carries the connection's session. A session is mutated in
+/// place: ``withSession(_:)`` parks the phase in `modifying` meanwhile, as NIOHTTP2's
+/// `ConnectionStateMachine` does, so the session's storage is never shared while it changes.
 ///
 /// A connection whose input ended (FIN, with or without close_notify) or that is gone stays in
 /// its phase: complete frames already buffered are still decoded and forwarded as the window
-/// drains, and `closeDrained` ends it when the last one has an outcome (docs/protocol.md#end-of-input).
+/// drains, and it closes (`.close(.drained)`) when the last one has an outcome
+/// (docs/protocol.md#end-of-input).
+///
+/// Events arrive in the order the handler and this machine give them, with two exceptions a
+/// timer or a late store answer can cause; those are handled where they occur and say so. An
+/// event that cannot happen at all traps.
 public struct ProviderConnectionStateMachine {
     private enum Phase {
         case handshaking
-        case preparing
-        case open
-        /// `inputEnded`: the provider's input ended meanwhile, so the close need not wait for it.
-        case draining(inputEnded: Bool)
-        case closing
-        case closed
+        case preparing(ProviderSessionStateMachine)
+        case open(ProviderSessionStateMachine)
+        case draining(ProviderSessionStateMachine, Drain)
+        case closing(ProviderSessionStateMachine)
+        /// `nil`: closed before its handshake completed.
+        case closed(ProviderSessionStateMachine?)
+        /// Only while ``withSession(_:)`` or ``nextFrameStep()`` mutates the session.
+        case modifying
+    }
+
+    /// A farewell on its way out.
+    private struct Drain {
+        /// The packet to write once the resend records are stored (`nil`: a command-0 frame).
+        var packet: ErrorResponsePacket?
+        /// Whether the packet is written, and the drain's timer runs.
+        var packetWritten = false
+        /// The provider's input ended meanwhile: the close need not wait for it.
+        var inputEnded: Bool
+    }
+
+    /// The resend records of the farewell: outcomes for them are stored only after the records,
+    /// or a shared store could see an outcome before its record.
+    private enum FarewellRecords {
+        /// No farewell stored records (none yet, or it could not be said).
+        case notMade
+        /// Being stored; these outcomes wait for them.
+        case storing(waiting: [ProviderSessionStateMachine.RecordDraft])
+        case stored
     }
 
     private var phase = Phase.handshaking
-    /// `nil` while handshaking, and when the connection closed before its handshake completed.
-    private var session: ProviderSessionStateMachine?
+    private var farewellRecords = FarewellRecords.notMade
+    /// Whether the channel is still there. A connection gone keeps its phase to forward what it
+    /// had buffered (see above); a farewell it decides afterwards reaches nobody.
+    private var isChannelActive = true
     private let sessionConfiguration: ProviderSessionStateMachine.Configuration
     /// Whether a token may be on its feedback list (the store's filter): a 200 for a token on
     /// no list changes nothing in the store.
@@ -88,7 +116,7 @@ public struct ProviderConnectionStateMachine {
     private var readPending = false
     /// Bytes that arrived after a farewell and were dropped: a provider that only writes keeps
     /// sending them until the close (docs/protocol.md#closing).
-    public private(set) var bytesDroppedAfterFarewell = 0
+    private var bytesDroppedAfterFarewell = 0
 
     public init(
         sessionConfiguration: ProviderSessionStateMachine.Configuration = .init(),
@@ -103,30 +131,58 @@ public struct ProviderConnectionStateMachine {
     // MARK: State for the adapter
 
     /// The connection's tenant, from the handshake on.
-    public var tenant: Tenant? { self.session?.tenant }
+    public var tenant: Tenant? {
+        switch self.phase {
+        case .preparing(let session), .open(let session), .draining(let session, _), .closing(let session):
+            session.tenant
+        case .closed(let session):
+            session?.tenant
+        case .handshaking:
+            nil
+        case .modifying:
+            preconditionFailure("read while the session is modified")
+        }
+    }
 
     /// Bytes buffered and not decoded yet.
     public var bufferedBytes: Int { self.buffered.readableBytes }
 
-    // MARK: Events
+    // MARK: The handshake and the store's answer
 
     /// The TLS handshake completed with a verified certificate that resolved to `tenant`.
-    public mutating func handshakeCompleted(tenant: Tenant) -> Action {
-        guard case .handshaking = self.phase else { return .none }
-        self.session = ProviderSessionStateMachine(tenant: tenant, configuration: self.sessionConfiguration)
-        self.phase = .preparing
-        return .prepare(tenant)
+    public mutating func handshakeCompleted(tenant: Tenant) -> HandshakeAction {
+        switch self.phase {
+        case .handshaking:
+            self.phase = .preparing(
+                ProviderSessionStateMachine(tenant: tenant, configuration: self.sessionConfiguration)
+            )
+            return .prepare(tenant)
+        case .closed:
+            // A shutdown closed the connection while TLS was still negotiating.
+            return .none
+        case .preparing, .open, .draining, .closing, .modifying:
+            preconditionFailure("a second verified handshake")
+        }
     }
 
     /// The resend store knows about the tenant: decoding may start.
-    public mutating func storeReady() -> Action {
-        guard case .preparing = self.phase else { return .none }
-        self.phase = .open
-        return .decode
+    public mutating func storeReady() -> InputAction {
+        switch self.phase {
+        case .preparing(let session):
+            self.phase = .open(session)
+            return .decode
+        case .closed:
+            // A shutdown or a reload closed the connection while the store was asked.
+            return .none
+        case .handshaking, .open, .draining, .closing, .modifying:
+            preconditionFailure("the store answered for a connection it was not asked about")
+        }
     }
 
+    // MARK: Reading and decoding
+
     /// Bytes arrived from the provider.
-    public mutating func bytesReceived(_ incoming: ByteBuffer) -> Action {
+    public mutating func bytesReceived(_ incoming: ByteBuffer) -> InputAction {
         switch self.phase {
         case .preparing, .open:
             if self.buffered.readableBytes == 0 {
@@ -143,45 +199,80 @@ public struct ProviderConnectionStateMachine {
             if case .open = self.phase { return .decode }
             return .none
         case .draining, .closing:
+            // After a farewell, frames are dropped (docs/protocol.md#after-a-failure).
             self.bytesDroppedAfterFarewell += incoming.readableBytes
-            return .none  // after a farewell, frames are dropped (docs/protocol.md#after-a-failure)
-        case .handshaking, .closed:
             return .none
+        case .handshaking, .closed:
+            // Bytes behind an unverified handshake (the handshake handler is closing it), or
+            // read in the same batch as a close: nobody's notifications, so dropped.
+            return .none
+        case .modifying:
+            preconditionFailure("bytes received while the session is modified")
         }
     }
 
     /// The channel wants to read from the socket: `.read` now, or the read is held back until
     /// the session reads again (``decodingPaused()``).
-    public mutating func readRequested() -> Action {
-        let wantsData: Bool
+    public mutating func readRequested() -> ReadAction {
         switch self.phase {
-        case .handshaking, .preparing, .draining, .closing: wantsData = true
-        case .open: wantsData = self.session?.isReading ?? false
-        case .closed: wantsData = false
-        }
-        if !wantsData {
+        case .handshaking, .preparing, .draining, .closing:
+            return .read
+        case .open(let session) where session.isReading:
+            return .read
+        case .open:
             self.readPending = true
+            return .none
+        case .closed:
+            return .none
+        case .modifying:
+            preconditionFailure("a read requested while the session is modified")
         }
-        return wantsData ? .read : .none
     }
 
     /// Decodes the next frame, while the connection is open and its session reads. After
     /// `.decode`, call until it returns `nil`, then ``decodingPaused()``.
     public mutating func nextFrameStep() -> FrameStep? {
-        guard case .open = self.phase, self.session != nil else { return nil }
-        let step = self.decodeStep()
-        switch step {
-        case .frame(.close, _), .malformed(_, .close):
-            self.enterDraining()
-        case .closeDrained:
+        guard case .open(var session) = self.phase else { return nil }
+        self.phase = .modifying
+        let decoded = self.decodeStep(&session)
+        self.phase = .open(session)
+        switch decoded {
+        case .frame(.forward(let sequence, let notification), let command):
+            let claimFirst = self.mayHoldResendRecords(notification.tenant.name)
+            return .forward(sequence, notification, command: command, claimFirst: claimFirst)
+        case .frame(let action, let command):
+            return self.refused(action, Refusal(status: .noErrors, command: command, malformed: nil))
+        case .malformed(let error, let action):
+            return self.refused(action, Refusal(status: error.status, command: nil, malformed: error))
+        case .partialFrame(let bytes):
+            return .partialFrameDropped(bytes: bytes)
+        case .drained:
             self.enterClosed()
-        case .frame, .forwardUnlessAnswered, .malformed, .partialFrameDropped, nil:
-            break
-        }
-        if step == nil {
+            return .close(.drained)
+        case nil:
             self.releaseReadBuffer()
+            return nil
         }
-        return step
+    }
+
+    /// A frame the session refused: its farewell now, or after the earlier notifications.
+    private mutating func refused(
+        _ action: ProviderSessionStateMachine.FrameReceivedAction,
+        _ refusal: Refusal
+    ) -> FrameStep {
+        var refusal = refusal
+        switch action {
+        case .close(let farewell):
+            refusal.status = farewell.status
+            return .refused(refusal, then: self.say(farewell))
+        case .waitForPredecessors(let status):
+            refusal.status = status
+            return .refused(refusal, then: .none)
+        case .forward:
+            preconditionFailure("a stream that cannot be decoded forwarded a frame")
+        case .ignore:
+            preconditionFailure("decoded while the session does not read")
+        }
     }
 
     /// Decoding stopped: let go of the channel's read buffer. Bytes left over (a partial
@@ -197,55 +288,62 @@ public struct ProviderConnectionStateMachine {
         self.bufferedIsAdopted = false
     }
 
-    /// One step of ``nextFrameStep()``, on an open connection (which has a session).
-    private mutating func decodeStep() -> FrameStep? {
-        guard self.session!.isReading else { return nil }
+    /// What ``decodeStep(_:)`` found, before the connection acts on it.
+    private enum Decoded {
+        case frame(ProviderSessionStateMachine.FrameReceivedAction, command: NotificationFrame.Command)
+        case malformed(LegacyProtocolError, ProviderSessionStateMachine.FrameReceivedAction)
+        case partialFrame(bytes: Int)
+        /// The input ended, was read to its end, and everything has an outcome.
+        case drained
+    }
+
+    /// One step of ``nextFrameStep()``, on an open connection's session (`nil`: nothing to
+    /// decode now).
+    private mutating func decodeStep(_ session: inout ProviderSessionStateMachine) -> Decoded? {
+        guard session.isReading else { return nil }
         do {
             if var frame = try self.decoder.decode(buffer: &self.buffered) {
                 if self.framesCopyBytes {
                     frame = frame.withOwnStorage()
                 }
-                let action = self.session!.frameReceived(frame)
-                if case .forward(let sequence, let notification) = action,
-                    self.mayHoldResendRecords(notification.tenant.name)
-                {
-                    return .forwardUnlessAnswered(sequence, notification, command: frame.command)
-                }
-                return .frame(action, command: frame.command)
+                return .frame(session.frameReceived(frame), command: frame.command)
             }
         } catch let error as LegacyProtocolError {
             self.buffered = ByteBuffer()
-            return .malformed(error, self.session!.decodeFailed(error))
+            return .malformed(error, session.decodeFailed(error))
         } catch {
             preconditionFailure("the decoder throws LegacyProtocolError only: \(error)")
         }
         // No complete frame left. After the end of input that is the end: a partial frame is
         // dropped, and the connection closes once everything has an outcome.
-        guard self.session!.isInputClosed else { return nil }
+        guard session.isInputClosed else { return nil }
         if self.buffered.readableBytes > 0 {
             let bytes = self.buffered.readableBytes
             self.buffered = ByteBuffer()
-            return .partialFrameDropped(bytes: bytes)
+            return .partialFrame(bytes: bytes)
         }
-        return self.session!.inputExhausted() ? .closeDrained : nil
+        return session.inputExhausted() ? .drained : nil
     }
 
     /// Decoding stopped (``nextFrameStep()`` returned `nil`): `.read` when a held-back read can
     /// be done now (the session reads again).
-    public mutating func decodingPaused() -> Action {
-        guard self.readPending, case .open = self.phase, self.session?.isReading == true else { return .none }
+    public mutating func decodingPaused() -> ReadAction {
+        guard self.readPending, case .open(let session) = self.phase, session.isReading else { return .none }
         self.readPending = false
         return .read
     }
 
-    /// A forwarded notification's outcome: what to store, and what to do next.
+    // MARK: Outcomes
+
+    /// A forwarded notification's outcome: what to do next, and what to store after that.
+    /// `remembered`: a resend's outcome taken from its record, which changes no feedback list
+    /// (``ProviderSessionStateMachine/upstreamCompleted(_:outcome:remembered:)``).
     public mutating func upstreamCompleted(
         _ sequence: ProviderSessionStateMachine.Sequence,
-        outcome: NotificationOutcome
+        outcome: NotificationOutcome,
+        remembered: Bool = false
     ) -> Completion {
-        guard let action = self.withSession({ $0.upstreamCompleted(sequence, outcome: outcome) }) else {
-            return Completion(then: .none)
-        }
+        let action = self.withSession { $0.upstreamCompleted(sequence, outcome: outcome, remembered: remembered) }
         var completion = Completion(then: self.next(after: action))
         switch action.feedback {
         case .registered(let key) where !self.mayBeOnFeedbackList(key):
@@ -257,115 +355,106 @@ public struct ProviderConnectionStateMachine {
         case nil:
             break
         }
-        if let record = action.resolvedRecord, record.outcome != nil {
-            completion.resolvedRecord = record
+        if let resolution = action.resolvedRecord, resolution.outcome != nil {
+            switch self.farewellRecords {
+            case .stored:
+                completion.resolution = resolution
+            case .storing(var waiting):
+                waiting.append(resolution)
+                self.farewellRecords = .storing(waiting: waiting)
+            case .notMade:
+                break  // the farewell reached nobody, so it stored no records
+            }
         }
         return completion
     }
 
     /// A 410's feedback entry is stored (or could not be: that was logged): its notification
     /// is done.
-    public mutating func feedbackStored(_ sequence: ProviderSessionStateMachine.Sequence) -> Action {
-        guard let action = self.withSession({ $0.feedbackStored(sequence) }) else { return .none }
+    public mutating func feedbackStored(_ sequence: ProviderSessionStateMachine.Sequence) -> NextAction {
+        let action = self.withSession { $0.feedbackStored(sequence) }
         return self.next(after: action)
     }
 
+    // MARK: The end of input
+
     /// The provider's input ended (`ChannelEvent.inputClosed`).
-    public mutating func inputClosed() -> Action {
+    public mutating func inputClosed() -> InputAction {
         switch self.phase {
         case .preparing, .open:
-            return self.endInput()
-        case .draining:
-            self.phase = .draining(inputEnded: true)
+            return self.endInput(channelGone: false)
+        case .draining(let session, var drain):
+            drain.inputEnded = true
+            self.phase = .draining(session, drain)
             return .none  // the drain's end closes the connection
         case .handshaking, .closing, .closed:
-            return .close
+            return .close(.inputEnded)
+        case .modifying:
+            preconditionFailure("the input ended while the session is modified")
         }
     }
 
     /// The channel is gone (a reset, or an error closed it). What was received is still
     /// forwarded; there is just nobody left to answer.
-    public mutating func channelInactive() -> Action {
+    public mutating func channelInactive() -> InputAction {
+        self.isChannelActive = false
         switch self.phase {
         case .preparing, .open:
-            return self.endInput()
-        case .handshaking, .draining, .closing:
-            self.enterClosed()
+            return self.endInput(channelGone: true)
+        case .handshaking:
+            self.phase = .closed(nil)
+            return .none
+        case .draining(let session, _), .closing(let session):
+            self.phase = .closed(session)
             return .none
         case .closed:
             return .none
+        case .modifying:
+            preconditionFailure("the channel went inactive while the session is modified")
         }
     }
 
-    /// The read timeout fired: `.close` when nothing would be lost (open, nothing in flight).
-    public mutating func idleTimeout() -> Action {
-        guard case .open = self.phase, self.session?.isIdle == true else { return .none }
-        return .close
+    /// The read timeout fired: close when nothing would be lost (open, nothing in flight).
+    /// Otherwise the connection is not idle: it waits for outcomes, the store, or its drain,
+    /// each with a bound of its own.
+    public mutating func idleTimeout() -> CloseAction {
+        guard case .open(let session) = self.phase, session.isIdle else { return .none }
+        return .close(.idle)
     }
+
+    // MARK: Shutdown and reload
 
     /// The server is stopping (docs/protocol.md#shutdown), or a reload removed this connection's tenant.
-    public mutating func shutdownRequested() -> Action {
+    public mutating func shutdownRequested() -> NextAction {
         switch self.phase {
-        case .handshaking, .preparing:
-            // Nothing forwarded yet: the provider resends it all.
-            return .close
+        case .handshaking:
+            self.phase = .closed(nil)
+            return .close(.beforeForwarding)
+        case .preparing(let session):
+            self.phase = .closed(session)
+            self.buffered = ByteBuffer()
+            return .close(.beforeForwarding)
         case .open:
-            guard let farewell = self.withSession({ $0.shutdownRequested() }).flatMap({ $0 }) else {
+            guard let farewell = self.withSession({ $0.shutdownRequested() }) else {
                 return .startGraceTimer
             }
-            self.enterDraining()
-            return .farewell(farewell)
+            return self.say(farewell)
         case .draining, .closing, .closed:
+            // A farewell is under way, or nobody is left: a second request (a reload during a
+            // shutdown) changes nothing.
+            return .none
+        case .modifying:
+            preconditionFailure("a shutdown while the session is modified")
+        }
+    }
+
+    /// The shutdown grace period ended. `.none` when the connection said its farewell
+    /// meanwhile (the timer fired in the same turn as the outcome that did).
+    public mutating func shutdownGraceExpired() -> NextAction {
+        guard case .open = self.phase, let farewell = self.withSession({ $0.shutdownGraceExpired() }) else {
             return .none
         }
-    }
-
-    /// The shutdown grace period ended.
-    public mutating func shutdownGraceExpired() -> Action {
-        guard case .open = self.phase, let farewell = self.withSession({ $0.shutdownGraceExpired() }).flatMap({ $0 })
-        else { return .none }
-        self.enterDraining()
-        return .farewell(farewell)
-    }
-
-    /// The farewell's resend records are stored (or could not be: that was logged), and the
-    /// connection is still there: write the packet, then `.close` when the provider's input has
-    /// ended (nothing will arrive to drain), else `.drain`.
-    public mutating func farewellRecordsStored() -> Action {
-        guard case .draining(let inputEnded) = self.phase, let isInputClosed = self.session?.isInputClosed else {
-            return .none
-        }
-        if isInputClosed || inputEnded {
-            self.enterClosed()
-            return .close
-        }
-        defer { self.readPending = false }
-        return .drain(read: self.readPending)
-    }
-
-    /// The drain after the packet is over: `.closeOutput` (close_notify and FIN, then wait for
-    /// the provider's close), or `.close` when the provider's input ended meanwhile.
-    public mutating func drainEnded() -> Action {
-        guard case .draining(let inputEnded) = self.phase else { return .none }
-        if inputEnded {
-            self.enterClosed()
-            return .close
-        }
-        self.phase = .closing
-        return .closeOutput
-    }
-
-    /// The close-notify wait is over and the provider has not closed: close.
-    public mutating func closeWaitEnded() -> Action {
-        guard case .closing = self.phase else { return .none }
-        self.enterClosed()
-        return .close
-    }
-
-    /// A farewell could not be written (the channel was gone): nothing is left to do but resolve
-    /// the outcomes still in flight.
-    public mutating func channelClosed() {
-        self.enterClosed()
+        return self.say(farewell)
     }
 
     /// A reloaded configuration: `resolved` is what the connection's certificate resolves to
@@ -377,7 +466,12 @@ public struct ProviderConnectionStateMachine {
     {
         // A handshake in progress is checked against the new tenants anyway; a farewell is
         // already under way.
-        guard let current = self.tenant, self.isReviewable else { return .unchanged }
+        switch self.phase {
+        case .preparing, .open: break
+        case .handshaking, .draining, .closing, .closed: return .unchanged
+        case .modifying: preconditionFailure("a review while the session is modified")
+        }
+        guard let current = self.tenant else { return .unchanged }
         let credentialsRemain = current.credentials.map { remainingCredentials.contains($0) } ?? true
         guard let resolved, credentialsRemain else {
             return .removed(
@@ -387,64 +481,167 @@ public struct ProviderConnectionStateMachine {
             )
         }
         guard resolved.name == current.name, resolved.channels != current.channels else { return .unchanged }
-        _ = self.withSession { $0.channelsChanged(resolved.channels) }
+        self.withSession { $0.channelsChanged(resolved.channels) }
         return .channelsChanged(resolved.channels)
+    }
+
+    // MARK: The farewell and the close
+
+    /// The farewell's resend records are stored (or could not be: that was logged): the
+    /// outcomes that waited for them, and the packet to write unless the connection is gone.
+    public mutating func farewellRecordsStored() -> FarewellRecordsStored {
+        guard case .storing(let waiting) = self.farewellRecords else {
+            preconditionFailure("records stored for a farewell that made none")
+        }
+        self.farewellRecords = .stored
+        switch self.phase {
+        case .draining(let session, var drain):
+            if drain.inputEnded || session.isInputClosed {
+                // Nothing will arrive to drain.
+                self.phase = .closed(session)
+                return FarewellRecordsStored(resolutions: waiting, delivery: .writeAndClose(drain.packet))
+            }
+            drain.packetWritten = true
+            self.phase = .draining(session, drain)
+            defer { self.readPending = false }
+            return FarewellRecordsStored(
+                resolutions: waiting,
+                delivery: .writeAndDrain(drain.packet, read: self.readPending)
+            )
+        case .closed:
+            // The provider reset the connection while the records were stored.
+            return FarewellRecordsStored(resolutions: waiting, delivery: .none)
+        case .handshaking, .preparing, .open, .closing, .modifying:
+            preconditionFailure("records stored outside a farewell")
+        }
+    }
+
+    /// The drain after the packet is over: `.closeOutput` (close_notify and FIN, then wait for
+    /// the provider's close), or `.close` when the provider's input ended meanwhile.
+    public mutating func drainEnded() -> CloseAction {
+        switch self.phase {
+        case .draining(let session, let drain):
+            precondition(drain.packetWritten, "a drain that never started")
+            if drain.inputEnded {
+                self.phase = .closed(session)
+                return .close(.inputEnded)
+            }
+            self.phase = .closing(session)
+            return .closeOutput
+        case .closed:
+            // The provider closed in the same turn as the drain's timer fired.
+            return .none
+        case .handshaking, .preparing, .open, .closing, .modifying:
+            preconditionFailure("a drain's end outside a drain")
+        }
+    }
+
+    /// The close-notify wait is over and the provider has not closed: close.
+    public mutating func closeWaitEnded() -> CloseAction {
+        switch self.phase {
+        case .closing(let session):
+            self.phase = .closed(session)
+            return .close(.providerDidNotClose(bytesDropped: self.bytesDroppedAfterFarewell))
+        case .closed:
+            // The provider closed in the same turn as the wait's timer fired.
+            return .none
+        case .handshaking, .preparing, .open, .draining, .modifying:
+            preconditionFailure("a close-notify wait outside the close")
+        }
     }
 
     // MARK: Internals
 
-    /// Whether a reloaded configuration can close this connection (it has a tenant and no
-    /// farewell yet).
-    private var isReviewable: Bool {
+    /// Runs `body` on the session in place. The phase is `modifying` meanwhile, so that the
+    /// session's storage is not shared and not copied. Only events that follow the handshake
+    /// call it (an outcome needs a forwarded frame, and so a session).
+    private mutating func withSession<Result>(_ body: (inout ProviderSessionStateMachine) -> Result) -> Result {
         switch self.phase {
-        case .preparing, .open: true
-        case .handshaking, .draining, .closing, .closed: false
+        case .preparing(var session):
+            self.phase = .modifying
+            defer { self.phase = .preparing(session) }
+            return body(&session)
+        case .open(var session):
+            self.phase = .modifying
+            defer { self.phase = .open(session) }
+            return body(&session)
+        case .draining(var session, let drain):
+            self.phase = .modifying
+            defer { self.phase = .draining(session, drain) }
+            return body(&session)
+        case .closing(var session):
+            self.phase = .modifying
+            defer { self.phase = .closing(session) }
+            return body(&session)
+        case .closed(var session?):
+            self.phase = .modifying
+            defer { self.phase = .closed(session) }
+            return body(&session)
+        case .handshaking, .closed(nil):
+            preconditionFailure("an event that needs a session before the handshake")
+        case .modifying:
+            preconditionFailure("the session is modified already")
         }
-    }
-
-    /// Runs `body` on the session in place (`nil` before the handshake).
-    private mutating func withSession<Result>(_ body: (inout ProviderSessionStateMachine) -> Result) -> Result? {
-        guard self.session != nil else { return nil }
-        return body(&self.session!)
     }
 
     /// After a notification became done: the farewell it decided, the close of a drained
     /// connection, or more frames from the buffer.
-    private mutating func next(after action: ProviderSessionStateMachine.UpstreamCompletedAction) -> Action {
+    private mutating func next(after action: ProviderSessionStateMachine.UpstreamCompletedAction) -> NextAction {
         if let farewell = action.farewell {
-            self.enterDraining()
-            return .farewell(farewell)
+            return self.say(farewell)
         }
-        if action.closeDrained {
-            self.enterClosed()
-            return .close
-        }
-        if case .open = self.phase { return .decode }
-        return .none
-    }
-
-    private mutating func endInput() -> Action {
-        let ended =
-            self.withSession { session -> Bool in
-                guard !session.isInputClosed else { return false }
-                session.inputClosed()
-                return true
-            } ?? false
-        guard ended, case .open = self.phase else { return .none }
-        return .decode
-    }
-
-    private mutating func enterDraining() {
         switch self.phase {
-        case .preparing, .open:
-            self.phase = .draining(inputEnded: false)
-        case .handshaking, .draining, .closing, .closed:
+        case .open(let session) where action.closeDrained:
+            self.phase = .closed(session)
+            return .close(.drained)
+        case .open:
+            return .decode
+        case .handshaking, .preparing, .draining, .closing, .closed, .modifying:
+            return .none
+        }
+    }
+
+    /// The machine decided a farewell: `.farewell` while the provider can hear it, else
+    /// `.unannounced` (the connection is gone: nobody to tell, and nobody will resend).
+    private mutating func say(_ farewell: ProviderSessionStateMachine.Farewell) -> NextAction {
+        guard self.isChannelActive else {
+            self.enterClosed()
+            return .unannounced(farewell)
+        }
+        self.enterDraining(packet: farewell.packet)
+        self.farewellRecords = .storing(waiting: [])
+        return .farewell(farewell)
+    }
+
+    private mutating func endInput(channelGone: Bool) -> InputAction {
+        let ended = self.withSession { session -> Bool in
+            guard !session.isInputClosed else { return false }
+            session.inputClosed()
+            return true
+        }
+        guard ended, case .open = self.phase else { return .none }
+        return .decodeRemaining(bufferedBytes: self.buffered.readableBytes, channelGone: channelGone)
+    }
+
+    private mutating func enterDraining(packet: ErrorResponsePacket?) {
+        switch self.phase {
+        case .preparing(let session), .open(let session):
+            self.phase = .draining(session, Drain(packet: packet, inputEnded: false))
+        case .handshaking, .draining, .closing, .closed, .modifying:
             break
         }
         self.buffered = ByteBuffer()
     }
 
     private mutating func enterClosed() {
-        self.phase = .closed
+        switch self.phase {
+        case .preparing(let session), .open(let session), .draining(let session, _), .closing(let session):
+            self.phase = .closed(session)
+        case .handshaking:
+            self.phase = .closed(nil)
+        case .closed, .modifying:
+            break
+        }
+        self.buffered = ByteBuffer()
     }
 }

@@ -179,9 +179,13 @@ public struct ProviderSessionStateMachine {
         return .waitForPredecessors(failure.status)
     }
 
+    /// A forwarded notification's outcome. `remembered`: a resend's outcome taken from its
+    /// record, not a new answer: it changes no feedback list (its first answer did; writing a
+    /// 410 again would put back an entry a poller may have taken since).
     public mutating func upstreamCompleted(
         _ sequence: Sequence,
-        outcome: NotificationOutcome
+        outcome: NotificationOutcome,
+        remembered: Bool = false
     ) -> UpstreamCompletedAction {
         guard sequence >= self.headSequence, sequence - self.headSequence < UInt64(self.entries.count) else {
             preconditionFailure("outcome for unknown notification \(sequence)")
@@ -199,7 +203,7 @@ public struct ProviderSessionStateMachine {
 
         var action = UpstreamCompletedAction()
         switch outcome {
-        case .unregistered(let timestamp):
+        case .unregistered(let timestamp) where !remembered:
             self.entries[index].awaitingStore = true
             action.feedback = .unregistered(
                 FeedbackEntry(
@@ -209,7 +213,7 @@ public struct ProviderSessionStateMachine {
                     timestamp: timestamp
                 )
             )
-        case .accepted:
+        case .accepted where !remembered:
             action.feedback = .registered(
                 FeedbackKey(
                     tenant: self.tenant.name,
@@ -217,7 +221,7 @@ public struct ProviderSessionStateMachine {
                     deviceToken: self.entries[index].frame.deviceToken
                 )
             )
-        case .rejected, .gaveUp, .dropped:
+        case .unregistered, .accepted, .rejected, .gaveUp, .dropped:
             break
         }
 

@@ -4,16 +4,12 @@ import Logging
 import NIOCore
 import NIOSSL
 
-// Over 400 lines, for now: the one place where a provider connection's events meet the I/O
-// (the timers, the store writes and their order, the farewell's packet, the log lines). Moving
-// the rules it still keeps into ProviderConnectionStateMachine, so that this file is plumbing
-// only, is the open work of making the handler execute and nothing else.
-
 /// The I/O edge of one provider connection: it only executes. It feeds a
 /// ``ProviderConnectionStateMachine`` the channel's events (the verified tenant, bytes, reads,
 /// the end of input, outcomes, store writes done, timers, shutdown, a reload's review) and does
-/// the action each answers. It holds no phase and decides nothing; it keeps the I/O: the context,
-/// the timers, the counters, and the future of the farewell's resend records.
+/// the action each answers. It holds no phase and decides nothing; it keeps the I/O: the
+/// context, the timers, the upstream sends, the store writes (``ProviderStoreWrites``) and what
+/// an operator sees (``ProviderConnectionReport``).
 ///
 /// Sits after the shared ``ProviderHandshakeHandler``. The machine decodes (no separate
 /// `ByteToMessageHandler`), so decoding stops exactly when the session stops reading.
@@ -21,34 +17,30 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
     package typealias InboundIn = ByteBuffer
     package typealias OutboundIn = ByteBuffer
     package typealias OutboundOut = ByteBuffer
+    private typealias Machine = ProviderConnectionStateMachine
 
     private let configuration: GatewayConfiguration
     private let dependencies: Dependencies
-    private var logger: Logger
-    private var connection: ProviderConnectionStateMachine
+    private var connection: Machine
+    private var report: ProviderConnectionReport
+    /// From the handshake on (outcomes, and so store writes, come only after it).
+    private var store: ProviderStoreWrites?
     /// The client certificate, from the handshake: a reload resolves it again.
     private var certificate: NIOSSLCertificate?
-    /// The tenant's outcome counters, known from the handshake.
-    private var outcomes: TenantOutcomeCounters?
-    /// The tenant's usage counters (the migration view), known from the handshake.
-    private var usage: TenantUsageCounters?
     private var context: ChannelHandlerContext?
     /// Kept after the handler is removed: outcomes still arrive then, to resolve resend records.
     private var eventLoop: (any EventLoop)?
     /// The drain after an error-response, then the wait for the provider's close_notify.
     private var closeTimeout: Scheduled<Void>?
     private var graceTimeout: Scheduled<Void>?
-    /// Completes when the farewell's resend records are stored: their outcomes are written
-    /// after it, or a shared store could see an outcome before its record.
-    private var recordsStored: EventLoopFuture<Void>?
 
     package init(configuration: GatewayConfiguration, dependencies: Dependencies, logger: Logger) {
         self.configuration = configuration
         self.dependencies = dependencies
-        self.logger = logger
+        self.report = ProviderConnectionReport(logger: logger, metrics: dependencies.metrics)
         let feedback = dependencies.feedback
         let resendRecords = dependencies.resendRecords
-        self.connection = ProviderConnectionStateMachine(
+        self.connection = Machine(
             sessionConfiguration: configuration.session,
             mayBeOnFeedbackList: { feedback.mayBeOnList($0) },
             mayHoldResendRecords: { resendRecords.mayHoldLiveRecords(tenant: $0) }
@@ -73,14 +65,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
 
     package func channelInactive(context: ChannelHandlerContext) {
         self.cancelTimers()
-        let action = self.connection.channelInactive()
-        if action == .decode {
-            self.logger.debug(
-                "provider connection gone",
-                metadata: ["buffered_bytes": "\(self.connection.bufferedBytes)"]
-            )
-        }
-        self.execute(action)
+        self.execute(self.connection.channelInactive())
         context.fireChannelInactive()
     }
 
@@ -88,26 +73,22 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         switch event {
         case let verified as ProviderVerified:
             self.certificate = verified.certificate
-            self.execute(self.connection.handshakeCompleted(tenant: verified.tenant))
+            if case .prepare(let tenant) = self.connection.handshakeCompleted(tenant: verified.tenant) {
+                self.prepare(tenant)
+            }
         case let channelEvent as ChannelEvent where channelEvent == .inputClosed:
-            let action = self.connection.inputClosed()
-            if action == .decode {
-                self.logger.debug(
-                    "provider closed its side",
-                    metadata: ["buffered_bytes": "\(self.connection.bufferedBytes)"]
-                )
-            }
-            self.execute(action)
+            self.execute(self.connection.inputClosed())
         case let idle as IdleStateHandler.IdleStateEvent where idle == .read:
-            let action = self.connection.idleTimeout()
-            if action == .close {
-                self.logger.debug("closing idle provider connection")
-            }
-            self.execute(action)
+            self.execute(self.connection.idleTimeout())
         case let shutdown as GatewayShutdownEvent:
             self.execute(self.connection.shutdownRequested(), gracePeriod: shutdown.gracePeriod)
         case let review as GatewayTenantReviewEvent:
-            self.reviewTenant(review)
+            let resolved = self.certificate.flatMap { self.dependencies.tenantResolver.tenant(for: $0) }
+            let outcome = self.connection.tenantReviewed(resolvesTo: resolved, remainingCredentials: review.credentials)
+            self.report.tenantReviewed(outcome)
+            if case .removed(_, _, let then) = outcome {
+                self.execute(then, gracePeriod: review.gracePeriod)
+            }
         default:
             break
         }
@@ -122,7 +103,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         }
         // TLS failures, resets: nothing to answer on a broken stream. What was received is
         // still forwarded (channelInactive).
-        self.logger.debug("provider connection error", metadata: ["error": "\(error)"])
+        self.report.logger.debug("provider connection error", metadata: ["error": "\(error)"])
         context.close(promise: nil)
     }
 
@@ -132,74 +113,81 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
 
     // MARK: Executing the machine's actions
 
-    /// Does what the machine answered. `gracePeriod`: how long a shutdown's grace timer runs.
-    private func execute(_ action: ProviderConnectionStateMachine.Action, gracePeriod: TimeAmount? = nil) {
+    private func execute(_ action: Machine.InputAction) {
         switch action {
         case .none:
             break
-        case .prepare(let tenant):
-            self.prepare(tenant)
         case .decode:
             self.decodeFrames()
-        case .read:
+        case .decodeRemaining(let bufferedBytes, let channelGone):
+            self.report.inputEnded(gone: channelGone, bufferedBytes: bufferedBytes)
+            self.decodeFrames()
+        case .close(let reason):
+            self.close(reason)
+        }
+    }
+
+    private func execute(_ action: Machine.ReadAction) {
+        if action == .read {
             self.context?.read()
-        case .close:
-            self.context?.close(promise: nil)
+        }
+    }
+
+    /// `gracePeriod`: how long a shutdown's grace timer runs.
+    private func execute(_ action: Machine.NextAction, gracePeriod: TimeAmount? = nil) {
+        switch action {
+        case .none:
+            break
+        case .decode:
+            self.decodeFrames()
         case .startGraceTimer:
-            self.graceTimeout = self.eventLoop?.assumeIsolated().scheduleTask(
-                in: gracePeriod ?? self.configuration.shutdownGracePeriod
-            ) {
+            let grace = gracePeriod ?? self.configuration.shutdownGracePeriod
+            self.graceTimeout = self.eventLoop?.assumeIsolated().scheduleTask(in: grace) {
                 self.execute(self.connection.shutdownGraceExpired())
             }
         case .farewell(let farewell):
             self.sayFarewell(farewell)
-        case .drain(let read):
-            // docs/protocol.md#closing: no close_notify yet, so that a client reading a little
-            // late gets its packet alone (Go's TLS returns data and a close behind it together).
-            guard let context = self.context else { return }
-            let drain = self.connection.tenant?.closing.errorDrain ?? self.configuration.errorDrainTime
-            self.closeTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: drain) {
-                self.execute(self.connection.drainEnded())
-            }
-            if read {
-                context.read()
-            }
+        case .unannounced(let farewell):
+            self.report.unannounced(farewell)
+        case .close(let reason):
+            self.close(reason)
+        }
+    }
+
+    private func execute(_ action: Machine.CloseAction) {
+        switch action {
+        case .none:
+            break
         case .closeOutput:
             guard let context = self.context else { return }
             context.close(mode: .output, promise: nil)
-            let wait = self.connection.tenant?.closing.closeNotifyWait ?? self.dependencies.closeNotifyWait()
-            self.closeTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: wait) {
-                let action = self.connection.closeWaitEnded()
-                if action == .close {
-                    // How an operator recognises a provider that only writes (docs/protocol.md#closing).
-                    self.logger.info(
-                        "the provider did not close after its farewell; closing the connection",
-                        metadata: [
-                            "bytes_dropped": "\(self.connection.bytesDroppedAfterFarewell)",
-                            "close_notify_wait_seconds": "\(Double(wait.nanoseconds) / 1e9)",
-                        ]
-                    )
-                }
-                self.execute(action)
+            self.closeTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: self.closeNotifyWait) {
+                self.execute(self.connection.closeWaitEnded())
             }
+        case .close(let reason):
+            self.close(reason)
         }
+    }
+
+    private func close(_ reason: Machine.CloseReason) {
+        self.report.closing(reason, closeNotifyWaitSeconds: Double(self.closeNotifyWait.nanoseconds) / 1e9)
+        self.context?.close(promise: nil)
     }
 
     /// The tenant is known: counters, the resend store's view of the tenant, the idle clock.
     private func prepare(_ tenant: Tenant) {
         guard let context = self.context else { return }
-        self.logger[metadataKey: "tenant"] = "\(tenant.name)"
-        self.logger.debug("provider connected")
-        self.outcomes = self.dependencies.metrics.outcomes(tenant: tenant.name)
-        self.usage = self.dependencies.usage?.counters(tenant: tenant.name)
+        self.report.connected(tenant: tenant.name, usage: self.dependencies.usage)
+        self.store = ProviderStoreWrites(
+            tenant: tenant.name,
+            dependencies: self.dependencies,
+            logger: self.report.logger
+        )
         // Immediate for a store only this process writes; one query for a shared one, so that
         // records another instance wrote before this connection are recognised (docs/protocol.md#resend-records).
         self.dependencies.resendRecords.refreshLiveRecords(tenant: tenant.name, on: context.eventLoop)
-            .hop(to: context.eventLoop)
-            .assumeIsolated()
-            .whenComplete { _ in
-                self.execute(self.connection.storeReady())
-            }
+            .hop(to: context.eventLoop).assumeIsolated()
+            .whenComplete { _ in self.execute(self.connection.storeReady()) }
         // The idle clock starts now: the handshake has its own timeout, and a slow handshake
         // must not eat into the time a provider has to send its first frame.
         if let idle = self.configuration.idleTimeout {
@@ -209,289 +197,142 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
                     position: .before(self)
                 )
             } catch {
-                self.logger.error("could not start the idle timer; closing", metadata: ["error": "\(error)"])
+                self.report.logger.error("could not start the idle timer; closing", metadata: ["error": "\(error)"])
                 context.close(promise: nil)
             }
         }
     }
 
     /// Decodes what is buffered and does what each frame asks, for as long as the machine
-    /// decodes (it stops when the session stops reading, or at a farewell); then a held-back
-    /// read, if the session reads again.
+    /// decodes; then a held-back read, if the session reads again.
     private func decodeFrames() {
         while let step = self.connection.nextFrameStep() {
             switch step {
-            case .frame(let action, let command):
+            case .forward(let sequence, let notification, let command, let claimFirst):
                 self.dependencies.metrics.notificationReceived()
-                self.handle(action, command: command, failureReason: "local")
-            case .forwardUnlessAnswered(let sequence, let notification, let command):
-                self.dependencies.metrics.notificationReceived()
-                self.forward(sequence, notification, command: command, checkingResends: true)
-            case .malformed(let error, let action):
-                self.logger.info("refusing a malformed frame", metadata: ["error": "\(error)"])
-                self.handle(action, command: nil, failureReason: "malformed")
+                let forwarded = Forwarded(sequence: sequence, command: command, broadcast: notification.isBroadcast)
+                self.forward(notification, forwarded, claimFirst: claimFirst)
+            case .refused(let refusal, let then):
+                self.report.refused(refusal, waiting: then == .none)
+                self.execute(then)
             case .partialFrameDropped(let bytes):
-                self.logger.info(
-                    "provider closed the connection in the middle of a frame; that frame is not forwarded",
-                    metadata: ["bytes": "\(bytes)"]
-                )
-                self.dependencies.metrics.partialFrameDropped()
-            case .closeDrained:
-                self.closeDrained()
+                self.report.partialFrameDropped(bytes: bytes)
+            case .close(let reason):
+                self.close(reason)
             }
         }
         self.execute(self.connection.decodingPaused())
     }
 
-    /// `failureReason` labels the failure metric when the frame is refused here; `command` is
-    /// the frame's (`nil` when it could not be decoded).
-    private func handle(
-        _ action: ProviderSessionStateMachine.FrameReceivedAction,
-        command: NotificationFrame.Command?,
-        failureReason: String
-    ) {
-        switch action {
-        case .forward(let sequence, let notification):
-            self.forward(sequence, notification, command: command, checkingResends: false)
-        case .close(let farewell):
-            self.dependencies.metrics.refused(farewell.status, reason: failureReason)
-            self.outcomes?.count(.rejected(farewell.status))
-            self.usage?.count(command: command, .rejected(farewell.status))
-            self.sayFarewell(farewell)
-        case .waitForPredecessors(let status):
-            self.dependencies.metrics.refused(status, reason: failureReason)
-            self.outcomes?.count(.rejected(status))
-            self.usage?.count(command: command, .rejected(status))
-            self.logger.debug("notification failed; waiting for earlier ones", metadata: ["status": "\(status)"])
-        case .ignore:
-            break
-        }
+    /// What the handler keeps of a notification until its outcome: no more than this, so a
+    /// closure waiting for the outcome holds no buffer.
+    private struct Forwarded {
+        var sequence: ProviderSessionStateMachine.Sequence
+        var command: NotificationFrame.Command
+        /// For the migration view's counts.
+        var broadcast: Bool
     }
 
-    /// Sends a notification upstream (after its resend record's claim when `checkingResends`),
-    /// and gives the machine its outcome.
-    private func forward(
-        _ sequence: ProviderSessionStateMachine.Sequence,
-        _ notification: UpstreamNotification,
-        command: NotificationFrame.Command?,
-        checkingResends: Bool
-    ) {
+    /// Sends a notification upstream (after its resend record's claim when `claimFirst`), and
+    /// gives the machine its outcome on this handler's event loop.
+    private func forward(_ notification: UpstreamNotification, _ forwarded: Forwarded, claimFirst: Bool) {
         self.dependencies.metrics.forwardStarted()
-        let eventLoop = self.eventLoop!
-        // For the migration view; read now, so the closure below holds no more than a flag.
-        let broadcast = notification.isBroadcast
         // Finished only after the outcome was handled: handling it may forward the next
         // frame, so the count never touches zero while a closed connection still drains.
         self.dependencies.inFlight.started()
+        let eventLoop = self.eventLoop!
         let handler = NIOLoopBound(self, eventLoop: eventLoop)
-        guard !checkingResends else {
-            // A possible resend: a claim first, a future per notification (only while the
-            // tenant may hold live records, after an error or a shutdown).
+        guard !claimFirst else {
+            let upstream = self.dependencies.upstream
             self.dependencies.resendRecords.forwardUnlessAnswered(
                 notification,
-                to: self.dependencies.upstream,
+                to: upstream,
                 metrics: self.dependencies.metrics,
                 on: eventLoop
-            ).hop(to: eventLoop).whenSuccess { answer in
-                handler.value.outcomeArrived(
-                    answer.outcome,
-                    sequence,
-                    command: command,
-                    broadcast: broadcast,
-                    remembered: answer.remembered
-                )
-            }
+            )
+            .hop(to: eventLoop)
+            .whenSuccess { handler.value.outcomeArrived($0.outcome, forwarded, remembered: $0.remembered) }
             return
         }
-        // The outcome comes back on the upstream connection's event loop (this one, while its
-        // pool has room), and the handler is touched on its own loop only. A callback, not a
-        // future: no promise, future or callback list per notification.
+        // A callback, not a future: no promise, future or callback list per notification. It
+        // comes on the upstream connection's event loop (this one, while its pool has room).
         self.dependencies.upstream.send(notification, on: eventLoop) { outcome in
             if eventLoop.inEventLoop {
-                handler.value.outcomeArrived(outcome, sequence, command: command, broadcast: broadcast)
+                handler.value.outcomeArrived(outcome, forwarded, remembered: false)
             } else {
-                eventLoop.execute {
-                    handler.value.outcomeArrived(outcome, sequence, command: command, broadcast: broadcast)
-                }
+                eventLoop.execute { handler.value.outcomeArrived(outcome, forwarded, remembered: false) }
             }
         }
     }
 
-    /// A forwarded notification's outcome, on this handler's event loop. `remembered`: a
-    /// resend's outcome taken from its record, not a new answer: it is not counted again, and
-    /// changes no feedback list (its first answer did; writing a 410 again would put back an
-    /// entry a poller may have taken since).
-    private func outcomeArrived(
-        _ outcome: NotificationOutcome,
-        _ sequence: ProviderSessionStateMachine.Sequence,
-        command: NotificationFrame.Command?,
-        broadcast: Bool,
-        remembered: Bool = false
-    ) {
-        self.dependencies.metrics.forwardFinished()
-        if !remembered {
-            self.outcomes?.count(outcome)
+    /// A forwarded notification's outcome: the machine's next action first, then the store
+    /// writes it asks for (their completions come after it). `remembered`: a resend's outcome
+    /// taken from its record, counted and stored at its first answer.
+    private func outcomeArrived(_ outcome: NotificationOutcome, _ forwarded: Forwarded, remembered: Bool) {
+        self.report.outcome(outcome, command: forwarded.command, broadcast: forwarded.broadcast, remembered: remembered)
+        let completion = self.connection.upstreamCompleted(forwarded.sequence, outcome: outcome, remembered: remembered)
+        self.execute(completion.then)
+        let eventLoop = self.eventLoop!
+        if let write = completion.feedback, let stored = self.store?.apply(write, on: eventLoop),
+            case .add(_, let sequence) = write
+        {
+            stored.assumeIsolated().whenComplete { _ in self.execute(self.connection.feedbackStored(sequence)) }
         }
-        self.usage?.count(command: command, outcome, broadcast: broadcast)
-        self.upstreamCompleted(sequence, outcome: outcome, remembered: remembered)
+        if let resolution = completion.resolution {
+            self.store?.resolve([resolution], on: eventLoop)
+        }
         self.dependencies.inFlight.finished()
     }
 
-    /// Stores what the machine says an outcome changes, then does what comes next.
-    private func upstreamCompleted(
-        _ sequence: ProviderSessionStateMachine.Sequence,
-        outcome: NotificationOutcome,
-        remembered: Bool
-    ) {
-        let completion = self.connection.upstreamCompleted(sequence, outcome: outcome)
-        let eventLoop = self.eventLoop!
-        var entryStored: EventLoopFuture<Void>?
-        if remembered, let write = completion.feedback {
-            // Already on the list (or taken off it) by the first answer.
-            if case .add = write {
-                entryStored = eventLoop.makeSucceededVoidFuture()
-            }
-        } else if let write = completion.feedback {
-            let stored = self.dependencies.feedback.apply(write.change, on: eventLoop)
-            self.dependencies.inFlight.track(stored)
-            if case .add(let entry, _) = write {
-                let token = LogRedaction.token(entry.deviceToken)
-                self.logger.debug("token unregistered upstream", metadata: ["token": "\(token)"])
-                stored.whenSuccess { [logger, metrics = self.dependencies.metrics] in
-                    metrics.feedbackEntryRecorded()
-                    logger.debug("feedback entry stored", metadata: ["token": "\(token)"])
-                }
-                entryStored = stored
-            }
-            stored.whenFailure { [logger] error in
-                logger.error("could not store a feedback change", metadata: ["error": "\(error)"])
-            }
-        }
-        if let record = completion.resolvedRecord, let outcome = record.outcome, let tenant = self.connection.tenant {
-            let key = ResendRecordKey(tenant: tenant.name, frame: record.frame)
-            let store = self.dependencies.resendRecords
-            let resolved = (self.recordsStored ?? eventLoop.makeSucceededVoidFuture())
-                .flatMapError { _ in eventLoop.makeSucceededVoidFuture() }
-                .flatMap { store.resolve(key, outcome: outcome, on: eventLoop) }
-            self.dependencies.inFlight.track(resolved)
-            resolved.whenFailure { [logger] error in
-                logger.error("could not store a resend record's outcome", metadata: ["error": "\(error)"])
-            }
-        }
-        self.executeAfterOutcome(completion.then)
-        // A 410's notification is done once its feedback entry is committed (or could not be).
-        // Registered last: the future may be complete already, and its callback then runs now.
-        entryStored?.hop(to: eventLoop).assumeIsolated().whenComplete { _ in
-            self.executeAfterOutcome(self.connection.feedbackStored(sequence))
-        }
-    }
-
-    /// After an outcome, a `.close` means the provider's input was read to its end and every
-    /// notification answered.
-    private func executeAfterOutcome(_ action: ProviderConnectionStateMachine.Action) {
-        if action == .close {
-            self.closeDrained()
-        } else {
-            self.execute(action)
-        }
-    }
-
-    /// Every frame the provider sent before it closed its side has an outcome.
-    private func closeDrained() {
-        self.logger.debug("provider input read to its end and every notification answered; closing")
-        self.context?.close(promise: nil)
-    }
-
-    /// A reload: the certificate is resolved against the new tenants, and the machine decides.
-    private func reviewTenant(_ review: GatewayTenantReviewEvent) {
-        let resolved = self.certificate.flatMap { self.dependencies.tenantResolver.tenant(for: $0) }
-        switch self.connection.tenantReviewed(resolvesTo: resolved, remainingCredentials: review.credentials) {
-        case .unchanged:
-            break
-        case .channelsChanged(let channels):
-            self.logger.info(
-                "the reloaded configuration changed this tenant's channels",
-                metadata: ["channels": "\(channels.count)"]
-            )
-        case .removed(let tenantResolves, let credentialsRemain, let then):
-            self.logger.notice(
-                "the reloaded configuration removed this connection's tenant or its credentials; closing it with status 10",
-                metadata: ["tenant_resolves": "\(tenantResolves)", "credentials_remain": "\(credentialsRemain)"]
-            )
-            self.execute(then, gracePeriod: review.gracePeriod)
-        }
-    }
-
-    /// docs/protocol.md#after-a-failure: remember what the provider will resend, then write the
-    /// packet, flush, and do what the machine says (close at once when the provider's input has
-    /// ended; else read and drop what still arrives for the drain, then send close_notify and
-    /// FIN and wait for the provider's close). The machine is already draining: it decided the
-    /// farewell.
-    ///
-    /// When the connection is already gone, nobody can be told and nobody will resend: the
-    /// failure is logged and counted, and no records are made.
+    /// docs/protocol.md#after-a-failure: remember what the provider will resend, then do what
+    /// the machine says once they are stored (write the packet, then drain or close).
     private func sayFarewell(_ farewell: ProviderSessionStateMachine.Farewell) {
         self.graceTimeout?.cancel()
-        guard let context = self.context, context.channel.isActive, let tenant = self.connection.tenant?.name else {
-            self.connection.channelClosed()
-            if farewell.status != .shutdown {
-                self.dependencies.metrics.failureAfterClose()
-                self.logger.warning(
-                    "notification failed after the provider closed its connection; nobody to tell",
-                    metadata: [
-                        "status": "\(farewell.status)",
-                        "packet": "\(farewell.packet.map { "\($0)" } ?? "none (command 0)")",
-                    ]
-                )
-            }
-            return
+        self.report.farewell(farewell)
+        let eventLoop = self.eventLoop!
+        let stored = self.store?.remember(farewell.resendRecords, on: eventLoop) ?? eventLoop.makeSucceededVoidFuture()
+        stored.assumeIsolated().whenComplete { _ in
+            let stored = self.connection.farewellRecordsStored()
+            self.store?.resolve(stored.resolutions, on: eventLoop)
+            self.deliver(stored.delivery)
         }
-        if farewell.status == .shutdown {
-            self.logger.info(
-                "closing provider connection for shutdown",
-                metadata: ["packet": "\(farewell.packet.map { "\($0)" } ?? "none")"]
-            )
-        } else {
-            self.logger.info(
-                "notification failed; closing provider connection",
-                metadata: [
-                    "status": "\(farewell.status)",
-                    "packet": "\(farewell.packet.map { "\($0)" } ?? "none (command 0)")",
-                    "resend_records": "\(farewell.resendRecords.count)",
-                ]
-            )
-        }
+    }
 
-        let records = farewell.resendRecords.map {
-            ResendRecord(
-                key: ResendRecordKey(tenant: tenant, frame: $0.frame),
-                outcome: $0.outcome,
-                notificationID: $0.id
-            )
-        }
-        let stored =
-            records.isEmpty
-            ? context.eventLoop.makeSucceededVoidFuture()
-            : self.dependencies.resendRecords.remember(records, on: context.eventLoop)
-        self.recordsStored = stored
-        self.dependencies.inFlight.track(stored)
-        stored.hop(to: context.eventLoop).assumeIsolated().whenComplete { result in
-            if case .failure(let error) = result {
-                self.logger.error(
-                    "could not store resend records; resends may be duplicated",
-                    metadata: ["error": "\(error)"]
-                )
+    private func deliver(_ delivery: Machine.FarewellRecordsStored.Delivery) {
+        guard let context = self.context else { return }
+        switch delivery {
+        case .none:
+            break
+        case .writeAndClose(let packet):
+            self.write(packet, context: context)
+            context.close(promise: nil)
+        case .writeAndDrain(let packet, let read):
+            // docs/protocol.md#closing: no close_notify yet, so that a client reading a little
+            // late gets its packet alone (Go's TLS returns data and a close behind it together).
+            self.write(packet, context: context)
+            let drain = self.connection.tenant?.closing.errorDrain ?? self.configuration.errorDrainTime
+            self.closeTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: drain) {
+                self.execute(self.connection.drainEnded())
             }
-            guard let context = self.context, context.channel.isActive else { return }
-            if let packet = farewell.packet {
-                var bytes = context.channel.allocator.buffer(capacity: ErrorResponsePacket.length)
-                bytes.writeErrorResponse(packet)
-                context.write(self.wrapOutboundOut(bytes), promise: nil)
-                self.dependencies.metrics.errorResponseSent(packet.status)
+            if read {
+                context.read()
             }
-            context.flush()
-            self.execute(self.connection.farewellRecordsStored())
         }
+    }
+
+    private func write(_ packet: ErrorResponsePacket?, context: ChannelHandlerContext) {
+        if let packet {
+            var bytes = context.channel.allocator.buffer(capacity: ErrorResponsePacket.length)
+            bytes.writeErrorResponse(packet)
+            context.write(self.wrapOutboundOut(bytes), promise: nil)
+            self.report.errorResponseSent(packet)
+        }
+        context.flush()
+    }
+
+    /// The tenant's close-notify wait, or the listener's (docs/protocol.md#closing).
+    private var closeNotifyWait: TimeAmount {
+        self.connection.tenant?.closing.closeNotifyWait ?? self.dependencies.closeNotifyWait()
     }
 
     private func cancelTimers() {

@@ -9,7 +9,7 @@ extension ResendRecordStore {
     /// no new answer: it changes no feedback list and no outcome counter.
     ///
     /// Only for a tenant that may hold live resend records (the connection machine's
-    /// `.forwardUnlessAnswered`): otherwise the notification goes straight upstream, with no
+    /// `.forward` with `claimFirst`): otherwise the notification goes straight upstream, with no
     /// digest and no claim.
     func forwardUnlessAnswered(
         _ notification: UpstreamNotification,
