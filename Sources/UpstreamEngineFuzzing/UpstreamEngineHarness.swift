@@ -94,7 +94,7 @@ public final class UpstreamEngineHarness {
             payload: ByteBuffer(string: payload)
         )
         let record = self.record
-        let owner = APNsStreamCallback { result in
+        let owner = StreamCallback { result in
             record.withLockedValue { record in
                 record.completions[number, default: []].append(result)
                 if record.sealed { record.afterSeal += 1 }
@@ -148,4 +148,17 @@ public final class UpstreamEngineHarness {
     }
 
     public var completionsAfterSeal: Int { self.record.withLockedValue { $0.afterSeal } }
+}
+
+/// A closure as the stream's owner: the harness has no object of its own per request.
+private final class StreamCallback: APNsStreamOwner {
+    private let body: @Sendable (Result<APNsResponse, APNsStreamFailure>) -> Void
+
+    init(_ body: @escaping @Sendable (Result<APNsResponse, APNsStreamFailure>) -> Void) {
+        self.body = body
+    }
+
+    func streamEnded(_ result: Result<APNsResponse, APNsStreamFailure>, onConnection connectionID: Int) {
+        self.body(result)
+    }
 }

@@ -201,11 +201,23 @@ struct APNsConnectionStateMachineTests {
         var machine = Self.machine()
         _ = machine.settingsReceived(maximumConcurrentStreams: nil)
         #expect(machine.pingDue().ping != nil, "the first PING is sent")
-        machine.pingAcknowledged()
+        #expect(machine.pingAcknowledged().isEmpty)
         #expect(machine.pingDue().ping != nil, "an answered PING: the next one is sent")
         #expect(machine.pingDue() == .init(close: .pingUnanswered))
         _ = Self.allEnded { machine.closed(completing: &$0) }
         #expect(machine.pingDue().isEmpty)
+    }
+
+    @Test("An engine that cannot go on, or whose session is over, closes the connection once")
+    func engineStopped() throws {
+        var machine = Self.machine()
+        _ = machine.settingsReceived(maximumConcurrentStreams: nil)
+        #expect(machine.engineStopped(.protocolError("bad frame")) == .init(close: .protocolError("bad frame")))
+        #expect(machine.engineStopped(.engineFinished).isEmpty, "the close is asked once")
+        _ = Self.allEnded { machine.closed(completing: &$0) }
+        #expect(machine.engineStopped(.sendFailed("out of memory")).isEmpty, "closed")
+        #expect(Machine.CloseReason.engineFinished.isOwnDecision == false)
+        #expect(Machine.CloseReason.protocolError("x").isOwnDecision)
     }
 
     @Test("More refused streams than the limit within 30 s drain the connection; spread over time they do not")
@@ -313,7 +325,11 @@ struct APNsConnectionStateMachineTests {
         "Each event's action: a new stream limit is told to the pool once; a drained connection closes once, its reason an own decision unless the server's GOAWAY drained it"
     )
     func actions() throws {
-        var machine = Self.machine(oneStreamFirst: true, maximumStreams: 500)
+        var configuration = Machine.Configuration()
+        configuration.oneStreamUntilFirstSuccess = true
+        configuration.maximumStreams = 500
+        configuration.streamIDReserve = Int32.max - 2  // stream 3 is past the reserve: its start drains
+        var machine = Machine(configuration: configuration)
         #expect(machine.poolAttached() == 0, "not set up yet")
         #expect(
             machine.settingsReceived(maximumConcurrentStreams: 100) == .init(becameReady: true, limitChanged: 1),
@@ -333,8 +349,10 @@ struct APNsConnectionStateMachineTests {
         )
         #expect(answered == .init(limitChanged: 100), "the first success lifts the limit")
 
-        let open = try #require(Self.write(&machine, 2))
-        machine.drain(.streamIDsNearlyExhausted)
+        var drained: [Machine.Completion] = []
+        let draining = machine.start(2, deadline: Self.start, completing: &drained)
+        #expect(draining == .init(write: 3, limitChanged: 0), "the last stream id before the reserve: no new streams")
+        let open = try #require(draining.write)
         let last = machine.headersReceived(
             on: open,
             status: 200,
@@ -343,7 +361,7 @@ struct APNsConnectionStateMachineTests {
             endStream: true,
             completing: &completions
         )
-        #expect(last == .init(limitChanged: 0, close: .drained(.streamIDsNearlyExhausted)))
+        #expect(last == .init(close: .drained(.streamIDsNearlyExhausted)))
         #expect(last.close?.isOwnDecision == true, "worth a warning")
         #expect(completions.count == 2)
         #expect(machine.closed(completing: &completions).close == nil, "the close was asked once")

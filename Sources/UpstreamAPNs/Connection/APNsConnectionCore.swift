@@ -183,7 +183,13 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
     }
 
     package func pingAcknowledged() {
-        self.state.pingAcknowledged()
+        self.handle(self.state.pingAcknowledged())
+    }
+
+    /// The engine cannot go on, or its HTTP/2 session is over: the machine decides the close
+    /// (``APNsConnectionStateMachine/engineStopped(_:)``).
+    package func engineStopped(_ reason: StateMachine.CloseReason) {
+        self.handle(self.state.engineStopped(reason))
     }
 
     /// The engine starts handing over what it read (or, for libnghttp2, what sending decided):
@@ -286,9 +292,7 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
             self.transport?.writePing(ping)
             self.transport?.flush()
         }
-        if let limit = action.limitChanged {
-            self.events?.limitChanged(limit)
-        }
+        // `limitChanged` was told first, in runPending.
         if let reason = action.close {
             switch reason {
             case .drained(let why) where reason.isOwnDecision:
@@ -300,7 +304,17 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
                         "interval": "\(self.configuration.pingInterval)", "open_streams": "\(self.state.openStreams)",
                     ]
                 )
-            case .drained:
+            case .protocolError(let error):
+                self.logger.warning(
+                    "the upstream broke the HTTP/2 protocol; closing the connection",
+                    metadata: ["error": "\(error)"]
+                )
+            case .sendFailed(let error):
+                self.logger.error(
+                    "the HTTP/2 engine could not send; closing the connection",
+                    metadata: ["error": "\(error)"]
+                )
+            case .drained, .engineFinished:
                 break
             }
             self.transport?.close()

@@ -100,10 +100,23 @@ package struct APNsConnectionStateMachine<Request> {
         case drained(DrainReason)
         /// A PING was still unanswered when the next was due: the connection is dead.
         case pingUnanswered
+        /// The engine could not parse what the server sent (the libnghttp2 engine's
+        /// `mem_recv`), or could not produce what to send (`mem_send`): the description is the
+        /// engine's.
+        case protocolError(String)
+        case sendFailed(String)
+        /// The engine has nothing more to read or write (its GOAWAY is out, or both sides
+        /// said goodbye).
+        case engineFinished
 
         /// Whether the connection is replaced for a reason of its own (worth a warning), not
-        /// because the server said goodbye.
-        package var isOwnDecision: Bool { self != .drained(.goAway) }
+        /// because the server said goodbye or the HTTP/2 session ended.
+        package var isOwnDecision: Bool {
+            switch self {
+            case .drained(.goAway), .engineFinished: false
+            case .drained, .pingUnanswered, .protocolError, .sendFailed: true
+            }
+        }
     }
 
     /// What the connection does after an event; ``APNsConnectionCore`` executes it the same way
@@ -245,8 +258,18 @@ package struct APNsConnectionStateMachine<Request> {
         return Action(ping: HTTP2PingData(withInteger: self.pingCounter))
     }
 
-    package mutating func pingAcknowledged() {
+    /// The PING was answered: the connection is alive.
+    package mutating func pingAcknowledged() -> Action {
         self.pingOutstanding = false
+        return Action()
+    }
+
+    /// The engine cannot go on (``CloseReason/protocolError(_:)``,
+    /// ``CloseReason/sendFailed(_:)``), or its HTTP/2 session is over
+    /// (``CloseReason/engineFinished``): close, once.
+    package mutating func engineStopped(_ reason: CloseReason) -> Action {
+        guard self.phase != .closed else { return Action() }
+        return self.closing(reason)
     }
 
     // MARK: Requests
@@ -417,8 +440,9 @@ package struct APNsConnectionStateMachine<Request> {
         return self.settled(Action())
     }
 
-    /// Takes no new streams; the connection closes once its open streams have finished.
-    package mutating func drain(_ reason: DrainReason) {
+    /// Takes no new streams; the connection closes once its open streams have finished. Part
+    /// of the events that call it, which answer the action (``settled(_:)`` adds the close).
+    private mutating func drain(_ reason: DrainReason) {
         guard self.phase == .starting || self.phase == .active else { return }
         self.phase = .draining
         self.drainReason = reason

@@ -1,7 +1,3 @@
-/// How a request's answer (or why it got none) is handed back as a closure, on the
-/// connection's event loop: one call per request.
-package typealias APNsResponseHandler = @Sendable (Result<APNsResponse, APNsStreamFailure>) -> Void
-
 /// Whoever hears how one request's stream ended: called once, on the connection's event loop.
 ///
 /// An object, not a closure: the client's one object per request (``APNsRequestInFlight``)

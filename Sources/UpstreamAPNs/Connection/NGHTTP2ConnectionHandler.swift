@@ -166,17 +166,16 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler {
         }
         if batch { self.core.endBatch() }
         if let failed {
-            self.core.logger.error("nghttp2 could not send", metadata: ["error": "\(Self.errorText(Int32(failed)))"])
-            context.close(promise: nil)
+            self.core.engineStopped(.sendFailed(Self.errorText(Int32(failed))))
             return
         }
         // nghttp2 is done with the connection (it sent GOAWAY for a protocol error, or both
-        // sides said goodbye): close once what it had to say is written.
+        // sides said goodbye), and what it had to say is written.
         if let session = self.session, nghttp2_session_want_read(session) == 0,
             nghttp2_session_want_write(session) == 0,
             context.channel.isActive
         {
-            context.close(promise: nil)
+            self.core.engineStopped(.engineFinished)
         }
     }
 
@@ -233,11 +232,7 @@ package final class NGHTTP2ConnectionHandler: ChannelInboundHandler {
         self.inNghttp2 = false
         if batch { self.core.endBatch() }
         if consumed < 0 {
-            self.core.logger.warning(
-                "the upstream broke the HTTP/2 protocol; closing the connection",
-                metadata: ["error": "\(Self.errorText(Int32(consumed)))"]
-            )
-            context.close(promise: nil)
+            self.core.engineStopped(.protocolError(Self.errorText(Int32(consumed))))
             return
         }
         if let session = self.session, nghttp2_session_want_read(session) == 0 {
@@ -462,7 +457,9 @@ extension NGHTTP2ConnectionHandler: APNsConnectionTransport {
     }
 
     package func close() {
-        if !self.inNghttp2 { self.flushOutput() }
+        if !self.inNghttp2, let session = self.session, nghttp2_session_want_write(session) != 0 {
+            self.flushOutput()  // its GOAWAY, if it has one to say
+        }
         self.context?.close(promise: nil)
     }
 }
