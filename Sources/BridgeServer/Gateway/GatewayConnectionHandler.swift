@@ -108,7 +108,9 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
     }
 
     package func read(context: ChannelHandlerContext) {
-        self.execute(self.connection.readRequested())
+        if self.connection.readRequested() == .read {
+            context.read()
+        }
     }
 
     // MARK: Executing the machine's actions
@@ -124,12 +126,6 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
             self.decodeFrames()
         case .close(let reason):
             self.close(reason)
-        }
-    }
-
-    private func execute(_ action: Machine.ReadAction) {
-        if action == .read {
-            self.context?.read()
         }
     }
 
@@ -221,7 +217,9 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
                 self.close(reason)
             }
         }
-        self.execute(self.connection.decodingPaused())
+        if self.connection.decodingPaused() == .read {
+            self.context?.read()
+        }
     }
 
     /// What the handler keeps of a notification until its outcome: no more than this, so a
