@@ -443,6 +443,7 @@ let package = Package(
         .testTarget(
             name: "BridgeAppTests",
             dependencies: [
+                "LegacyProtocol",
                 "BridgeCore",
                 "BridgeServer",
                 "BridgeStores",
@@ -450,6 +451,8 @@ let package = Package(
                 "BridgeUpstream",
                 "BridgeApp",
                 "DevelopmentPKI",
+                "LegacyClient",
+                "MockAPNs",
                 "UpstreamAPNs",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
