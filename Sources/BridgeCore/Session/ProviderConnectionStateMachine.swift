@@ -20,13 +20,15 @@ import NIOCore
 ///
 /// ## Phases
 /// ```
-/// handshaking ──handshakeCompleted(tenant)──▶ preparing ──storeReady──▶ open
-///      │ shutdown                                │ shutdown                │ a farewell (failure,
-///      ▼                                         ▼                         ▼ status 10)
-///   closed ◀──────────channelInactive──────── draining ◀──────────────────┘
-///      ▲ ▲                                       │ drainEnded              │ input ended and
-///      │ └──closeWaitEnded, input ended───── closing                       │ everything answered
-///      └────────────────────────────────────────────────────────────────────┘
+/// handshaking ─handshakeCompleted─▶ preparing ─storeReady─▶ open ─a farewell─▶ draining
+///      │                               │                     │                    │
+///      │ shutdown,                     │ shutdown            │ input read to its  │ drainEnded
+///      │ channelInactive               │                     │ end, all answered; ▼
+///      │                               │                     │ a farewell to   closing
+///      ▼                               ▼                     ▼ nobody             │
+///   closed ◀───────────────────────────┴─────────────────────┘                    │
+///      ▲                                                                          │
+///      └── channelInactive (draining, closing), closeWaitEnded, input ended ─────┘
 /// ```
 /// - `handshaking`: waiting for TLS (and so for the tenant). Nothing is decoded.
 /// - `preparing`: the tenant is known; the resend store is learning whether it holds records
