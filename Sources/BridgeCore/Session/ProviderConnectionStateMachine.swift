@@ -43,9 +43,12 @@ import NIOCore
 ///   the provider closes too or the close-notify wait ends.
 /// - `closed`: outcomes of notifications still in flight keep arriving, to resolve resend records.
 ///
-/// Each phase after the handshake carries the connection's session. A session is mutated in
-/// place: ``withSession(_:)`` parks the phase in `modifying` meanwhile, as NIOHTTP2's
-/// `ConnectionStateMachine` does, so the session's storage is never shared while it changes.
+/// The session is stored beside the phase (it exists from `preparing` on), not in its payload:
+/// taken out of an enum payload and put back, even through a transient case, its value is
+/// copied, a retain and a release of each of its references, several times per notification.
+/// Measured against the session in the payload, that cost 10–25 % more of the bridge's CPU per
+/// notification with the libnghttp2 engine (docs/performance-log.md, "The provider
+/// connection's session: in its phase, measured, and back beside it").
 ///
 /// A connection whose input ended (FIN, with or without close_notify) or that is gone stays in
 /// its phase: complete frames already buffered are still decoded and forwarded as the window
@@ -58,14 +61,11 @@ import NIOCore
 public struct ProviderConnectionStateMachine {
     private enum Phase {
         case handshaking
-        case preparing(ProviderSessionStateMachine)
-        case open(ProviderSessionStateMachine)
-        case draining(ProviderSessionStateMachine, Drain)
-        case closing(ProviderSessionStateMachine)
-        /// `nil`: closed before its handshake completed.
-        case closed(ProviderSessionStateMachine?)
-        /// Only while ``withSession(_:)`` or ``nextFrameStep()`` mutates the session.
-        case modifying
+        case preparing
+        case open
+        case draining(Drain)
+        case closing
+        case closed
     }
 
     /// A farewell on its way out.
@@ -89,6 +89,9 @@ public struct ProviderConnectionStateMachine {
     }
 
     private var phase = Phase.handshaking
+    /// From the handshake on (`nil` while handshaking, and when the connection closed before
+    /// its handshake completed); see the type's comment for why it is not in the phase.
+    private var session: ProviderSessionStateMachine?
     private var farewellRecords = FarewellRecords.notMade
     /// Whether the channel is still there. A connection gone keeps its phase to forward what it
     /// had buffered (see above); a farewell it decides afterwards reaches nobody.
@@ -133,18 +136,7 @@ public struct ProviderConnectionStateMachine {
     // MARK: State for the adapter
 
     /// The connection's tenant, from the handshake on.
-    public var tenant: Tenant? {
-        switch self.phase {
-        case .preparing(let session), .open(let session), .draining(let session, _), .closing(let session):
-            session.tenant
-        case .closed(let session):
-            session?.tenant
-        case .handshaking:
-            nil
-        case .modifying:
-            preconditionFailure("read while the session is modified")
-        }
-    }
+    public var tenant: Tenant? { self.session?.tenant }
 
     /// Bytes buffered and not decoded yet.
     public var bufferedBytes: Int { self.buffered.readableBytes }
@@ -155,14 +147,13 @@ public struct ProviderConnectionStateMachine {
     public mutating func handshakeCompleted(tenant: Tenant) -> HandshakeAction {
         switch self.phase {
         case .handshaking:
-            self.phase = .preparing(
-                ProviderSessionStateMachine(tenant: tenant, configuration: self.sessionConfiguration)
-            )
+            self.session = ProviderSessionStateMachine(tenant: tenant, configuration: self.sessionConfiguration)
+            self.phase = .preparing
             return .prepare(tenant)
         case .closed:
             // A shutdown closed the connection while TLS was still negotiating.
             return .none
-        case .preparing, .open, .draining, .closing, .modifying:
+        case .preparing, .open, .draining, .closing:
             preconditionFailure("a second verified handshake")
         }
     }
@@ -170,13 +161,13 @@ public struct ProviderConnectionStateMachine {
     /// The resend store knows about the tenant: decoding may start.
     public mutating func storeReady() -> InputAction {
         switch self.phase {
-        case .preparing(let session):
-            self.phase = .open(session)
+        case .preparing:
+            self.phase = .open
             return .decode
         case .closed:
             // A shutdown or a reload closed the connection while the store was asked.
             return .none
-        case .handshaking, .open, .draining, .closing, .modifying:
+        case .handshaking, .open, .draining, .closing:
             preconditionFailure("the store answered for a connection it was not asked about")
         }
     }
@@ -208,8 +199,6 @@ public struct ProviderConnectionStateMachine {
             // Bytes behind an unverified handshake (the handshake handler is closing it), or
             // read in the same batch as a close: nobody's notifications, so dropped.
             return .none
-        case .modifying:
-            preconditionFailure("bytes received while the session is modified")
         }
     }
 
@@ -219,25 +208,20 @@ public struct ProviderConnectionStateMachine {
         switch self.phase {
         case .handshaking, .preparing, .draining, .closing:
             return .read
-        case .open(let session) where session.isReading:
-            return .read
         case .open:
+            if self.session!.isReading { return .read }
             self.readPending = true
             return .none
         case .closed:
             return .none
-        case .modifying:
-            preconditionFailure("a read requested while the session is modified")
         }
     }
 
     /// Decodes the next frame, while the connection is open and its session reads. After
     /// `.decode`, call until it returns `nil`, then ``decodingPaused()``.
     public mutating func nextFrameStep() -> FrameStep? {
-        guard case .open(var session) = self.phase else { return nil }
-        self.phase = .modifying
-        let decoded = self.decodeStep(&session)
-        self.phase = .open(session)
+        guard case .open = self.phase else { return nil }
+        let decoded = self.decodeStep()
         switch decoded {
         case .frame(.forward(let sequence, let notification), let command):
             let claimFirst = self.mayHoldResendRecords(notification.tenant.name)
@@ -299,38 +283,38 @@ public struct ProviderConnectionStateMachine {
         case drained
     }
 
-    /// One step of ``nextFrameStep()``, on an open connection's session (`nil`: nothing to
-    /// decode now).
-    private mutating func decodeStep(_ session: inout ProviderSessionStateMachine) -> Decoded? {
-        guard session.isReading else { return nil }
+    /// One step of ``nextFrameStep()``, on an open connection (which has a session; `nil`:
+    /// nothing to decode now).
+    private mutating func decodeStep() -> Decoded? {
+        guard self.session!.isReading else { return nil }
         do {
             if var frame = try self.decoder.decode(buffer: &self.buffered) {
                 if self.framesCopyBytes {
                     frame = frame.withOwnStorage()
                 }
-                return .frame(session.frameReceived(frame), command: frame.command)
+                return .frame(self.session!.frameReceived(frame), command: frame.command)
             }
         } catch let error as LegacyProtocolError {
             self.buffered = ByteBuffer()
-            return .malformed(error, session.decodeFailed(error))
+            return .malformed(error, self.session!.decodeFailed(error))
         } catch {
             preconditionFailure("the decoder throws LegacyProtocolError only: \(error)")
         }
         // No complete frame left. After the end of input that is the end: a partial frame is
         // dropped, and the connection closes once everything has an outcome.
-        guard session.isInputClosed else { return nil }
+        guard self.session!.isInputClosed else { return nil }
         if self.buffered.readableBytes > 0 {
             let bytes = self.buffered.readableBytes
             self.buffered = ByteBuffer()
             return .partialFrame(bytes: bytes)
         }
-        return session.inputExhausted() ? .drained : nil
+        return self.session!.inputExhausted() ? .drained : nil
     }
 
     /// Decoding stopped (``nextFrameStep()`` returned `nil`): `.read` when a held-back read can
     /// be done now (the session reads again).
     public mutating func decodingPaused() -> ReadAction {
-        guard self.readPending, case .open(let session) = self.phase, session.isReading else { return .none }
+        guard self.readPending, case .open = self.phase, self.session!.isReading else { return .none }
         self.readPending = false
         return .read
     }
@@ -385,14 +369,12 @@ public struct ProviderConnectionStateMachine {
         switch self.phase {
         case .preparing, .open:
             return self.endInput(channelGone: false)
-        case .draining(let session, var drain):
+        case .draining(var drain):
             drain.inputEnded = true
-            self.phase = .draining(session, drain)
+            self.phase = .draining(drain)
             return .none  // the drain's end closes the connection
         case .handshaking, .closing, .closed:
             return .close(.inputEnded)
-        case .modifying:
-            preconditionFailure("the input ended while the session is modified")
         }
     }
 
@@ -403,16 +385,11 @@ public struct ProviderConnectionStateMachine {
         switch self.phase {
         case .preparing, .open:
             return self.endInput(channelGone: true)
-        case .handshaking:
-            self.phase = .closed(nil)
-            return .none
-        case .draining(let session, _), .closing(let session):
-            self.phase = .closed(session)
+        case .handshaking, .draining, .closing:
+            self.phase = .closed
             return .none
         case .closed:
             return .none
-        case .modifying:
-            preconditionFailure("the channel went inactive while the session is modified")
         }
     }
 
@@ -420,7 +397,7 @@ public struct ProviderConnectionStateMachine {
     /// Otherwise the connection is not idle: it waits for outcomes, the store, or its drain,
     /// each with a bound of its own.
     public mutating func idleTimeout() -> CloseAction {
-        guard case .open(let session) = self.phase, session.isIdle else { return .none }
+        guard case .open = self.phase, self.session!.isIdle else { return .none }
         return .close(.idle)
     }
 
@@ -429,12 +406,8 @@ public struct ProviderConnectionStateMachine {
     /// The server is stopping (docs/protocol.md#shutdown), or a reload removed this connection's tenant.
     public mutating func shutdownRequested() -> NextAction {
         switch self.phase {
-        case .handshaking:
-            self.phase = .closed(nil)
-            return .close(.beforeForwarding)
-        case .preparing(let session):
-            self.phase = .closed(session)
-            self.buffered = ByteBuffer()
+        case .handshaking, .preparing:
+            self.enterClosed()
             return .close(.beforeForwarding)
         case .open:
             guard let farewell = self.withSession({ $0.shutdownRequested() }) else {
@@ -445,8 +418,6 @@ public struct ProviderConnectionStateMachine {
             // A farewell is under way, or nobody is left: a second request (a reload during a
             // shutdown) changes nothing.
             return .none
-        case .modifying:
-            preconditionFailure("a shutdown while the session is modified")
         }
     }
 
@@ -471,7 +442,6 @@ public struct ProviderConnectionStateMachine {
         switch self.phase {
         case .preparing, .open: break
         case .handshaking, .draining, .closing, .closed: return .unchanged
-        case .modifying: preconditionFailure("a review while the session is modified")
         }
         guard let current = self.tenant else { return .unchanged }
         let credentialsRemain = current.credentials.map { remainingCredentials.contains($0) } ?? true
@@ -497,14 +467,14 @@ public struct ProviderConnectionStateMachine {
         }
         self.farewellRecords = .stored
         switch self.phase {
-        case .draining(let session, var drain):
-            if drain.inputEnded || session.isInputClosed {
+        case .draining(var drain):
+            if drain.inputEnded || self.session!.isInputClosed {
                 // Nothing will arrive to drain.
-                self.phase = .closed(session)
+                self.phase = .closed
                 return FarewellRecordsStored(resolutions: waiting, delivery: .writeAndClose(drain.packet))
             }
             drain.packetWritten = true
-            self.phase = .draining(session, drain)
+            self.phase = .draining(drain)
             defer { self.readPending = false }
             return FarewellRecordsStored(
                 resolutions: waiting,
@@ -513,7 +483,7 @@ public struct ProviderConnectionStateMachine {
         case .closed:
             // The provider reset the connection while the records were stored.
             return FarewellRecordsStored(resolutions: waiting, delivery: .none)
-        case .handshaking, .preparing, .open, .closing, .modifying:
+        case .handshaking, .preparing, .open, .closing:
             preconditionFailure("records stored outside a farewell")
         }
     }
@@ -522,18 +492,18 @@ public struct ProviderConnectionStateMachine {
     /// the provider's close), or `.close` when the provider's input ended meanwhile.
     public mutating func drainEnded() -> CloseAction {
         switch self.phase {
-        case .draining(let session, let drain):
+        case .draining(let drain):
             precondition(drain.packetWritten, "a drain that never started")
             if drain.inputEnded {
-                self.phase = .closed(session)
+                self.phase = .closed
                 return .close(.inputEnded)
             }
-            self.phase = .closing(session)
+            self.phase = .closing
             return .closeOutput
         case .closed:
             // The provider closed in the same turn as the drain's timer fired.
             return .none
-        case .handshaking, .preparing, .open, .closing, .modifying:
+        case .handshaking, .preparing, .open, .closing:
             preconditionFailure("a drain's end outside a drain")
         }
     }
@@ -541,49 +511,24 @@ public struct ProviderConnectionStateMachine {
     /// The close-notify wait is over and the provider has not closed: close.
     public mutating func closeWaitEnded() -> CloseAction {
         switch self.phase {
-        case .closing(let session):
-            self.phase = .closed(session)
+        case .closing:
+            self.phase = .closed
             return .close(.providerDidNotClose(bytesDropped: self.bytesDroppedAfterFarewell))
         case .closed:
             // The provider closed in the same turn as the wait's timer fired.
             return .none
-        case .handshaking, .preparing, .open, .draining, .modifying:
+        case .handshaking, .preparing, .open, .draining:
             preconditionFailure("a close-notify wait outside the close")
         }
     }
 
     // MARK: Internals
 
-    /// Runs `body` on the session in place. The phase is `modifying` meanwhile, so that the
-    /// session's storage is not shared and not copied. Only events that follow the handshake
-    /// call it (an outcome needs a forwarded frame, and so a session).
+    /// Runs `body` on the session in place. Only events that follow the handshake call it (an
+    /// outcome needs a forwarded frame, and so a session).
     private mutating func withSession<Result>(_ body: (inout ProviderSessionStateMachine) -> Result) -> Result {
-        switch self.phase {
-        case .preparing(var session):
-            self.phase = .modifying
-            defer { self.phase = .preparing(session) }
-            return body(&session)
-        case .open(var session):
-            self.phase = .modifying
-            defer { self.phase = .open(session) }
-            return body(&session)
-        case .draining(var session, let drain):
-            self.phase = .modifying
-            defer { self.phase = .draining(session, drain) }
-            return body(&session)
-        case .closing(var session):
-            self.phase = .modifying
-            defer { self.phase = .closing(session) }
-            return body(&session)
-        case .closed(var session?):
-            self.phase = .modifying
-            defer { self.phase = .closed(session) }
-            return body(&session)
-        case .handshaking, .closed(nil):
-            preconditionFailure("an event that needs a session before the handshake")
-        case .modifying:
-            preconditionFailure("the session is modified already")
-        }
+        precondition(self.session != nil, "an event that needs a session before the handshake")
+        return body(&self.session!)
     }
 
     /// After a notification became done: the farewell it decided, the close of a drained
@@ -593,12 +538,12 @@ public struct ProviderConnectionStateMachine {
             return self.say(farewell)
         }
         switch self.phase {
-        case .open(let session) where action.closeDrained:
-            self.phase = .closed(session)
+        case .open where action.closeDrained:
+            self.phase = .closed
             return .close(.drained)
         case .open:
             return .decode
-        case .handshaking, .preparing, .draining, .closing, .closed, .modifying:
+        case .handshaking, .preparing, .draining, .closing, .closed:
             return .none
         }
     }
@@ -627,23 +572,16 @@ public struct ProviderConnectionStateMachine {
 
     private mutating func enterDraining(packet: ErrorResponsePacket?) {
         switch self.phase {
-        case .preparing(let session), .open(let session):
-            self.phase = .draining(session, Drain(packet: packet, inputEnded: false))
-        case .handshaking, .draining, .closing, .closed, .modifying:
+        case .preparing, .open:
+            self.phase = .draining(Drain(packet: packet, inputEnded: false))
+        case .handshaking, .draining, .closing, .closed:
             break
         }
         self.buffered = ByteBuffer()
     }
 
     private mutating func enterClosed() {
-        switch self.phase {
-        case .preparing(let session), .open(let session), .draining(let session, _), .closing(let session):
-            self.phase = .closed(session)
-        case .handshaking:
-            self.phase = .closed(nil)
-        case .closed, .modifying:
-            break
-        }
+        self.phase = .closed
         self.buffered = ByteBuffer()
     }
 }
