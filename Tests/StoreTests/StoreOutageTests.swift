@@ -279,12 +279,18 @@ struct StoreOutageTests {
             #expect(store.health.writesWaiting == 0)
         }
         Self.progress(cut, "draining the list")
-        let tuples: [FeedbackTuple]
-        do {
-            tuples = try await StoreBehaviourTests.drainAll(store)
-        } catch {
-            Self.progress(cut, "the drain failed: \(String(reflecting: error))")
-            throw error
+        var tuples: [FeedbackTuple] = []
+        for attempt in 1...3 {
+            do {
+                tuples = try await StoreBehaviourTests.drainAll(store)
+                break
+            } catch  where attempt < 3 {
+                // A poll whose statement went to a connection of the stopped server, before the
+                // pool heard of its close, has no answer within the statement timeout: the poll
+                // ends early and its entries stay pending (docs/operations.md#store-outage). The
+                // cron job polls again; nothing may be lost or delivered twice across the polls.
+                Self.progress(cut, "the drain failed, polling again: \(String(reflecting: error))")
+            }
         }
         let numbers = StoreBehaviourTests.tokenNumbers(tuples).sorted()
         #expect(numbers == [0, 2, 100, 102, 200, 202], "each 410 once")

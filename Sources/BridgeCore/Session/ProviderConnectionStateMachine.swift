@@ -46,7 +46,7 @@ import NIOCore
 /// The session is stored beside the phase (it exists from `preparing` on), not in its payload:
 /// taken out of an enum payload and put back, even through a transient case, its value is
 /// copied, a retain and a release of each of its references, several times per notification.
-/// Measured against the session in the payload, that cost 10–25 % more of the bridge's CPU per
+/// Measured against the session in the payload, that cost 12–21 % more of the bridge's CPU per
 /// notification with the libnghttp2 engine (docs/performance-log.md, "The provider
 /// connection's session: in its phase, measured, and back beside it").
 ///
