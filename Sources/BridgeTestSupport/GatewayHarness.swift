@@ -9,6 +9,7 @@ import NIOSSL
 
 /// A gateway on 127.0.0.1 (port 0) with a throwaway PKI, a scripted upstream and in-memory
 /// stores: what the integration tests and the fuzzer's replay drive over real TLS.
+/// `resendStore` may put a store of the test's own in front of the in-memory one.
 public final class GatewayHarness: Sendable {
     public let pki: DevelopmentCA
     public let upstream: ScriptedUpstream
@@ -31,6 +32,7 @@ public final class GatewayHarness: Sendable {
     }
 
     public static func start(
+        resendStore: (InMemoryResendRecordStore) -> any ResendRecordStore = { $0 },
         script: @escaping ScriptedUpstream.Script = { _, _ in .init(.accepted) },
         environment: APNsEnvironment = .sandbox,
         pki: DevelopmentCA? = nil,
@@ -50,7 +52,7 @@ public final class GatewayHarness: Sendable {
         let server = try await GatewayServer.start(
             configuration: configuration,
             upstream: upstream,
-            resendRecords: resendRecords,
+            resendRecords: resendStore(resendRecords),
             feedback: feedback,
             tenantResolver: tenantResolver ?? CertificateSubjectTenantResolver(environment: environment),
             tlsContext: tlsContext,

@@ -36,6 +36,8 @@ public struct LegacyStreamFuzzRun {
         var outstanding: [ProviderSessionStateMachine.Sequence] = []
         var step = 0
         var closed = false
+        /// A farewell's records the store has not answered for yet.
+        var recordsPending = false
 
         func checkFarewell(_ farewell: ProviderSessionStateMachine.Farewell?) {
             if let farewell {
@@ -43,14 +45,21 @@ public struct LegacyStreamFuzzRun {
             }
         }
 
+        func recordsStored() {
+            let stored = machine.farewellRecordsStored()
+            precondition(stored.resolutions.allSatisfy { $0.outcome != nil }, "a resolution without an outcome")
+            recordsPending = false
+        }
+
         /// What the gateway does with an action that follows an outcome.
         func follow(_ action: ProviderConnectionStateMachine.NextAction) {
             switch action {
             case .farewell(let farewell):
                 checkFarewell(farewell)
-                // The gateway stores its records, then writes the packet.
-                let stored = machine.farewellRecordsStored()
-                precondition(stored.resolutions.allSatisfy { $0.outcome != nil }, "a resolution without an outcome")
+                // The gateway stores its records, then writes the packet. For half the inputs the
+                // store answers only at the end, after the shutdown's deadline if there is one.
+                recordsPending = true
+                if self.chunkSize % 2 == 1 { recordsStored() }
             case .unannounced(let farewell): checkFarewell(farewell)
             case .close: closed = true
             case .decode: decode()
@@ -63,6 +72,21 @@ public struct LegacyStreamFuzzRun {
             switch action {
             case .decode, .decodeRemaining: decode()
             case .close: closed = true
+            case .none: break
+            }
+        }
+
+        /// What the gateway does at the shutdown's deadline.
+        func follow(_ action: ProviderConnectionStateMachine.ShutdownDeadlineAction) {
+            switch action {
+            case .farewell(let farewell, let delivery):
+                checkFarewell(farewell)
+                precondition(delivery != .none, "a farewell decided at the deadline goes out")
+                recordsPending = true
+            case .deliver(let delivery):
+                precondition(recordsPending, "delivered at the deadline, but not waiting for records")
+                precondition(delivery != .none)
+            case .unannounced(let farewell): checkFarewell(farewell)
             case .none: break
             }
         }
@@ -127,6 +151,7 @@ public struct LegacyStreamFuzzRun {
             if machine.readRequested() == .none { completeOne() }
             if step % 7 == 0 { completeOne() }
             if step == 50 { follow(machine.shutdownRequested()) }
+            if step == 60 { follow(machine.shutdownDeadlinePassed()) }
         }
         // The end of input, as a provider that writes and closes: what is buffered is still
         // decoded and forwarded as outcomes drain the window.
@@ -136,6 +161,7 @@ public struct LegacyStreamFuzzRun {
             completeOne()
         }
         follow(machine.shutdownGraceExpired())
+        if recordsPending { recordsStored() }
         if closed {
             precondition(machine.nextFrameStep() == nil, "a closed connection decodes nothing")
         }

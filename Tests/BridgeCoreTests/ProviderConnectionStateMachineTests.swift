@@ -558,6 +558,58 @@ struct ProviderConnectionStateMachineTests {
     }
 
     @Test(
+        "The shutdown's deadline: a farewell still storing its records, or not yet decided, is delivered at once, and once"
+    )
+    func shutdownDeadline() {
+        // Its records are still being stored.
+        var storing = Self.openMachine()
+        _ = storing.bytesReceived(Self.bytes(1...2))
+        #expect(Self.forwardedSequences(Self.drain(&storing)) == [0, 1])
+        #expect(storing.shutdownRequested() == .startGraceTimer)
+        guard case .farewell(let farewell) = storing.shutdownGraceExpired() else {
+            Issue.record("the grace period's end says goodbye")
+            return
+        }
+        #expect(storing.shutdownDeadlinePassed() == .deliver(.writeAndDrain(farewell.packet, read: false)))
+        #expect(storing.shutdownDeadlinePassed() == .none, "the packet is out")
+        let stored = storing.farewellRecordsStored()
+        #expect(stored.delivery == .none, "written at the deadline, not again")
+        #expect(storing.drainEnded() == .closeOutput)
+
+        // The grace timer has not fired: the deadline decides the farewell.
+        var late = Self.openMachine()
+        _ = late.bytesReceived(Self.bytes(1...2))
+        #expect(Self.forwardedSequences(Self.drain(&late)) == [0, 1])
+        #expect(late.shutdownRequested() == .startGraceTimer)
+        _ = late.upstreamCompleted(0, outcome: .accepted)
+        guard case .farewell(let decided, let delivery) = late.shutdownDeadlinePassed() else {
+            Issue.record("the deadline says goodbye")
+            return
+        }
+        #expect(
+            decided.packet == ErrorResponsePacket(status: .shutdown, identifier: NotificationIdentifier(rawValue: 1))
+        )
+        #expect(decided.resendRecords.map(\.frame.identifier.rawValue).sorted() == [1, 2])
+        #expect(delivery == .writeAndDrain(decided.packet, read: false))
+        #expect(late.shutdownGraceExpired() == .none, "the timer, late, changes nothing")
+        #expect(late.farewellRecordsStored().delivery == .none)
+
+        // The provider's input ended: nothing to drain, the connection closes after the packet.
+        var ended = Self.openMachine()
+        _ = ended.bytesReceived(Self.bytes(1...1))
+        #expect(Self.forwardedSequences(Self.drain(&ended)) == [0])
+        #expect(ended.shutdownRequested() == .startGraceTimer)
+        guard case .farewell(let endedFarewell) = ended.shutdownGraceExpired() else {
+            Issue.record("the grace period's end says goodbye")
+            return
+        }
+        #expect(ended.inputClosed() == .none)
+        #expect(ended.shutdownDeadlinePassed() == .deliver(.writeAndClose(endedFarewell.packet)))
+        #expect(ended.farewellRecordsStored().delivery == .none)
+        #expect(ended.shutdownDeadlinePassed() == .none, "closed")
+    }
+
+    @Test(
         "The close after a farewell: the drain, close_notify, and the wait that reports what the provider kept sending"
     )
     func closeAfterFarewell() {

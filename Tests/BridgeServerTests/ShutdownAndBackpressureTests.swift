@@ -56,6 +56,36 @@ struct ShutdownAndBackpressureTests {
         }
     }
 
+    @Test("Shutdown whose resend records are not stored by its bound: the farewell goes out then, not a bare close")
+    func shutdownBoundBeforeRecordsStored() async throws {
+        let stalled = StalledResendRecordWrites()
+        try await withResource(
+            try await GatewayHarness.start(
+                resendStore: { stalled.wrapping($0) },
+                script: { notification, _ in
+                    notification.frame.identifier.rawValue <= 3
+                        ? .init(.accepted) : .init(.accepted, after: .seconds(20))
+                }
+            ) {
+                $0.shutdownGracePeriod = .milliseconds(200)
+            }
+        ) { harness in
+            defer { stalled.release() }
+            let client = try await harness.connect()
+            try await client.send(ResendTests.frames(1...6))
+            try await harness.upstream.waitForLedgerCount(6, on: client.channel.eventLoop)
+            // The records of 3...6 are never stored before the bound (grace, drain, margin).
+            await harness.server.shutdownGracefully()
+            var received = try await client.bytesUntilClose()
+            #expect(
+                received.readErrorResponse() == ErrorResponsePacket(status: .shutdown, identifier: .init(rawValue: 3))
+            )
+            #expect(received.readableBytes == 0)
+            #expect(stalled.waiting == 1, "the farewell's records were still being stored")
+            #expect(harness.resendRecords.count == 4)
+        }
+    }
+
     @Test("A slow upstream stops reading at the in-flight bound, and reading resumes when it drains")
     func backpressure() async throws {
         let release = ReleaseGate()
@@ -113,4 +143,58 @@ final class ReleaseGate: Sendable {
     private let state = Mutex(false)
     var isOpen: Bool { self.state.withLock { $0 } }
     func open() { self.state.withLock { $0 = true } }
+}
+
+/// A resend store whose record writes (`remember`) hold their answer until ``release()``: the
+/// records are in the wrapped store at once, the caller only hears so later.
+final class StalledResendRecordWrites: Sendable {
+    private let held = Mutex<[EventLoopPromise<Void>]>([])
+
+    var waiting: Int { self.held.withLock { $0.count } }
+
+    func wrapping(_ store: InMemoryResendRecordStore) -> any ResendRecordStore {
+        Store(wrapped: store, held: self)
+    }
+
+    func release() {
+        let promises = self.held.withLock { held in
+            let promises = held
+            held = []
+            return promises
+        }
+        for promise in promises {
+            promise.succeed()
+        }
+    }
+
+    private struct Store: ResendRecordStore {
+        let wrapped: InMemoryResendRecordStore
+        let held: StalledResendRecordWrites
+
+        func mayHoldLiveRecords(tenant: String) -> Bool { self.wrapped.mayHoldLiveRecords(tenant: tenant) }
+
+        func refreshLiveRecords(tenant: String, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+            self.wrapped.refreshLiveRecords(tenant: tenant, on: eventLoop)
+        }
+
+        func remember(_ records: [ResendRecord], on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+            let promise = eventLoop.makePromise(of: Void.self)
+            self.wrapped.remember(records, on: eventLoop).whenComplete { _ in
+                self.held.held.withLock { $0.append(promise) }
+            }
+            return promise.futureResult
+        }
+
+        func resolve(
+            _ key: ResendRecordKey,
+            outcome: NotificationOutcome,
+            on eventLoop: any EventLoop
+        ) -> EventLoopFuture<Void> {
+            self.wrapped.resolve(key, outcome: outcome, on: eventLoop)
+        }
+
+        func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<ResendClaim> {
+            self.wrapped.claim(key, on: eventLoop)
+        }
+    }
 }

@@ -149,11 +149,13 @@ struct ServeProcessTests {
             // An attempt's deadline (10 s by default) is retried, and an upstream that answered late
             // then sees it twice: on a loaded machine (a debug build, every other test running)
             // thousands of streams can stay open that long. This test is about shutdown, so the
-            // deadline is longer than the test.
+            // deadline is longer than the test. So is the TLS handshake's timeout: such a machine
+            // has taken longer than its 10 s to finish one of 16 handshakes made at once.
             let bridge = try await BridgeProcess.start(
                 environment,
                 store: "sqlite:\(environment.directory)/store.sqlite",
                 variables: [
+                    "APNS_BRIDGE_GATEWAY_HANDSHAKE_TIMEOUT_SECONDS": "60",
                     "APNS_BRIDGE_UPSTREAM_REQUEST_TIMEOUT_SECONDS": "60",
                     "APNS_BRIDGE_UPSTREAM_RETRY_BUDGET_SECONDS": "120",
                 ]

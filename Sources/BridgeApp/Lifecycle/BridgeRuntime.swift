@@ -354,16 +354,14 @@ public enum BridgeRuntime {
             )
         )
 
-        let grace = Duration.nanoseconds(
-            settings.gateway.shutdownGracePeriod.nanoseconds + settings.gateway.errorDrainTime.nanoseconds
-        )
+        let gatewayBound = Duration.nanoseconds(settings.gateway.shutdownBound.nanoseconds)
         var configuration = ServiceGroupConfiguration(
             // A service that fails shuts the others down in the same order as a signal does.
             services: services.map { .init(service: $0, failureTerminationBehavior: .gracefullyShutdownGroup) },
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger
         )
-        configuration.maximumGracefulShutdownDuration = grace + .seconds(10)
+        configuration.maximumGracefulShutdownDuration = gatewayBound + .seconds(10)
         return (ServiceGroup(configuration: configuration), listeners)
     }
 }

@@ -61,6 +61,23 @@ extension ProviderConnectionStateMachine {
         case close(CloseReason)
     }
 
+    /// After the gateway's shutdown bound passed with the connection still open
+    /// (docs/protocol.md#shutdown).
+    public enum ShutdownDeadlineAction: Hashable, Sendable {
+        /// Nothing to say: the packet is out (its drain or close-notify wait ends the
+        /// connection), or the connection is closed.
+        case none
+        /// The grace timer had not fired yet (a loaded event loop runs it late): say this
+        /// farewell as ``NextAction/farewell(_:)`` says, but deliver its packet now, not after
+        /// its resend records are stored.
+        case farewell(ProviderSessionStateMachine.Farewell, delivery: FarewellRecordsStored.Delivery)
+        /// The farewell's resend records are still being stored: deliver its packet now.
+        /// ``farewellRecordsStored()`` then answers no delivery.
+        case deliver(FarewellRecordsStored.Delivery)
+        /// As ``NextAction/unannounced(_:)``: the connection is gone.
+        case unannounced(ProviderSessionStateMachine.Farewell)
+    }
+
     /// Why the connection closes: what its log line says.
     public enum CloseReason: Hashable, Sendable {
         /// The provider's input was read to its end and every notification is answered.

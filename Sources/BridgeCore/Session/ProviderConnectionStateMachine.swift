@@ -457,35 +457,69 @@ public struct ProviderConnectionStateMachine {
         return .channelsChanged(resolved.channels)
     }
 
+    /// The gateway's shutdown bound passed and the connection is still open: a farewell that
+    /// has not gone out goes out now, even before its resend records are stored. The records
+    /// are still stored, but a provider that resends at once may find them missing and see
+    /// those notifications twice; without the packet it would know nothing of what to resend.
+    public mutating func shutdownDeadlinePassed() -> ShutdownDeadlineAction {
+        switch self.phase {
+        case .open:
+            guard let farewell = self.withSession({ $0.shutdownGraceExpired() }) else { return .none }
+            switch self.say(farewell) {
+            case .farewell:
+                return .farewell(farewell, delivery: self.deliverPacket())
+            case .unannounced:
+                return .unannounced(farewell)
+            case .none, .decode, .startGraceTimer, .close:
+                preconditionFailure("a farewell that is neither said nor unannounced")
+            }
+        case .draining(let drain) where !drain.packetWritten:
+            return .deliver(self.deliverPacket())
+        case .draining, .closing, .closed:
+            return .none
+        case .handshaking, .preparing:
+            preconditionFailure("a shutdown's deadline before the shutdown closed the connection")
+        }
+    }
+
     // MARK: The farewell and the close
 
     /// The farewell's resend records are stored (or could not be: that was logged): the
-    /// outcomes that waited for them, and the packet to write unless the connection is gone.
+    /// outcomes that waited for them, and the packet to write unless the connection is gone or
+    /// the shutdown's deadline wrote it already.
     public mutating func farewellRecordsStored() -> FarewellRecordsStored {
         guard case .storing(let waiting) = self.farewellRecords else {
             preconditionFailure("records stored for a farewell that made none")
         }
         self.farewellRecords = .stored
         switch self.phase {
-        case .draining(var drain):
-            if drain.inputEnded || self.session!.isInputClosed {
-                // Nothing will arrive to drain.
-                self.phase = .closed
-                return FarewellRecordsStored(resolutions: waiting, delivery: .writeAndClose(drain.packet))
-            }
-            drain.packetWritten = true
-            self.phase = .draining(drain)
-            defer { self.readPending = false }
-            return FarewellRecordsStored(
-                resolutions: waiting,
-                delivery: .writeAndDrain(drain.packet, read: self.readPending)
-            )
-        case .closed:
-            // The provider reset the connection while the records were stored.
+        case .draining(let drain) where !drain.packetWritten:
+            return FarewellRecordsStored(resolutions: waiting, delivery: self.deliverPacket())
+        case .draining, .closing:
+            // The shutdown's deadline delivered the packet before the records were stored.
             return FarewellRecordsStored(resolutions: waiting, delivery: .none)
-        case .handshaking, .preparing, .open, .closing:
+        case .closed:
+            // The provider reset the connection while the records were stored, or the packet
+            // went out at the shutdown's deadline and the connection closed.
+            return FarewellRecordsStored(resolutions: waiting, delivery: .none)
+        case .handshaking, .preparing, .open:
             preconditionFailure("records stored outside a farewell")
         }
+    }
+
+    /// The farewell's packet goes out: with a drain, unless nothing will arrive to drain.
+    private mutating func deliverPacket() -> FarewellRecordsStored.Delivery {
+        guard case .draining(var drain) = self.phase else {
+            preconditionFailure("a packet delivered outside a drain")
+        }
+        if drain.inputEnded || self.session!.isInputClosed {
+            self.phase = .closed
+            return .writeAndClose(drain.packet)
+        }
+        drain.packetWritten = true
+        self.phase = .draining(drain)
+        defer { self.readPending = false }
+        return .writeAndDrain(drain.packet, read: self.readPending)
     }
 
     /// The drain after the packet is over: `.closeOutput` (close_notify and FIN, then wait for

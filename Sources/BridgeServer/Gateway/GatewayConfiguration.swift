@@ -32,6 +32,13 @@ public struct GatewayConfiguration: Sendable {
     /// On shutdown: how long in-flight notifications may take before status 10 is sent (docs/protocol.md#shutdown).
     public var shutdownGracePeriod: TimeAmount = .seconds(10)
 
+    /// How long a farewell may take beyond the grace period before it is written anyway, and
+    /// again before a connection still open is closed by force (docs/protocol.md#shutdown).
+    var shutdownMargin: TimeAmount { self.errorDrainTime + .seconds(2) }
+
+    /// The most ``GatewayServer/shutdownGracefully()`` takes: the grace period and two margins.
+    public var shutdownBound: TimeAmount { self.shutdownGracePeriod + self.shutdownMargin + self.shutdownMargin }
+
     public init(tls: LegacyTLSConfiguration) {
         self.tls = tls
     }

@@ -82,6 +82,8 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
             self.execute(self.connection.idleTimeout())
         case let shutdown as GatewayShutdownEvent:
             self.execute(self.connection.shutdownRequested(), gracePeriod: shutdown.gracePeriod)
+        case is GatewayShutdownDeadlineEvent:
+            self.execute(self.connection.shutdownDeadlinePassed())
         case let review as GatewayTenantReviewEvent:
             let resolved = self.certificate.flatMap { self.dependencies.tenantResolver.tenant(for: $0) }
             let outcome = self.connection.tenantReviewed(resolvesTo: resolved, remainingCredentials: review.credentials)
@@ -162,6 +164,22 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
             }
         case .close(let reason):
             self.close(reason)
+        }
+    }
+
+    private func execute(_ action: Machine.ShutdownDeadlineAction) {
+        switch action {
+        case .none:
+            break
+        case .farewell(let farewell, let delivery):
+            self.sayFarewell(farewell)
+            self.report.deliveredBeforeRecordsStored()
+            self.deliver(delivery)
+        case .deliver(let delivery):
+            self.report.deliveredBeforeRecordsStored()
+            self.deliver(delivery)
+        case .unannounced(let farewell):
+            self.report.unannounced(farewell)
         }
     }
 

@@ -7,3 +7,8 @@ struct GatewayTenantReviewEvent: Sendable {
     /// The upstream credentials that remain.
     var credentials: Set<String>
 }
+
+/// Sent down a gateway connection's pipeline when the shutdown's bound passed with the
+/// connection still open (docs/protocol.md#shutdown): a farewell still waiting for its resend
+/// records, or for its grace timer, goes out now.
+struct GatewayShutdownDeadlineEvent: Sendable {}

@@ -135,8 +135,12 @@ public final class GatewayServer: Sendable {
     /// docs/protocol.md#shutdown: stop accepting; stop reading; let in-flight notifications finish within
     /// the grace period; send each connection `08 0A id` and close. Returns when every
     /// connection is closed and the notifications of connections closed earlier are finished
-    /// (with their store writes), or after the grace period plus the drain time and a margin,
-    /// when the rest are closed by force.
+    /// (with their store writes).
+    ///
+    /// Bounded: a connection still open at the grace period plus the drain time and a margin
+    /// (its farewell waits for its resend records, or its loop ran the grace timer late) writes
+    /// its farewell then, and is closed by force if it is still open a drain time and a margin
+    /// later.
     public func shutdownGracefully() async {
         let started = ContinuousClock.now
         let channels = self.registry.closeAdmission()
@@ -146,12 +150,26 @@ public final class GatewayServer: Sendable {
         for channel in channels {
             channel.pipeline.fireUserInboundEventTriggered(event)
         }
-        let bound = self.configuration.shutdownGracePeriod + self.configuration.errorDrainTime + .seconds(2)
-        await Self.waitForClose(channels, within: bound)
-        for channel in channels where channel.isActive {
+        let margin = self.configuration.shutdownMargin
+        await Self.waitForClose(channels, within: self.configuration.shutdownGracePeriod + margin)
+        let late = channels.filter(\.isActive)
+        if !late.isEmpty {
+            self.logger.warning(
+                "the shutdown's bound passed with connections open; farewells not yet written go out now",
+                metadata: ["connections": "\(late.count)"]
+            )
+            for channel in late {
+                try? await channel.eventLoop.submit {
+                    channel.pipeline.fireUserInboundEventTriggered(GatewayShutdownDeadlineEvent())
+                }.get()
+            }
+            await Self.waitForClose(late, within: margin)
+        }
+        for channel in late where channel.isActive {
             try? await channel.close()
         }
-        let remaining = Duration.nanoseconds(bound.nanoseconds) - (ContinuousClock.now - started)
+        let bound = Duration.nanoseconds(self.configuration.shutdownBound.nanoseconds)
+        let remaining = bound - (ContinuousClock.now - started)
         if !(await self.inFlight.waitUntilIdle(timeout: max(remaining, .milliseconds(100)))) {
             self.logger.warning(
                 "shutting down with notifications still in flight",
