@@ -218,6 +218,7 @@ let package = Package(
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -357,6 +358,7 @@ let package = Package(
             dependencies: [
                 "LegacyProtocol",
                 "BridgeCore",
+                "BridgeTestSupport",
                 "LegacyStreamFuzzing",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

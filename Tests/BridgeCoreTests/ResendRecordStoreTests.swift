@@ -1,4 +1,5 @@
 import BridgeCore
+import BridgeTestSupport
 import LegacyProtocol
 import NIOCore
 import NIOEmbedded

@@ -1,8 +1,10 @@
+import BridgeCore
 import LegacyProtocol
 import NIOCore
 import Synchronization
 
-/// Resend records in this process's memory: for a single instance, and for tests.
+/// Resend records in this process's memory, for tests: the gateway's harness, and the tests of
+/// the rules every store keeps.
 ///
 /// A claim of a record whose outcome is still pending waits for ``resolve(_:outcome:on:)``, at
 /// most for the record window; if the outcome never comes, the resend is forwarded again

@@ -1,3 +1,4 @@
+import BridgeCore
 import LegacyProtocol
 import NIOCore
 import Synchronization

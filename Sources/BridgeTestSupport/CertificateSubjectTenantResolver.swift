@@ -1,4 +1,5 @@
 import BridgeCore
+import BridgeServer
 import NIOSSL
 import SwiftASN1
 import X509
