@@ -16,20 +16,15 @@ let package = Package(
     name: "apns-bridge",
     platforms: [.macOS(.v14)],
     products: [
+        // The one library for outside use: the APNs HTTP/2 client, with its DocC catalog.
+        .library(name: "UpstreamAPNs", targets: ["UpstreamAPNs"]),
+        // Public only for the benchmarks package (Benchmarks/, a package of its own so that
+        // package-benchmark stays out of this build): its micro-benchmarks time the legacy
+        // codec, the session machine and the upstream request. Every other module is
+        // `package`: the binary, its tests and the load generator are all in this package.
         .library(name: "LegacyProtocol", targets: ["LegacyProtocol"]),
         .library(name: "BridgeCore", targets: ["BridgeCore"]),
-        .library(name: "BridgeServer", targets: ["BridgeServer"]),
-        .library(name: "UpstreamAPNs", targets: ["UpstreamAPNs"]),
         .library(name: "BridgeUpstream", targets: ["BridgeUpstream"]),
-        .library(name: "BridgeStores", targets: ["BridgeStores"]),
-        .library(name: "MockAPNs", targets: ["MockAPNs"]),
-        .library(name: "BridgeApp", targets: ["BridgeApp"]),
-        // For the benchmarks package (Benchmarks/): generated certificates and legacy clients.
-        .library(name: "BridgeTestSupport", targets: ["BridgeTestSupport"]),
-        // A legacy provider connection and feedback poller (`send`, `feedback`, the tests, the
-        // load generator), and the demo's throwaway certificate authority.
-        .library(name: "LegacyClient", targets: ["LegacyClient"]),
-        .library(name: "DevelopmentPKI", targets: ["DevelopmentPKI"]),
         .executable(name: "apns-bridge", targets: ["apns-bridge"]),
         .executable(name: "LegacyProtocolFuzzer", targets: ["LegacyProtocolFuzzer"]),
         .executable(name: "UpstreamEngineFuzzer", targets: ["UpstreamEngineFuzzer"]),

@@ -10,7 +10,7 @@ import NIOCore
 ///   load balancer.
 ///
 /// Both pass the same behavioural tests (`Tests/StoreTests`).
-public protocol BridgeStore: FeedbackStore, ResendRecordStore, UsageStore {
+package protocol BridgeStore: FeedbackStore, ResendRecordStore, UsageStore {
     var configuration: BridgeStoreConfiguration { get }
 
     /// The tokens that may be on a feedback list; a 200 for any other token does not reach the
@@ -45,7 +45,7 @@ extension BridgeStore {
         return result
     }
 
-    public func mayBeOnList(_ key: FeedbackKey) -> Bool {
+    package func mayBeOnList(_ key: FeedbackKey) -> Bool {
         self.feedbackListFilter.mayContain(key.deviceToken, on: key.list)
     }
 }

@@ -5,8 +5,8 @@ import NIOCore
 
 /// Opens the store a URL names: `sqlite:PATH` for the embedded store, `postgres://…` for the
 /// shared one.
-public enum BridgeStoreLocation {
-    public static func open(
+package enum BridgeStoreLocation {
+    package static func open(
         _ location: String,
         configuration: BridgeStoreConfiguration = .init(),
         logger: Logger
@@ -31,7 +31,7 @@ public enum BridgeStoreLocation {
     /// or throws (a store already closed stays closed). The store's background work (the
     /// feedback commits; for PostgreSQL also its client, LISTEN and heartbeat) runs as child
     /// tasks of this call.
-    public static func withStore<Result: Sendable>(
+    package static func withStore<Result: Sendable>(
         _ location: String,
         configuration: BridgeStoreConfiguration = .init(),
         logger: Logger,
@@ -56,7 +56,7 @@ public enum BridgeStoreLocation {
     }
 
     /// The location without a password, for logs and `check-config`.
-    public static func redacted(_ location: String) -> String {
+    package static func redacted(_ location: String) -> String {
         location.hasPrefix("sqlite:") ? location : PostgresBridgeStore.redacted(location)
     }
 }

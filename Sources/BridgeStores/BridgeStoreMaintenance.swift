@@ -5,12 +5,12 @@ import NIOCore
 
 /// The store's retention sweep: ``BridgeStore/removeExpired()``, which `serve` runs every
 /// ``interval`` as one of its periodic jobs.
-public enum BridgeStoreMaintenance {
+package enum BridgeStoreMaintenance {
     /// How often `serve` sweeps.
-    public static let interval: Duration = .seconds(600)
+    package static let interval: Duration = .seconds(600)
 
     /// One ``BridgeStore/removeExpired()``, logged when it removed anything or failed.
-    public static func sweepOnce(_ store: any BridgeStore, logger: Logger) async {
+    package static func sweepOnce(_ store: any BridgeStore, logger: Logger) async {
         do {
             let sweep = try await store.removeExpired()
             if sweep != StoreSweep(feedbackEntries: 0, resendRecords: 0, releasedClaims: 0) {

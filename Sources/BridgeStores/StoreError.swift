@@ -4,7 +4,7 @@ import Logging
 import NIOCore
 
 /// Errors of the stores themselves (the database libraries' errors pass through).
-public enum StoreError: Error, CustomStringConvertible {
+package enum StoreError: Error, CustomStringConvertible {
     case schemaTooNew(found: Int, known: Int)
     case invalidURL(String)
     /// A store whose schema predates usage (`apns-bridge report` on it).
@@ -12,7 +12,7 @@ public enum StoreError: Error, CustomStringConvertible {
     /// A database server that did not accept a connection (the location, redacted; the cause).
     case unreachable(String, String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .unreachable(let location, let cause):
             "cannot connect to \(location): \(cause)"

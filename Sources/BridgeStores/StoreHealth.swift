@@ -10,11 +10,11 @@ import Synchronization
 /// While the store is gone nothing that must be written is dropped: feedback changes and resend
 /// outcomes wait in memory (bounded) and are written when it answers again. ``writesWaiting``
 /// counts them.
-public final class StoreHealth: Sendable {
+package final class StoreHealth: Sendable {
     /// Since when the store has failed, and how it failed last.
-    public struct Outage: Sendable {
-        public var since: ContinuousClock.Instant
-        public var lastError: String
+    package struct Outage: Sendable {
+        package var since: ContinuousClock.Instant
+        package var lastError: String
     }
 
     private let outage = Mutex<Outage?>(nil)
@@ -33,16 +33,16 @@ public final class StoreHealth: Sendable {
 
     /// Values read since the store opened that were no number where one belongs (text or a
     /// blob in an INTEGER column of a SQLite file someone edited): each counted as missing.
-    public var corruptValuesRead: Int { self.corruptValues.count }
+    package var corruptValuesRead: Int { self.corruptValues.count }
 
     /// `nil` while the store answers.
-    public var currentOutage: Outage? {
+    package var currentOutage: Outage? {
         self.outage.withLock { $0 }
     }
 
     /// Feedback changes and resend records and outcomes waiting to be written again after a
     /// failed attempt.
-    public var writesWaiting: Int {
+    package var writesWaiting: Int {
         self.feedbackChangesWaiting.load(ordering: .relaxed) + self.outcomesWaiting.load(ordering: .relaxed)
     }
 

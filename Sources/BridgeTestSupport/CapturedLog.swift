@@ -3,22 +3,22 @@ import Synchronization
 
 /// A logger whose lines are kept in memory, for tests that count what was logged and at what
 /// level (every level, whatever APNS_BRIDGE_TEST_LOG says).
-public final class CapturedLog: Sendable {
-    public struct Line: Sendable {
-        public var level: Logger.Level
-        public var message: String
-        public var metadata: [String: String]
+package final class CapturedLog: Sendable {
+    package struct Line: Sendable {
+        package var level: Logger.Level
+        package var message: String
+        package var metadata: [String: String]
     }
 
     private let captured = Mutex<[Line]>([])
 
-    public init() {}
+    package init() {}
 
-    public var lines: [Line] { self.captured.withLock { $0 } }
+    package var lines: [Line] { self.captured.withLock { $0 } }
 
-    public func lines(at level: Logger.Level) -> [Line] { self.lines.filter { $0.level == level } }
+    package func lines(at level: Logger.Level) -> [Line] { self.lines.filter { $0.level == level } }
 
-    public var logger: Logger {
+    package var logger: Logger {
         var logger = Logger(label: "apns-bridge.captured") { _ in Handler(log: self) }
         logger.logLevel = .trace
         return logger

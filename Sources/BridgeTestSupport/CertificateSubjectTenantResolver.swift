@@ -7,17 +7,17 @@ import X509
 /// The subject's `UID=` (the bundle id on Apple-issued provider certificates) names the tenant
 /// and is its topic; without a `UID=`, the tenant is named by the common name and has no topic,
 /// so its notifications are answered with status 3.
-public struct CertificateSubjectTenantResolver: TenantResolver {
+package struct CertificateSubjectTenantResolver: TenantResolver {
     /// OID 0.9.2342.19200300.100.1.1, `UID` in a distinguished name.
     static let userIDAttribute: ASN1ObjectIdentifier = [0, 9, 2342, 19_200_300, 100, 1, 1]
 
-    public var environment: APNsEnvironment
+    package var environment: APNsEnvironment
 
-    public init(environment: APNsEnvironment) {
+    package init(environment: APNsEnvironment) {
         self.environment = environment
     }
 
-    public func tenant(for certificate: NIOSSLCertificate) -> Tenant? {
+    package func tenant(for certificate: NIOSSLCertificate) -> Tenant? {
         guard let parsed = try? Certificate(derEncoded: certificate.toDERBytes()) else { return nil }
         var userID: String?
         var commonName: String?

@@ -1,17 +1,17 @@
 import Foundation
 
 /// What a command run to its end left: its exit status and its output.
-public struct ChildRun: Sendable {
-    public var status: Int32
+package struct ChildRun: Sendable {
+    package var status: Int32
     /// Standard output, as bytes (a legacy client's received frames may be among them).
-    public var outputBytes: [UInt8]
-    public var error: String
-    public var output: String { String(decoding: self.outputBytes, as: UTF8.self) }
+    package var outputBytes: [UInt8]
+    package var error: String
+    package var output: String { String(decoding: self.outputBytes, as: UTF8.self) }
 
     /// Runs `executable` (a path, or a name looked up on PATH) to its end, with standard input
     /// from the file `input` (or nothing) and its output in files (no pipe to fill up), for at
     /// most `timeout`; then it is sent SIGTERM and awaited.
-    public static func run(
+    package static func run(
         _ executable: String,
         _ arguments: [String],
         input: String? = nil,

@@ -8,7 +8,7 @@ import NIOSSL
 
 extension LegacyConnection {
     /// Connects with a development identity (none: no client certificate), trusting `ca`.
-    public static func connect(
+    package static func connect(
         to address: SocketAddress,
         identity: DevelopmentIdentity?,
         trusting ca: NIOSSLCertificate,
@@ -40,7 +40,7 @@ extension LegacyConnection {
 extension FeedbackPoller {
     /// Polls once. `closeAfterBytes` makes the poller hang up by itself after reading that many
     /// bytes, like a client that dies midway.
-    public static func poll(
+    package static func poll(
         _ address: SocketAddress,
         identity: DevelopmentIdentity,
         trusting ca: NIOSSLCertificate,

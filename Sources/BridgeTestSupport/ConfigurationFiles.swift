@@ -4,11 +4,11 @@ import Foundation
 
 /// A folder with the files a configuration points at: TLS, a client CA, a signing key (the
 /// configuration tests' and the channel configuration tests').
-public struct ConfigurationFiles {
-    public var directory: String
-    public var pki: DevelopmentCA
+package struct ConfigurationFiles {
+    package var directory: String
+    package var pki: DevelopmentCA
 
-    public init() throws {
+    package init() throws {
         self.directory =
             FileManager.default.temporaryDirectory.appendingPathComponent("apns-bridge-config-\(UUID().uuidString)")
             .path
@@ -28,7 +28,7 @@ public struct ConfigurationFiles {
     }
 
     /// The settings every test needs, as flags.
-    public var basics: [String: String] {
+    package var basics: [String: String] {
         [
             "tls.certificate": self.directory + "/gateway.crt", "tls.privateKey": self.directory + "/gateway.key",
             "tls.clientCA": self.directory + "/provider-ca.pem", "credentials": "main",
@@ -37,11 +37,11 @@ public struct ConfigurationFiles {
         ]
     }
 
-    public func write(_ yaml: String, name: String = "apns-bridge.yaml") throws -> String {
+    package func write(_ yaml: String, name: String = "apns-bridge.yaml") throws -> String {
         let path = self.directory + "/" + name
         try yaml.write(toFile: path, atomically: true, encoding: .utf8)
         return path
     }
 
-    public func remove() { try? FileManager.default.removeItem(atPath: self.directory) }
+    package func remove() { try? FileManager.default.removeItem(atPath: self.directory) }
 }

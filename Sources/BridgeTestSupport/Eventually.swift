@@ -6,7 +6,7 @@ import LegacyClient
 ///
 /// The one polling helper of the tests. The timeout is a bound on a hang, never a measure of
 /// speed: a slow machine only takes longer to pass.
-public func eventually(
+package func eventually(
     _ what: @autoclosure () -> String = "a condition",
     timeout: Duration = .seconds(10),
     interval: Duration = .milliseconds(10),
@@ -17,7 +17,7 @@ public func eventually(
 
 /// The first value `value` gives that is not `nil`, checked as the condition of the other `eventually`
 /// checks its condition.
-public func eventually<Value>(
+package func eventually<Value>(
     _ what: @autoclosure () -> String = "a value",
     timeout: Duration = .seconds(10),
     interval: Duration = .milliseconds(10),

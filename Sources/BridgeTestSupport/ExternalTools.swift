@@ -1,7 +1,7 @@
 import Foundation
 
 /// Where an external tool is, from PATH.
-public func executablePath(_ name: String) -> String? {
+package func executablePath(_ name: String) -> String? {
     let paths = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
     return paths.map { "\($0)/\(name)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
 }
@@ -9,4 +9,4 @@ public func executablePath(_ name: String) -> String? {
 /// Interop tests need tools from Debian packages. `.ci/run` installs them and sets
 /// APNS_BRIDGE_REQUIRE_INTEROP=1, so in CI they always run (and fail if a tool is missing);
 /// elsewhere they run when the tool is installed.
-public let interopRequired = ProcessInfo.processInfo.environment["APNS_BRIDGE_REQUIRE_INTEROP"] == "1"
+package let interopRequired = ProcessInfo.processInfo.environment["APNS_BRIDGE_REQUIRE_INTEROP"] == "1"

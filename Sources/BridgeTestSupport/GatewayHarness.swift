@@ -10,12 +10,12 @@ import NIOSSL
 /// A gateway on 127.0.0.1 (port 0) with a throwaway PKI, a scripted upstream and in-memory
 /// stores: what the integration tests and the fuzzer's replay drive over real TLS.
 /// `resendStore` may put a store of the test's own in front of the in-memory one.
-public final class GatewayHarness: Sendable {
-    public let pki: DevelopmentCA
-    public let upstream: ScriptedUpstream
-    public let resendRecords: InMemoryResendRecordStore
-    public let feedback: InMemoryFeedbackRecorder
-    public let server: GatewayServer
+package final class GatewayHarness: Sendable {
+    package let pki: DevelopmentCA
+    package let upstream: ScriptedUpstream
+    package let resendRecords: InMemoryResendRecordStore
+    package let feedback: InMemoryFeedbackRecorder
+    package let server: GatewayServer
 
     private init(
         pki: DevelopmentCA,
@@ -31,7 +31,7 @@ public final class GatewayHarness: Sendable {
         self.server = server
     }
 
-    public static func start(
+    package static func start(
         resendStore: (InMemoryResendRecordStore) -> any ResendRecordStore = { $0 },
         script: @escaping ScriptedUpstream.Script = { _, _ in .init(.accepted) },
         environment: APNsEnvironment = .sandbox,
@@ -68,7 +68,7 @@ public final class GatewayHarness: Sendable {
     }
 
     /// A provider connection with a certificate for `bundleID` (`nil`: a certificate without `UID=`).
-    public func connect(
+    package func connect(
         bundleID: String? = "com.example.app",
         minimumTLSVersion: TLSVersion = .tlsv1,
         maximumTLSVersion: TLSVersion? = .tlsv12
@@ -82,7 +82,7 @@ public final class GatewayHarness: Sendable {
         )
     }
 
-    public func stop() async {
+    package func stop() async {
         await self.server.close()
     }
 }
@@ -90,7 +90,7 @@ public final class GatewayHarness: Sendable {
 extension GatewayConfiguration {
     /// A gateway on 127.0.0.1 (any free port) with the PKI's server certificate, trusting its
     /// CA for client certificates, and a short drain time.
-    public static func loopback(pki: DevelopmentCA) -> GatewayConfiguration {
+    package static func loopback(pki: DevelopmentCA) -> GatewayConfiguration {
         var configuration = GatewayConfiguration(
             tls: LegacyTLSConfiguration(
                 certificateChain: [pki.server.certificate],
@@ -107,7 +107,7 @@ extension GatewayConfiguration {
 
 extension FeedbackConfiguration {
     /// A feedback listener on 127.0.0.1 (any free port) with the PKI's certificates.
-    public static func loopback(pki: DevelopmentCA) -> FeedbackConfiguration {
+    package static func loopback(pki: DevelopmentCA) -> FeedbackConfiguration {
         var configuration = FeedbackConfiguration(tls: GatewayConfiguration.loopback(pki: pki).tls)
         configuration.host = "127.0.0.1"
         configuration.port = 0

@@ -11,8 +11,8 @@ import UpstreamAPNs
 /// tests that hold both upstream engines to the same reading of a broken or hostile upstream.
 /// Unlike ``MockAPNs/MockAPNsServer`` it checks nothing and runs NIOHTTP2 without its header
 /// and content-length validation, so that it can send what a validating server would refuse to.
-public final class HostileHTTP2Server: Sendable {
-    public enum Behaviour: String, Sendable, CustomStringConvertible {
+package final class HostileHTTP2Server: Sendable {
+    package enum Behaviour: String, Sendable, CustomStringConvertible {
         /// `400` with `{"reason":"BadDeviceToken"}` and a `content-length` of 3: the header
         /// disagrees with the body.
         case misstatedContentLength
@@ -25,16 +25,16 @@ public final class HostileHTTP2Server: Sendable {
         case goAwayAfterFirstAnswer
 
         /// The behaviours that are one reading of an answer, which both engines must share.
-        public static let malformedAnswers: [Behaviour] = [.misstatedContentLength, .resetWithProtocolError]
+        package static let malformedAnswers: [Behaviour] = [.misstatedContentLength, .resetWithProtocolError]
 
-        public var description: String { self.rawValue }
+        package var description: String { self.rawValue }
     }
 
-    public let pki: DevelopmentCA
+    package let pki: DevelopmentCA
     private let channel: any Channel
     private let connections: ConnectionCount
 
-    public var port: Int { self.channel.localAddress!.port! }
+    package var port: Int { self.channel.localAddress!.port! }
 
     private init(pki: DevelopmentCA, channel: any Channel, connections: ConnectionCount) {
         self.pki = pki
@@ -43,13 +43,13 @@ public final class HostileHTTP2Server: Sendable {
     }
 
     /// Connections accepted so far.
-    public var connectionsAccepted: Int { self.connections.state.withLock { $0.accepted } }
+    package var connectionsAccepted: Int { self.connections.state.withLock { $0.accepted } }
 
     /// The most connections open at once so far.
-    public var mostConnectionsOpen: Int { self.connections.state.withLock { $0.most } }
+    package var mostConnectionsOpen: Int { self.connections.state.withLock { $0.most } }
 
     /// Returns once no client connection is open (each one's close has been seen).
-    public func connectionsClosed() async {
+    package func connectionsClosed() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let now = self.connections.state.withLock { state -> Bool in
                 guard state.open > 0 else { return true }
@@ -90,7 +90,7 @@ public final class HostileHTTP2Server: Sendable {
         }
     }
 
-    public static func start(_ behaviour: Behaviour) async throws -> HostileHTTP2Server {
+    package static func start(_ behaviour: Behaviour) async throws -> HostileHTTP2Server {
         let pki = try DevelopmentCA()
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: [.certificate(pki.server.certificate)],
@@ -121,7 +121,7 @@ public final class HostileHTTP2Server: Sendable {
     }
 
     /// Where a client reaches it, trusting its throwaway CA.
-    public var endpoint: APNsEndpoint {
+    package var endpoint: APNsEndpoint {
         APNsEndpoint(
             host: "127.0.0.1",
             port: self.port,
@@ -130,7 +130,7 @@ public final class HostileHTTP2Server: Sendable {
         )
     }
 
-    public func close() async {
+    package func close() async {
         try? await self.channel.close()
     }
 

@@ -5,12 +5,12 @@ import Synchronization
 
 /// Feedback entries in memory, one per (tenant, environment, token), keeping the latest.
 /// For tests of the gateway alone; the feedback service reads a ``FeedbackStore``.
-public final class InMemoryFeedbackRecorder: FeedbackRecorder {
+package final class InMemoryFeedbackRecorder: FeedbackRecorder {
     private let entries = Mutex([FeedbackKey: FeedbackEntry]())
 
-    public init() {}
+    package init() {}
 
-    public func apply(_ change: FeedbackChange, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+    package func apply(_ change: FeedbackChange, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
         var key = change.key
         key.deviceToken = ByteBuffer(buffer: key.deviceToken)  // do not pin the read buffer
         self.entries.withLock { entries in
@@ -27,7 +27,7 @@ public final class InMemoryFeedbackRecorder: FeedbackRecorder {
     }
 
     /// The entries recorded so far, in no particular order.
-    public var allEntries: [FeedbackEntry] {
+    package var allEntries: [FeedbackEntry] {
         self.entries.withLock { Array($0.values) }
     }
 }

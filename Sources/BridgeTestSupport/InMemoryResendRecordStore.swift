@@ -9,7 +9,7 @@ import Synchronization
 /// A claim of a record whose outcome is still pending waits for ``resolve(_:outcome:on:)``, at
 /// most for the record window; if the outcome never comes, the resend is forwarded again
 /// (``ResendClaim/outcomeUnknown(firstSentAs:)``), never answered with a failure nobody saw.
-public final class InMemoryResendRecordStore: ResendRecordStore {
+package final class InMemoryResendRecordStore: ResendRecordStore {
     private struct Entry {
         var serial: UInt64
         var expiry: NIODeadline
@@ -42,7 +42,7 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
         }
     }
 
-    public let window: TimeAmount
+    package let window: TimeAmount
     private let now: @Sendable () -> NIODeadline
     private let records = Mutex(Records())
     private let horizons = ResendRecordHorizons()
@@ -50,17 +50,17 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
     /// - Parameters:
     ///   - window: how long a record is kept (docs/protocol.md#resend-records: 2 minutes by default).
     ///   - now: the clock; injected by tests.
-    public init(window: TimeAmount = .minutes(2), now: @escaping @Sendable () -> NIODeadline = { .now() }) {
+    package init(window: TimeAmount = .minutes(2), now: @escaping @Sendable () -> NIODeadline = { .now() }) {
         self.window = window
         self.now = now
     }
 
     /// Records currently held (pending and resolved, not yet claimed or expired).
-    public var count: Int {
+    package var count: Int {
         self.records.withLock { $0.count }
     }
 
-    public func mayHoldLiveRecords(tenant: String) -> Bool {
+    package func mayHoldLiveRecords(tenant: String) -> Bool {
         self.horizons.mayHoldLiveRecords(tenant: tenant) { Self.milliseconds(self.now()) }
     }
 
@@ -68,7 +68,7 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
         Int64(deadline.uptimeNanoseconds / 1_000_000)
     }
 
-    public func remember(_ newRecords: [ResendRecord], on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+    package func remember(_ newRecords: [ResendRecord], on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
         let now = self.now()
         let expiry = now + self.window
         for tenant in Set(newRecords.map(\.key.tenant)) {
@@ -98,7 +98,7 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
         return eventLoop.makeSucceededVoidFuture()
     }
 
-    public func resolve(
+    package func resolve(
         _ key: ResendRecordKey,
         outcome: NotificationOutcome,
         on eventLoop: any EventLoop
@@ -120,7 +120,7 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
         return eventLoop.makeSucceededVoidFuture()
     }
 
-    public func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<ResendClaim> {
+    package func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<ResendClaim> {
         let now = self.now()
         enum Claim {
             case none
@@ -177,7 +177,7 @@ public final class InMemoryResendRecordStore: ResendRecordStore {
     /// Drops expired records now. Claims drop the expired records of their own key, and
     /// ``remember(_:on:)`` sweeps everything once per window, so memory stays bounded when nobody
     /// resends.
-    public func removeExpired() {
+    package func removeExpired() {
         let now = self.now()
         self.records.withLock { $0.removeExpired(now: now) }
     }

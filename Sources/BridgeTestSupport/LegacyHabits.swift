@@ -8,27 +8,27 @@ import NIOCore
 /// a resumed session, and a feedback reader that takes one 38-byte `recv` per tuple as Go's
 /// libraries do), and Go's `crypto/tls` (Tests/Interop/habits/go_habits.go: the Go libraries'
 /// reads, which drop bytes that come with an error such as the close behind them).
-public enum LegacyHabits {
+package enum LegacyHabits {
     /// python3 and openssl are on PATH (`.ci/run` installs both, and requires them).
-    public static var available: Bool { executablePath("python3") != nil && executablePath("openssl") != nil }
+    package static var available: Bool { executablePath("python3") != nil && executablePath("openssl") != nil }
 
     /// go is on PATH (Debian: `golang-go`; `.ci/run` installs it, and requires it).
-    public static var goAvailable: Bool { executablePath("go") != nil }
+    package static var goAvailable: Bool { executablePath("go") != nil }
 
     private static let folder = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Tests/Interop/habits")
 
-    public static let script = Self.folder.appendingPathComponent("legacy_habits.py").path
-    public static let goProgram = Self.folder.appendingPathComponent("go_habits.go").path
+    package static let script = Self.folder.appendingPathComponent("legacy_habits.py").path
+    package static let goProgram = Self.folder.appendingPathComponent("go_habits.go").path
 
     /// A provider's certificate, key and the CA as PEM files in `directory`, for external clients.
-    public struct Files: Sendable {
-        public var certificate: String
-        public var privateKey: String
-        public var ca: String
+    package struct Files: Sendable {
+        package var certificate: String
+        package var privateKey: String
+        package var ca: String
 
-        public init(identity: DevelopmentIdentity, pki: DevelopmentCA, in directory: String, name: String) throws {
+        package init(identity: DevelopmentIdentity, pki: DevelopmentCA, in directory: String, name: String) throws {
             (self.certificate, self.privateKey) = try identity.writePEMFiles(to: directory, name: name)
             self.ca = directory + "/\(name)-ca.pem"
             try pki.caCertificatePEM.write(toFile: self.ca, atomically: true, encoding: .utf8)
@@ -36,14 +36,14 @@ public enum LegacyHabits {
     }
 
     /// Writes `bytes` to a new file in `directory`; its path.
-    public static func file(_ bytes: ByteBuffer, in directory: String) throws -> String {
+    package static func file(_ bytes: ByteBuffer, in directory: String) throws -> String {
         let path = directory + "/frames-\(UUID().uuidString).bin"
         try Data(bytes.readableBytesView).write(to: URL(fileURLWithPath: path))
         return path
     }
 
     /// Runs the habits script's `command` and decodes the JSON object it prints.
-    public static func python<Result: Decodable>(
+    package static func python<Result: Decodable>(
         _ command: String,
         _ arguments: [String],
         as: Result.Type
@@ -61,7 +61,7 @@ public enum LegacyHabits {
 
     /// Runs go_habits.go's `command` with `go run` (standard library only; built once into a
     /// build cache in the tests' temporary folder) and decodes the JSON object it prints.
-    public static func go<Result: Decodable>(
+    package static func go<Result: Decodable>(
         _ command: String,
         _ arguments: [String],
         as: Result.Type
@@ -88,7 +88,7 @@ public enum LegacyHabits {
     /// One connection of `openssl s_client` (TLS 1.2, a client certificate): writes the file
     /// `input` (or nothing), reads until the server closes; saves its session to `sessionOut`
     /// and/or offers the one in `sessionIn`.
-    public static func openssl(
+    package static func openssl(
         port: Int,
         files: Files,
         input: String? = nil,
@@ -104,28 +104,28 @@ public enum LegacyHabits {
         return OpenSSLRun(run: try await ChildRun.run("openssl", arguments, input: input, timeout: .seconds(60)))
     }
 
-    public struct OpenSSLRun: Sendable {
-        public var run: ChildRun
+    package struct OpenSSLRun: Sendable {
+        package var run: ChildRun
         /// s_client's summary says the session was resumed.
-        public var reused: Bool { self.run.output.contains("Reused, TLSv") }
+        package var reused: Bool { self.run.output.contains("Reused, TLSv") }
         /// A full handshake, as far as the client saw (in TLS 1.2 its side completes before the
         /// server has checked its certificate).
-        public var new: Bool { self.run.output.contains("New, TLSv") }
+        package var new: Bool { self.run.output.contains("New, TLSv") }
         /// The server refused the client's certificate with an alert.
-        public var refusedByServer: Bool {
+        package var refusedByServer: Bool {
             self.run.error.contains("alert certificate unknown") || self.run.error.contains("alert handshake failure")
         }
 
         /// Whether the bytes the server sent (among s_client's text) contain `bytes`.
-        public func received(_ bytes: [UInt8]) -> Bool {
+        package func received(_ bytes: [UInt8]) -> Bool {
             self.run.outputBytes.firstRange(of: bytes) != nil
         }
     }
 
-    public struct Failed: Error, CustomStringConvertible {
-        public var what: String
-        public var status: Int32
-        public var detail: String
-        public var description: String { "\(self.what) exited \(self.status): \(self.detail)" }
+    package struct Failed: Error, CustomStringConvertible {
+        package var what: String
+        package var status: Int32
+        package var detail: String
+        package var description: String { "\(self.what) exited \(self.status): \(self.detail)" }
     }
 }

@@ -3,8 +3,8 @@ import Foundation
 import NIOCore
 
 /// The result of the habits script's `naive-feedback`.
-public struct NaiveFeedbackRead: Decodable, Sendable {
-    public var tuples: Int
-    public var short_reads: Int
-    public var distinct: Int
+package struct NaiveFeedbackRead: Decodable, Sendable {
+    package var tuples: Int
+    package var short_reads: Int
+    package var distinct: Int
 }

@@ -14,8 +14,8 @@ import Glibc
 /// Needs PostgreSQL's server programs (Debian: `postgresql`; `.ci/run` installs them). It
 /// listens on a unix socket in its own folder only, without fsync; as root it runs as the
 /// `postgres` user, since initdb refuses root. ``remove()`` stops it and deletes the folder.
-public final class PostgresCluster: Sendable {
-    public let directory: String
+package final class PostgresCluster: Sendable {
+    package let directory: String
     private let binaries: String
     private let user: String
     /// Its own port number (on its unix socket only): PostgreSQL derives its shared memory and
@@ -26,7 +26,7 @@ public final class PostgresCluster: Sendable {
     private let servers = Mutex<[Process]>([])
 
     /// `postgres://…?host=<socket folder>` for the `postgres` database.
-    public var url: String {
+    package var url: String {
         "postgres://\(self.user)@localhost:\(self.port)/postgres?host=\(self.directory)&sslmode=disable"
     }
 
@@ -35,14 +35,14 @@ public final class PostgresCluster: Sendable {
     /// hung until their time limits (never in a run of their own; the cause is not found). A
     /// bridge process has one store, so a production process never restarts with another beside
     /// it.
-    public static func oneOutageAtATime(_ body: () async throws -> Void) async throws {
+    package static func oneOutageAtATime(_ body: () async throws -> Void) async throws {
         try await Self.outages.withLock(body)
     }
 
     private static let outages = AsyncSerialLock()
 
     /// The folder of `initdb` and `pg_ctl`, if PostgreSQL's server programs are installed.
-    public static var binaries: String? {
+    package static var binaries: String? {
         let versions = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
         return
             versions
@@ -59,7 +59,7 @@ public final class PostgresCluster: Sendable {
     }
 
     /// Creates a cluster in a new folder and starts it.
-    public static func start() async throws -> PostgresCluster {
+    package static func start() async throws -> PostgresCluster {
         guard let binaries = Self.binaries else { throw Failed(what: "find PostgreSQL's server programs", detail: "") }
         let isRoot = getuid() == 0
         // Not in the tests' temporary folder: the `postgres` user must be able to reach it.
@@ -89,7 +89,7 @@ public final class PostgresCluster: Sendable {
     /// daemon keeps Foundation from seeing `pg_ctl` exit). After a kill, the old server's
     /// backends may still hold its shared memory for a moment: the start is tried again until
     /// they are gone.
-    public func startServer() async throws {
+    package func startServer() async throws {
         for attempt in 1... {
             let process = Process()
             process.executableURL = URL(
@@ -128,13 +128,13 @@ public final class PostgresCluster: Sendable {
 
     /// `pg_ctl stop -m fast`: every session is ended (their statements fail with 57P01), and the
     /// server shuts down cleanly.
-    public func stopFast() async throws {
+    package func stopFast() async throws {
         try await self.run("\(self.binaries)/pg_ctl", ["-D", "\(self.directory)/data", "-m", "fast", "-W", "stop"])
         try await self.waitUntilStopped()
     }
 
     /// SIGKILL to the postmaster, as a crash or an OOM kill: its backends end on their own.
-    public func kill() throws {
+    package func kill() throws {
         guard let pid = self.postmaster else { throw Failed(what: "find the postmaster", detail: self.serverLog) }
         _ = Glibc.kill(pid, SIGKILL)
     }
@@ -149,7 +149,7 @@ public final class PostgresCluster: Sendable {
     }
 
     /// Stops the server (if it runs) and deletes its folder.
-    public func remove() async {
+    package func remove() async {
         if let pid = self.postmaster {
             _ = Glibc.kill(pid, SIGKILL)
         }
@@ -182,15 +182,15 @@ public final class PostgresCluster: Sendable {
         }
     }
 
-    public struct Failed: Error, CustomStringConvertible {
-        public var what: String
-        public var detail: String
-        public var description: String { "could not \(self.what): \(self.detail)" }
+    package struct Failed: Error, CustomStringConvertible {
+        package var what: String
+        package var detail: String
+        package var description: String { "could not \(self.what): \(self.detail)" }
     }
 }
 
 extension PostgresCluster: ScopedResource {
-    public func cleanUp() async {
+    package func cleanUp() async {
         await self.remove()
     }
 }

@@ -2,10 +2,10 @@ import NIOCore
 import NIOPosix
 
 /// A plain TCP connection that sends nothing: a client stuck before its TLS handshake.
-public enum RawTCPClient {
+package enum RawTCPClient {
     /// Connects, sends nothing, and reports whether the server closed the connection within
     /// `timeout`.
-    public static func connectAndWaitForClose(
+    package static func connectAndWaitForClose(
         to address: SocketAddress,
         timeout: TimeAmount,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton

@@ -3,8 +3,8 @@ import Foundation
 import NIOCore
 
 /// One connection of the habits script's `resume`.
-public struct ResumedConnection: Decodable, Sendable {
-    public var reused: Bool
+package struct ResumedConnection: Decodable, Sendable {
+    package var reused: Bool
     /// What the server sent, hex.
-    public var received: String
+    package var received: String
 }

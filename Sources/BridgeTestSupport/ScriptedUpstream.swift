@@ -5,27 +5,27 @@ import Synchronization
 
 /// An upstream for gateway tests: it answers each notification as a script says, after an
 /// optional delay, and keeps a ledger of everything it received, in arrival order.
-public final class ScriptedUpstream: NotificationUpstream {
-    public struct Reply: Sendable {
-        public var outcome: NotificationOutcome
-        public var delay: TimeAmount
+package final class ScriptedUpstream: NotificationUpstream {
+    package struct Reply: Sendable {
+        package var outcome: NotificationOutcome
+        package var delay: TimeAmount
         /// When set, the answer waits for this future (the test decides when), then `delay`.
-        public var gate: EventLoopFuture<Void>?
+        package var gate: EventLoopFuture<Void>?
 
-        public init(_ outcome: NotificationOutcome, after delay: TimeAmount = .zero) {
+        package init(_ outcome: NotificationOutcome, after delay: TimeAmount = .zero) {
             self.outcome = outcome
             self.delay = delay
         }
 
         /// An answer held until `gate` completes.
-        public init(_ outcome: NotificationOutcome, when gate: EventLoopFuture<Void>) {
+        package init(_ outcome: NotificationOutcome, when gate: EventLoopFuture<Void>) {
             self.outcome = outcome
             self.delay = .zero
             self.gate = gate
         }
     }
 
-    public typealias Script = @Sendable (_ notification: UpstreamNotification, _ arrival: Int) -> Reply
+    package typealias Script = @Sendable (_ notification: UpstreamNotification, _ arrival: Int) -> Reply
 
     private struct State {
         var ledger: [UpstreamNotification] = []
@@ -35,16 +35,16 @@ public final class ScriptedUpstream: NotificationUpstream {
     private let script: Script
     private let state = Mutex(State())
 
-    public init(script: @escaping Script = { _, _ in Reply(.accepted) }) {
+    package init(script: @escaping Script = { _, _ in Reply(.accepted) }) {
         self.script = script
     }
 
     /// Everything received so far, in arrival order.
-    public var ledger: [UpstreamNotification] {
+    package var ledger: [UpstreamNotification] {
         self.state.withLock { $0.ledger }
     }
 
-    public func send(
+    package func send(
         _ notification: UpstreamNotification,
         on eventLoop: any EventLoop,
         completion: @escaping @Sendable (NotificationOutcome) -> Void
@@ -68,7 +68,7 @@ public final class ScriptedUpstream: NotificationUpstream {
     }
 
     /// Completes when the ledger holds at least `count` notifications, or fails after `timeout`.
-    public func waitForLedgerCount(
+    package func waitForLedgerCount(
         _ count: Int,
         timeout: TimeAmount = .seconds(10),
         on eventLoop: any EventLoop

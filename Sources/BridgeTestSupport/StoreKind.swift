@@ -4,19 +4,19 @@ import Logging
 import PostgresNIO
 
 /// The two store implementations, for tests that run against both.
-public enum StoreKind: String, CaseIterable, Sendable {
+package enum StoreKind: String, CaseIterable, Sendable {
     case sqlite
     case postgres
 
     /// A new, empty store location of this kind.
-    public func makeLocation() async throws -> String {
+    package func makeLocation() async throws -> String {
         switch self {
         case .sqlite: try TestDatabases.sqliteLocation()
         case .postgres: try await TestDatabases.postgresLocation()
         }
     }
 
-    public func open(
+    package func open(
         _ location: String,
         configuration: BridgeStoreConfiguration = .init()
     ) async throws -> any BridgeStore {

@@ -15,18 +15,18 @@ import Synchronization
 import UpstreamAPNs
 
 /// A clock tests move by hand (provider-token ages, 410 timestamps).
-public final class TestClock: Sendable {
+package final class TestClock: Sendable {
     private let current: Mutex<Date>
 
-    public init(_ start: Date = Date()) {
+    package init(_ start: Date = Date()) {
         self.current = Mutex(start)
     }
 
-    public var now: Date { self.current.withLock { $0 } }
+    package var now: Date { self.current.withLock { $0 } }
 
-    public func advance(by interval: TimeInterval) {
+    package func advance(by interval: TimeInterval) {
         self.current.withLock { $0 += interval }
     }
 
-    public var function: @Sendable () -> Date { { self.now } }
+    package var function: @Sendable () -> Date { { self.now } }
 }

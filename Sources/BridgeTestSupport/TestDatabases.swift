@@ -5,13 +5,13 @@ import PostgresNIO
 
 /// Databases for tests: a new SQLite file, or a new database on the PostgreSQL server named
 /// by `APNS_BRIDGE_TEST_POSTGRES_URL` (`scripts/test` starts a throwaway one and sets it).
-public enum TestDatabases {
-    public static var postgresURL: String? {
+package enum TestDatabases {
+    package static var postgresURL: String? {
         ProcessInfo.processInfo.environment["APNS_BRIDGE_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
     }
 
     /// A path for a new SQLite database in a new temporary folder.
-    public static func sqliteLocation() throws -> String {
+    package static func sqliteLocation() throws -> String {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "apns-bridge-test-\(UUID().uuidString)"
         )
@@ -20,7 +20,7 @@ public enum TestDatabases {
     }
 
     /// Creates an empty database on the test server and returns its URL.
-    public static func postgresLocation() async throws -> String {
+    package static func postgresLocation() async throws -> String {
         guard let base = Self.postgresURL, var components = URLComponents(string: base) else {
             throw TestDatabaseUnavailable()
         }
@@ -41,8 +41,8 @@ public enum TestDatabases {
         return components.string!
     }
 
-    public struct TestDatabaseUnavailable: Error, CustomStringConvertible {
-        public var description: String {
+    package struct TestDatabaseUnavailable: Error, CustomStringConvertible {
+        package var description: String {
             "APNS_BRIDGE_TEST_POSTGRES_URL is not set: run the tests with scripts/test, which starts a throwaway PostgreSQL"
         }
     }
@@ -51,7 +51,7 @@ public enum TestDatabases {
 extension StoreKind {
     /// The kinds these tests can reach: SQLite always, PostgreSQL when a test server is set.
     /// (A separate test reports itself skipped when PostgreSQL is missing, and CI fails on a skip.)
-    public static var available: [StoreKind] {
+    package static var available: [StoreKind] {
         TestDatabases.postgresURL == nil ? [.sqlite] : [.sqlite, .postgres]
     }
 }

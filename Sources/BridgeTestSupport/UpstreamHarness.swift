@@ -17,7 +17,7 @@ import UpstreamAPNs
 extension Logger {
     /// A logger for tests: errors only, unless APNS_BRIDGE_TEST_LOG names a level (`debug`,
     /// `trace`) to show what the client and the mock do.
-    public static func forTests(_ label: String = "apns-bridge.test") -> Logger {
+    package static func forTests(_ label: String = "apns-bridge.test") -> Logger {
         var logger = Logger(label: label)
         logger.logLevel =
             ProcessInfo.processInfo.environment["APNS_BRIDGE_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .error
@@ -29,17 +29,17 @@ extension Logger {
 /// upstream (``APNsNotificationUpstream``, its ``APNsClient``s) using provider tokens against it:
 /// the upstream tests drive this over real TLS and HTTP/2. The client's and the upstream's
 /// metrics go to ``metrics``, a test factory of the harness's own.
-public final class UpstreamHarness: Sendable {
-    public static let keyID = "KEY1234567"
-    public static let teamID = "TEAM123456"
-    public static let topic = "com.example.app"
+package final class UpstreamHarness: Sendable {
+    package static let keyID = "KEY1234567"
+    package static let teamID = "TEAM123456"
+    package static let topic = "com.example.app"
 
-    public let pki: DevelopmentCA
-    public let mock: MockAPNsServer
-    public let client: APNsNotificationUpstream
-    public let tokens: ProviderTokenSource
-    public let clock: TestClock
-    public let metrics: TestMetrics
+    package let pki: DevelopmentCA
+    package let mock: MockAPNsServer
+    package let client: APNsNotificationUpstream
+    package let tokens: ProviderTokenSource
+    package let clock: TestClock
+    package let metrics: TestMetrics
 
     private init(
         pki: DevelopmentCA,
@@ -58,11 +58,11 @@ public final class UpstreamHarness: Sendable {
     }
 
     /// A counter's total over all its label sets, or those that include `dimensions`.
-    public func counter(_ label: String, _ dimensions: [(String, String)] = []) -> Int64 {
+    package func counter(_ label: String, _ dimensions: [(String, String)] = []) -> Int64 {
         self.metrics.counterTotal(label: label, dimensions: dimensions)
     }
 
-    public static func start(
+    package static func start(
         configureMock: (inout MockAPNsConfiguration) -> Void = { _ in },
         configureClient: (inout APNsClient.Configuration) -> Void = { _ in }
     ) async throws -> UpstreamHarness {
@@ -122,20 +122,20 @@ public final class UpstreamHarness: Sendable {
     }
 
     /// The tests' request timeout and retry budget: long enough that only a hang reaches them.
-    public static let requestTimeout = TimeAmount.seconds(120)
-    public static let retryBudget = TimeAmount.seconds(300)
+    package static let requestTimeout = TimeAmount.seconds(120)
+    package static let retryBudget = TimeAmount.seconds(300)
 
-    public static let tenant = Tenant(name: topic, topic: topic, environment: .sandbox)
+    package static let tenant = Tenant(name: topic, topic: topic, environment: .sandbox)
 
     /// Provider-token credentials with a throwaway key, for an upstream no key is checked by
     /// (``HostileHTTP2Server``).
-    public static func throwawayTokenCredentials() -> APNsCredentials {
+    package static func throwawayTokenCredentials() -> APNsCredentials {
         let signer = ProviderTokenSigner(key: P256.Signing.PrivateKey(), keyID: keyID, teamID: teamID)
         return .token(ProviderTokenSource(signer: signer, logger: Logger.forTests()))
     }
 
     /// A notification for the harness's tenant; token `seed` is unique per seed.
-    public static func notification(
+    package static func notification(
         _ seed: Int,
         payload: ByteBuffer = FrameBuilder.payload(),
         expiration: UInt32 = 0,
@@ -154,7 +154,7 @@ public final class UpstreamHarness: Sendable {
     }
 
     /// The endpoint of the mock, as the harness's clients reach it.
-    public var mockEndpoint: APNsEndpoint {
+    package var mockEndpoint: APNsEndpoint {
         APNsEndpoint(
             host: "127.0.0.1",
             port: self.mock.port,
@@ -164,11 +164,11 @@ public final class UpstreamHarness: Sendable {
     }
 
     /// Sends `notification` and waits for its outcome.
-    public func send(_ notification: UpstreamNotification) async throws -> NotificationOutcome {
+    package func send(_ notification: UpstreamNotification) async throws -> NotificationOutcome {
         try await self.client.send(notification, on: MultiThreadedEventLoopGroup.singleton.any()).get()
     }
 
-    public func stop() async {
+    package func stop() async {
         await self.client.shutdownAndWait()
         await self.mock.close()
     }

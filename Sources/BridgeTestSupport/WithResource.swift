@@ -2,7 +2,7 @@ import BridgeServer
 import MockAPNs
 
 extension ScopedResource {
-    public func run() async {}
+    package func run() async {}
 }
 
 /// Runs `body` with `resource` while `resource.run()` runs beside it as a child task, then
@@ -12,7 +12,7 @@ extension ScopedResource {
 ///
 /// (`body` returns nothing: a closure whose only `try` is inside `#expect` is then still known
 /// to throw, which a generic result type would lose.)
-public func withResource<Resource: ScopedResource>(
+package func withResource<Resource: ScopedResource>(
     _ resource: Resource,
     _ body: (Resource) async throws -> Void
 ) async throws {
@@ -34,23 +34,23 @@ public func withResource<Resource: ScopedResource>(
 }
 
 extension GatewayHarness: ScopedResource {
-    public func run() async { await self.server.run() }
-    public func cleanUp() async { await self.stop() }
+    package func run() async { await self.server.run() }
+    package func cleanUp() async { await self.stop() }
 }
 
 extension UpstreamHarness: ScopedResource {
-    public func cleanUp() async { await self.stop() }
+    package func cleanUp() async { await self.stop() }
 }
 
 extension MockAPNsServer: ScopedResource {
-    public func cleanUp() async { await self.close() }
+    package func cleanUp() async { await self.close() }
 }
 
 extension GatewayServer: ScopedResource {
     // `run()` is the server's own.
-    public func cleanUp() async { await self.close() }
+    package func cleanUp() async { await self.close() }
 }
 
 extension FeedbackServer: ScopedResource {
-    public func cleanUp() async { await self.close() }
+    package func cleanUp() async { await self.close() }
 }

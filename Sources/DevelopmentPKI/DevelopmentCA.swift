@@ -7,17 +7,17 @@ import X509
 /// A throwaway certificate authority made in-process with swift-certificates: a CA, a server
 /// certificate for 127.0.0.1 / ::1 / localhost, and provider (client) certificates shaped like
 /// Apple's (subject `UID=<bundle id>`, `OU=<team id>`).
-public struct DevelopmentCA: Sendable {
+package struct DevelopmentCA: Sendable {
     /// OID 0.9.2342.19200300.100.1.1, `UID` in a distinguished name.
     static let userIDAttribute: ASN1ObjectIdentifier = [0, 9, 2342, 19_200_300, 100, 1, 1]
 
-    public let caCertificate: NIOSSLCertificate
-    public let caCertificatePEM: String
-    public let server: DevelopmentIdentity
+    package let caCertificate: NIOSSLCertificate
+    package let caCertificatePEM: String
+    package let server: DevelopmentIdentity
     private let caKey: P256.Signing.PrivateKey
     private let caName: DistinguishedName
 
-    public init(name: String = "apns-bridge test CA") throws {
+    package init(name: String = "apns-bridge test CA") throws {
         let caKey = P256.Signing.PrivateKey()
         let caName = try DistinguishedName { CommonName(name) }
         let now = Date()
@@ -57,7 +57,7 @@ public struct DevelopmentCA: Sendable {
     /// did; without, only a common name (a tenant with no topic). `sandboxMarker` and
     /// `productionMarker` add Apple's environment extensions (`1.2.840.113635.100.6.3.1` and
     /// `…6.3.2`); `topics` adds the topics extension (`…6.3.6`) in Apple's layout.
-    public func providerIdentity(
+    package func providerIdentity(
         bundleID: String?,
         teamID: String = "TEAM123456",
         commonName: String? = nil,

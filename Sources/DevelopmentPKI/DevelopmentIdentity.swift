@@ -5,16 +5,16 @@ import SwiftASN1
 import X509
 
 /// A certificate and its private key, ready for NIOSSL.
-public struct DevelopmentIdentity: Sendable {
-    public var certificate: NIOSSLCertificate
-    public var privateKey: NIOSSLPrivateKey
+package struct DevelopmentIdentity: Sendable {
+    package var certificate: NIOSSLCertificate
+    package var privateKey: NIOSSLPrivateKey
     /// The same certificate and key as PEM, for tools that read files (nghttpd, staging).
-    public var certificatePEM: String
-    public var privateKeyPEM: String
+    package var certificatePEM: String
+    package var privateKeyPEM: String
 
     /// A TLS client configuration presenting this identity and trusting `ca`, at most TLS 1.2
     /// as the legacy interface's clients: a provider's or a feedback poller's.
-    public func clientTLSConfiguration(trusting ca: NIOSSLCertificate) -> TLSConfiguration {
+    package func clientTLSConfiguration(trusting ca: NIOSSLCertificate) -> TLSConfiguration {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.trustRoots = .certificates([ca])
         tls.maximumTLSVersion = .tlsv12
@@ -24,7 +24,7 @@ public struct DevelopmentIdentity: Sendable {
     }
 
     /// Writes `<name>.crt` and `<name>.key` into `directory`; returns their paths.
-    public func writePEMFiles(to directory: String, name: String) throws -> (certificate: String, privateKey: String) {
+    package func writePEMFiles(to directory: String, name: String) throws -> (certificate: String, privateKey: String) {
         let certificatePath = directory + "/" + name + ".crt"
         let keyPath = directory + "/" + name + ".key"
         try self.certificatePEM.write(toFile: certificatePath, atomically: true, encoding: .utf8)

@@ -8,17 +8,17 @@ import Synchronization
 /// certificate, reads tuples until the server closes, and tells whether the close was clean
 /// (TLS close_notify) or not (a reset, or the server process killed). `apns-bridge feedback`
 /// is one; the tests use it as their cron job.
-public enum FeedbackPoller {
-    public struct Poll: Sendable {
+package enum FeedbackPoller {
+    package struct Poll: Sendable {
         /// Every tuple, in order (empty when `keepTuples` was false).
-        public var tuples: [FeedbackTuple]
-        public var tupleCount: Int
+        package var tuples: [FeedbackTuple]
+        package var tupleCount: Int
         /// The server ended the stream with close_notify, and no partial tuple was left over.
-        public var cleanClose: Bool
+        package var cleanClose: Bool
     }
 
     /// Polls with a TLS configuration of the caller's (the `feedback` command's files).
-    public static func poll(
+    package static func poll(
         _ address: SocketAddress,
         tls: TLSConfiguration,
         serverHostname: String?,

@@ -2,9 +2,9 @@ import LegacyProtocol
 import NIOCore
 
 /// Byte-level builders for legacy frames, including malformed ones.
-public enum FrameBuilder {
+package enum FrameBuilder {
     /// A token of `length` bytes whose first bytes encode `seed`, so tokens are distinct.
-    public static func token(_ seed: Int, length: Int = 32) -> ByteBuffer {
+    package static func token(_ seed: Int, length: Int = 32) -> ByteBuffer {
         var buffer = ByteBuffer()
         for index in 0..<length {
             buffer.writeInteger(UInt8(truncatingIfNeeded: index < 8 ? seed >> (8 * index) : index))
@@ -12,11 +12,11 @@ public enum FrameBuilder {
         return buffer
     }
 
-    public static func payload(_ text: String = #"{"aps":{"alert":"hello"}}"#) -> ByteBuffer {
+    package static func payload(_ text: String = #"{"aps":{"alert":"hello"}}"#) -> ByteBuffer {
         ByteBuffer(string: text)
     }
 
-    public static func payload(length: Int) -> ByteBuffer {
+    package static func payload(length: Int) -> ByteBuffer {
         var buffer = ByteBuffer(string: #"{"aps":{"alert":""#)
         let filler = max(0, length - buffer.readableBytes - 3)
         buffer.writeRepeatingByte(UInt8(ascii: "x"), count: filler)
@@ -24,7 +24,7 @@ public enum FrameBuilder {
         return buffer
     }
 
-    public static func frame(
+    package static func frame(
         _ command: NotificationFrame.Command,
         identifier: UInt32 = 0,
         expiration: UInt32 = 0,
@@ -47,7 +47,7 @@ public enum FrameBuilder {
     }
 
     /// One command-2 item, raw: `id`, a length (the data's own unless given), the data.
-    public static func item(_ id: UInt8, _ data: ByteBuffer, length: UInt16? = nil) -> ByteBuffer {
+    package static func item(_ id: UInt8, _ data: ByteBuffer, length: UInt16? = nil) -> ByteBuffer {
         var buffer = ByteBuffer()
         buffer.writeInteger(id)
         buffer.writeInteger(length ?? UInt16(data.readableBytes))
@@ -55,12 +55,12 @@ public enum FrameBuilder {
         return buffer
     }
 
-    public static func item(_ id: UInt8, integer: UInt32) -> ByteBuffer {
+    package static func item(_ id: UInt8, integer: UInt32) -> ByteBuffer {
         self.item(id, ByteBuffer(integer: integer))
     }
 
     /// A command-2 frame around raw items; `frameLength` overrides the real length.
-    public static func itemized(_ items: [ByteBuffer], frameLength: UInt32? = nil) -> ByteBuffer {
+    package static func itemized(_ items: [ByteBuffer], frameLength: UInt32? = nil) -> ByteBuffer {
         var body = ByteBuffer()
         for item in items { body.writeImmutableBuffer(item) }
         var buffer = ByteBuffer()

@@ -6,8 +6,8 @@ import NIOSSL
 /// client certificate; it writes raw bytes (frames from ``FrameBuilder``) and collects
 /// everything the server sends until the connection closes. `apns-bridge send` is one; the
 /// tests and the load generator use it as their providers.
-public final class LegacyConnection: Sendable {
-    public let channel: any Channel
+package final class LegacyConnection: Sendable {
+    package let channel: any Channel
     private let closed: EventLoopFuture<ByteBuffer>
 
     private init(channel: any Channel, closed: EventLoopFuture<ByteBuffer>) {
@@ -16,7 +16,7 @@ public final class LegacyConnection: Sendable {
     }
 
     /// Connects with a TLS configuration of the caller's (the `send` command's files).
-    public static func connect(
+    package static func connect(
         to address: SocketAddress,
         tls: TLSConfiguration,
         serverHostname: String?,
@@ -53,7 +53,7 @@ public final class LegacyConnection: Sendable {
     }
 
     /// Writes and flushes bytes; completes when they were handed to the socket.
-    public func send(_ bytes: ByteBuffer) async throws {
+    package func send(_ bytes: ByteBuffer) async throws {
         try await self.channel.writeAndFlush(bytes)
     }
 
@@ -61,7 +61,7 @@ public final class LegacyConnection: Sendable {
     /// the connection is still open after `timeout`. It returns at the close, so the default
     /// only bounds a hang: a busy machine (CI's 2 cores running a debug build of the whole test
     /// suite) has taken longer than 10 s to close a connection it had answered.
-    public func bytesUntilClose(timeout: TimeAmount = .seconds(60)) async throws -> ByteBuffer {
+    package func bytesUntilClose(timeout: TimeAmount = .seconds(60)) async throws -> ByteBuffer {
         let eventLoop = self.channel.eventLoop
         let timer = eventLoop.scheduleTask(in: timeout) {}
         let timedOut = timer.futureResult.map { Optional<ByteBuffer>.none }
@@ -74,7 +74,7 @@ public final class LegacyConnection: Sendable {
     /// Ends this side's output and keeps reading, as a provider that is done writing does:
     /// with TLS close_notify first, or (`closeNotify: false`) with a bare FIN, as most legacy
     /// clients close a socket.
-    public func closeOutput(closeNotify: Bool = true) async throws {
+    package func closeOutput(closeNotify: Bool = true) async throws {
         if closeNotify {
             try await self.channel.close(mode: .output)
         } else {
@@ -101,7 +101,7 @@ public final class LegacyConnection: Sendable {
     /// full close, does not finish it when the peer's close_notify arrives, but only when its
     /// shutdown timeout (5 s) fires; after a close_notify of our own (output closed), the
     /// peer's finishes the close at once.
-    public func finish(timeout: TimeAmount = .seconds(5)) async -> ByteBuffer? {
+    package func finish(timeout: TimeAmount = .seconds(5)) async -> ByteBuffer? {
         do {
             try await self.closeOutput()
         } catch {
@@ -114,9 +114,9 @@ public final class LegacyConnection: Sendable {
     }
 
     /// Whether the connection is still open.
-    public var isActive: Bool { self.channel.isActive }
+    package var isActive: Bool { self.channel.isActive }
 
-    public func close() async {
+    package func close() async {
         try? await self.channel.close()
     }
 }

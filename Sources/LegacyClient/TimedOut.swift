@@ -1,6 +1,6 @@
 /// Something awaited did not happen within its time limit.
-public struct TimedOut: Error, CustomStringConvertible {
-    public var what: String
-    public init(what: String) { self.what = what }
-    public var description: String { "timed out waiting for \(self.what)" }
+package struct TimedOut: Error, CustomStringConvertible {
+    package var what: String
+    package init(what: String) { self.what = what }
+    package var description: String { "timed out waiting for \(self.what)" }
 }

@@ -10,16 +10,16 @@ import NIOCore
 /// parser first (``ProxyHeaderFuzzCheck``). A crash or a broken precondition is a finding.
 ///
 /// Shared by the libFuzzer target and by the tests that replay the corpus and every crasher.
-public struct LegacyStreamFuzzRun {
+package struct LegacyStreamFuzzRun {
     var input: Slice<UnsafeBufferPointer<UInt8>>
     var chunkSize: Int
 
-    public init(input: UnsafeBufferPointer<UInt8>) {
+    package init(input: UnsafeBufferPointer<UInt8>) {
         self.chunkSize = Int((input.first ?? 0) % 64) + 1
         self.input = input.dropFirst()
     }
 
-    public func run() {
+    package func run() {
         // A load balancer's PROXY header comes before the same listeners' TLS: its parser gets
         // the same bytes in the same reads.
         ProxyHeaderFuzzCheck.run(self.input, chunkSize: self.chunkSize)

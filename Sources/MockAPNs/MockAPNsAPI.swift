@@ -3,7 +3,7 @@ import NIOHPACK
 import Synchronization
 
 /// The APIs the mock serves.
-public enum MockAPNsAPI: String, Hashable, Sendable {
+package enum MockAPNsAPI: String, Hashable, Sendable {
     /// `POST /3/device/<token>`.
     case device
     /// `POST /4/broadcasts/apps/<bundle id>`.

@@ -5,9 +5,9 @@ import Synchronization
 
 /// The Live Activity channels a ``MockAPNsServer`` knows, per bundle id: made by its channel
 /// management API (or by a test directly), used by its broadcast API.
-public final class MockAPNsChannels: Sendable {
+package final class MockAPNsChannels: Sendable {
     /// Apple's limit per app and environment (`CannotCreateChannelConfig` beyond it).
-    public static let limitPerApp = 10_000
+    package static let limitPerApp = 10_000
 
     private struct Channel {
         var id: String
@@ -17,11 +17,11 @@ public final class MockAPNsChannels: Sendable {
 
     private let channels = Mutex<[String: [Channel]]>([:])
 
-    public init() {}
+    package init() {}
 
     /// Creates a channel and returns its id (16 random bytes, base64), or `nil` when the app
     /// already has ``limitPerApp``.
-    public func create(bundleID: String, storagePolicy: Int) -> String? {
+    package func create(bundleID: String, storagePolicy: Int) -> String? {
         var bytes = [UInt8](repeating: 0, count: 16)
         var generator = SystemRandomNumberGenerator()
         for index in bytes.indices { bytes[index] = generator.next() }
@@ -34,13 +34,13 @@ public final class MockAPNsChannels: Sendable {
     }
 
     /// The storage policy of a channel, or `nil` when the app has no such channel.
-    public func storagePolicy(of id: String, bundleID: String) -> Int? {
+    package func storagePolicy(of id: String, bundleID: String) -> Int? {
         self.channels.withLock { $0[bundleID]?.first { $0.id == id }?.storagePolicy }
     }
 
     /// Deletes a channel; returns whether it existed.
     @discardableResult
-    public func delete(_ id: String, bundleID: String) -> Bool {
+    package func delete(_ id: String, bundleID: String) -> Bool {
         self.channels.withLock { channels in
             guard let index = channels[bundleID]?.firstIndex(where: { $0.id == id }) else { return false }
             channels[bundleID]!.remove(at: index)
@@ -49,7 +49,7 @@ public final class MockAPNsChannels: Sendable {
     }
 
     /// The ids of an app's channels, oldest first.
-    public func ids(bundleID: String) -> [String] {
+    package func ids(bundleID: String) -> [String] {
         self.channels.withLock { $0[bundleID]?.map(\.id) ?? [] }
     }
 }

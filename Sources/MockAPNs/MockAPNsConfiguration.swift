@@ -4,45 +4,45 @@ import NIOCore
 import NIOSSL
 
 /// How a ``MockAPNsServer`` listens and what it accepts.
-public struct MockAPNsConfiguration: Sendable {
+package struct MockAPNsConfiguration: Sendable {
     /// A signing key the mock accepts provider tokens from: its `kid`, the team (`iss`) and the
     /// public half of the `.p8` key.
-    public struct SigningKey: Sendable {
-        public var keyID: String
-        public var teamID: String
-        public var publicKey: P256.Signing.PublicKey
+    package struct SigningKey: Sendable {
+        package var keyID: String
+        package var teamID: String
+        package var publicKey: P256.Signing.PublicKey
 
-        public init(keyID: String, teamID: String, publicKey: P256.Signing.PublicKey) {
+        package init(keyID: String, teamID: String, publicKey: P256.Signing.PublicKey) {
             self.keyID = keyID
             self.teamID = teamID
             self.publicKey = publicKey
         }
     }
 
-    public var host: String = "127.0.0.1"
+    package var host: String = "127.0.0.1"
     /// 0 picks a free port.
-    public var port: Int = 2197
-    public var certificateChain: [NIOSSLCertificate]
-    public var privateKey: NIOSSLPrivateKey
+    package var port: Int = 2197
+    package var certificateChain: [NIOSSLCertificate]
+    package var privateKey: NIOSSLPrivateKey
     /// Client certificates (certificate auth) are checked against these; a connection without
     /// one must send provider tokens.
-    public var clientCertificateTrustRoots: NIOSSLTrustRoots?
-    public var signingKeys: [SigningKey] = []
+    package var clientCertificateTrustRoots: NIOSSLTrustRoots?
+    package var signingKeys: [SigningKey] = []
     /// Topics the mock accepts; `nil` accepts any.
-    public var topics: Set<String>?
+    package var topics: Set<String>?
     /// `MAX_CONCURRENT_STREAMS` sent to new connections (APNs sends 1000 or fewer).
-    public var maximumConcurrentStreams: Int = 1000
+    package var maximumConcurrentStreams: Int = 1000
     /// Provider tokens older than this are refused with `ExpiredProviderToken`.
-    public var providerTokenMaximumAge: TimeInterval = 3600
+    package var providerTokenMaximumAge: TimeInterval = 3600
     /// Keep every request in the ledger (tests); `false` keeps counters only (load tests).
-    public var recordsRequests: Bool = true
+    package var recordsRequests: Bool = true
     /// The clock used for provider-token ages and 410 timestamps.
-    public var now: @Sendable () -> Date = { Date() }
+    package var now: @Sendable () -> Date = { Date() }
     /// Called on the connection's event loop for each request answered, as it is answered
     /// (benchmarks time arrivals with it). Keep it short: it runs on the mock's hot path.
-    public var onAnswer: (@Sendable (MockAPNsRequestRecord) -> Void)?
+    package var onAnswer: (@Sendable (MockAPNsRequestRecord) -> Void)?
 
-    public init(certificateChain: [NIOSSLCertificate], privateKey: NIOSSLPrivateKey) {
+    package init(certificateChain: [NIOSSLCertificate], privateKey: NIOSSLPrivateKey) {
         self.certificateChain = certificateChain
         self.privateKey = privateKey
     }

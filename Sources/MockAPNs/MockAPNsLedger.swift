@@ -3,30 +3,30 @@ import NIOHPACK
 import Synchronization
 
 /// What a ``MockAPNsServer`` received: for tests, benchmarks and operators.
-public final class MockAPNsLedger: Sendable {
-    public struct Counters: Sendable, Hashable {
+package final class MockAPNsLedger: Sendable {
+    package struct Counters: Sendable, Hashable {
         /// Requests received whole, answered or not (the script's refusals, drops and delays
         /// included; not those that arrive after a GOAWAY).
-        public var received = 0
+        package var received = 0
         /// Requests answered, by any status.
-        public var answered = 0
+        package var answered = 0
         /// Requests answered 200.
-        public var accepted = 0
+        package var accepted = 0
         /// Streams reset with REFUSED_STREAM.
-        public var refused = 0
+        package var refused = 0
         /// Requests left unprocessed by a GOAWAY.
-        public var unprocessed = 0
+        package var unprocessed = 0
         /// GOAWAY frames sent.
-        public var goAways = 0
+        package var goAways = 0
         /// Connections dropped by script.
-        public var dropped = 0
-        public var connectionsAccepted = 0
-        public var pingsReceived = 0
-        public var pingsIgnored = 0
+        package var dropped = 0
+        package var connectionsAccepted = 0
+        package var pingsReceived = 0
+        package var pingsIgnored = 0
         /// New streams opened while the acknowledged `MAX_CONCURRENT_STREAMS` was reached.
-        public var streamLimitViolations = 0
+        package var streamLimitViolations = 0
         /// The most streams open at once on one connection.
-        public var maximumOpenStreams = 0
+        package var maximumOpenStreams = 0
     }
 
     private struct State {
@@ -43,25 +43,25 @@ public final class MockAPNsLedger: Sendable {
         self.onAnswer = onAnswer
     }
 
-    public var records: [MockAPNsRequestRecord] { self.state.withLock { $0.records } }
-    public var accepted: [MockAPNsRequestRecord] { self.state.withLock { $0.records.filter(\.wasAccepted) } }
-    public var counters: Counters { self.state.withLock { $0.counters } }
+    package var records: [MockAPNsRequestRecord] { self.state.withLock { $0.records } }
+    package var accepted: [MockAPNsRequestRecord] { self.state.withLock { $0.records.filter(\.wasAccepted) } }
+    package var counters: Counters { self.state.withLock { $0.counters } }
 
     /// Waits until at least `count` requests were accepted (answered 200), or the timeout;
     /// returns whether the count was reached.
-    public func waitForAccepted(_ count: Int, timeout: Duration = .seconds(30)) async -> Bool {
+    package func waitForAccepted(_ count: Int, timeout: Duration = .seconds(30)) async -> Bool {
         await self.wait(timeout: timeout) { self.counters.accepted >= count }
     }
 
     /// Waits until at least `count` requests were received (answered or not), or the timeout;
     /// returns whether the count was reached.
-    public func waitForReceived(_ count: Int, timeout: Duration = .seconds(30)) async -> Bool {
+    package func waitForReceived(_ count: Int, timeout: Duration = .seconds(30)) async -> Bool {
         await self.wait(timeout: timeout) { self.counters.received >= count }
     }
 
     /// Waits until the kept records satisfy `condition`, or the timeout; returns whether they
     /// did.
-    public func waitForRecords(
+    package func waitForRecords(
         timeout: Duration = .seconds(30),
         where condition: ([MockAPNsRequestRecord]) -> Bool
     ) async -> Bool {
@@ -94,7 +94,7 @@ public final class MockAPNsLedger: Sendable {
     }
 
     /// Forgets every record and counter.
-    public func reset() {
+    package func reset() {
         self.state.withLock {
             $0.records.removeAll()
             $0.counters = Counters()

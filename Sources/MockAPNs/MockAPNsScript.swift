@@ -4,7 +4,7 @@ import Synchronization
 /// Scripted behaviours of a ``MockAPNsServer``: the faults and answers a test (or an operator
 /// staging a migration) asks for. Every method may be called at any time, from any thread; a
 /// change applies to the requests that arrive after it.
-public final class MockAPNsScript: Sendable {
+package final class MockAPNsScript: Sendable {
     struct FailureRule {
         var token: String?
         var remaining: Int
@@ -27,33 +27,33 @@ public final class MockAPNsScript: Sendable {
 
     let state = Mutex(State())
 
-    public init() {}
+    package init() {}
 
     /// Answers `410 Unregistered` for this token (lowercase hex), with this timestamp
     /// (milliseconds since 1970).
-    public func unregister(token: String, atMilliseconds timestamp: UInt64) {
+    package func unregister(token: String, atMilliseconds timestamp: UInt64) {
         self.state.withLock { $0.unregistered[token.lowercased()] = timestamp }
     }
 
     /// Answers `410 Unregistered` for every token not scripted otherwise (`nil` stops it).
-    public func unregisterEveryToken(atMilliseconds timestamp: UInt64?) {
+    package func unregisterEveryToken(atMilliseconds timestamp: UInt64?) {
         self.state.withLock { $0.unregistersEveryToken = timestamp }
     }
 
     /// Answers 200 again for this token (the device registered again).
-    public func reregister(token: String) {
+    package func reregister(token: String) {
         self.state.withLock { _ = $0.unregistered.removeValue(forKey: token.lowercased()) }
     }
 
     /// Answers `400 BadDeviceToken` for this token (lowercase hex).
-    public func rejectAsBadToken(_ token: String) {
+    package func rejectAsBadToken(_ token: String) {
         self.state.withLock { _ = $0.badTokens.insert(token.lowercased()) }
     }
 
     /// Answers the next `count` requests (for `token` only, when given) with this status and
     /// reason, then succeeds again: `fail(2, status: 503, reason: .serviceUnavailable)`. A rule
     /// without a token or channel applies to every API's requests.
-    public func fail(_ count: Int, status: Int, reason: MockAPNsReason, token: String? = nil) {
+    package func fail(_ count: Int, status: Int, reason: MockAPNsReason, token: String? = nil) {
         self.state.withLock {
             $0.failures.append(
                 FailureRule(token: token?.lowercased(), remaining: count, status: status, reason: reason)
@@ -63,7 +63,7 @@ public final class MockAPNsScript: Sendable {
 
     /// The same for broadcasts to one channel (its base64 id): `fail(1, status: 400,
     /// reason: .featureNotEnabled, channel: id)`.
-    public func fail(_ count: Int, status: Int, reason: MockAPNsReason, channel: String) {
+    package func fail(_ count: Int, status: Int, reason: MockAPNsReason, channel: String) {
         self.state.withLock {
             $0.failures.append(
                 FailureRule(token: "channel:" + channel, remaining: count, status: status, reason: reason)
@@ -73,7 +73,7 @@ public final class MockAPNsScript: Sendable {
 
     /// Sends GOAWAY (with this reason in its JSON debug data) on every connection's `k`-th
     /// request, whose `lastStreamID` leaves that request and every later one unprocessed.
-    public func goAway(every k: Int?, reason: MockAPNsReason = .shutdown) {
+    package func goAway(every k: Int?, reason: MockAPNsReason = .shutdown) {
         self.state.withLock {
             $0.goAwayEvery = k
             $0.goAwayReason = reason
@@ -81,22 +81,22 @@ public final class MockAPNsScript: Sendable {
     }
 
     /// Delays every answer by this much.
-    public func delayResponses(by delay: TimeAmount) {
+    package func delayResponses(by delay: TimeAmount) {
         self.state.withLock { $0.responseDelay = delay }
     }
 
     /// Resets the next `count` streams with `REFUSED_STREAM`, unprocessed.
-    public func refuseStreams(_ count: Int) {
+    package func refuseStreams(_ count: Int) {
         self.state.withLock { $0.refuseNext += count }
     }
 
     /// Drops each connection (TCP close, no GOAWAY) when its `k`-th request arrives, unanswered.
-    public func dropConnections(after k: Int?) {
+    package func dropConnections(after k: Int?) {
         self.state.withLock { $0.dropConnectionAfter = k }
     }
 
     /// Stops (or resumes) answering PINGs; everything else is still served.
-    public func ignorePings(_ ignore: Bool) {
+    package func ignorePings(_ ignore: Bool) {
         self.state.withLock { $0.ignoresPings = ignore }
     }
 

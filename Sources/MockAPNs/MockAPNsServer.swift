@@ -10,11 +10,11 @@ import Synchronization
 ///
 /// Tests and benchmarks use it as the upstream; operators use it (`apns-bridge mock-apns`) to
 /// stage a migration without an Apple account.
-public final class MockAPNsServer: Sendable {
-    public let script: MockAPNsScript
-    public let ledger: MockAPNsLedger
+package final class MockAPNsServer: Sendable {
+    package let script: MockAPNsScript
+    package let ledger: MockAPNsLedger
     /// The Live Activity channels of its broadcast and channel management APIs.
-    public let channels: MockAPNsChannels
+    package let channels: MockAPNsChannels
     private let serverChannel: any Channel
     private let shared: Shared
 
@@ -43,11 +43,11 @@ public final class MockAPNsServer: Sendable {
         self.shared = shared
     }
 
-    public var localAddress: SocketAddress { self.serverChannel.localAddress! }
-    public var port: Int { self.localAddress.port! }
-    public var connectionCount: Int { self.shared.connections.withLock { $0.count } }
+    package var localAddress: SocketAddress { self.serverChannel.localAddress! }
+    package var port: Int { self.localAddress.port! }
+    package var connectionCount: Int { self.shared.connections.withLock { $0.count } }
 
-    public static func start(
+    package static func start(
         configuration: MockAPNsConfiguration,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "apns-bridge.mock-apns")
@@ -140,7 +140,7 @@ public final class MockAPNsServer: Sendable {
     }
 
     /// Announces a new `MAX_CONCURRENT_STREAMS` on every connection (and uses it for new ones).
-    public func setMaximumConcurrentStreams(_ limit: Int) {
+    package func setMaximumConcurrentStreams(_ limit: Int) {
         self.shared.streamLimit.withLock { $0 = limit }
         let channels = self.shared.connections.withLock { Array($0.values) }
         for channel in channels {
@@ -150,7 +150,7 @@ public final class MockAPNsServer: Sendable {
 
     /// Closes the listener and every connection, all at once: each connection's TLS shutdown
     /// waits at most half a second for the client's close_notify.
-    public func close() async {
+    package func close() async {
         try? await self.serverChannel.close()
         let channels = self.shared.connections.withLock { Array($0.values) }
         await withTaskGroup(of: Void.self) { group in

@@ -10,17 +10,17 @@ import UpstreamAPNs
 /// Input: byte 0 picks how many requests are in flight (1…16), byte 1 the size of the reads
 /// (1…256), the rest is what the server sends. A valid empty SETTINGS comes first, so the
 /// requests can start; the rest is the fuzzer's.
-public struct UpstreamEngineFuzzRun {
-    public let input: [UInt8]
-    public let engine: APNsHTTP2Engine
+package struct UpstreamEngineFuzzRun {
+    package let input: [UInt8]
+    package let engine: APNsHTTP2Engine
 
-    public init(input: UnsafeBufferPointer<UInt8>, engine: APNsHTTP2Engine) {
+    package init(input: UnsafeBufferPointer<UInt8>, engine: APNsHTTP2Engine) {
         self.input = Array(input)
         self.engine = engine
     }
 
     /// Runs the input; returns what went wrong, or `nil`.
-    public func run() -> String? {
+    package func run() -> String? {
         guard self.input.count >= 2, let harness = try? UpstreamEngineHarness(engine: self.engine) else { return nil }
         let requests = Int(self.input[0] % 16) + 1
         let readSize = Int(self.input[1]) + 1

@@ -8,10 +8,10 @@ import UpstreamAPNs
 /// TLS: `NIOHTTP2Handler` and ``APNsConnectionHandler``, or ``NGHTTP2ConnectionHandler``), with
 /// the server side played by the caller as raw bytes (``ServerFrames``): for the engine parity
 /// tests and the engine fuzzer. No TLS, no socket, time moved by hand.
-public final class UpstreamEngineHarness {
-    public let loop = EmbeddedEventLoop()
-    public let channel: EmbeddedChannel
-    public let engine: APNsHTTP2Engine
+package final class UpstreamEngineHarness {
+    package let loop = EmbeddedEventLoop()
+    package let channel: EmbeddedChannel
+    package let engine: APNsHTTP2Engine
     private let handler: any APNsConnectionDriver
     /// Completions per request number, and the ones that came after the harness was sealed.
     private let record = NIOLockedValueBox(Record())
@@ -27,7 +27,7 @@ public final class UpstreamEngineHarness {
 
     /// - Parameter oneStreamUntilFirstSuccess: Apple's rule for token connections; off lets a
     ///   test or the fuzzer have many streams open from the start.
-    public init(
+    package init(
         engine: APNsHTTP2Engine,
         oneStreamUntilFirstSuccess: Bool = false,
         maximumResponseBodyLength: Int = 2048
@@ -65,15 +65,15 @@ public final class UpstreamEngineHarness {
     }
 
     /// The stream limits the handler told its pool, in order.
-    public var limits: [Int] { self.record.withLockedValue { $0.limits } }
+    package var limits: [Int] { self.record.withLockedValue { $0.limits } }
 
     /// Whether the handler told its pool the connection closed.
-    public var closedEvents: Int { self.record.withLockedValue { $0.closedEvents } }
+    package var closedEvents: Int { self.record.withLockedValue { $0.closedEvents } }
 
     /// Sends a request; returns its number. `then` runs after the completion was recorded, on
     /// the loop, inside the handler's call (to re-enter it).
     @discardableResult
-    public func send(
+    package func send(
         payload: String = #"{"aps":{"alert":"hi"}}"#,
         authorization: String = "bearer test",
         deadline: NIODeadline = .uptimeNanoseconds(UInt64.max / 2),
@@ -106,7 +106,7 @@ public final class UpstreamEngineHarness {
     }
 
     /// Bytes from the server, as one read; then what the loop has scheduled runs.
-    public func serverWrites(_ bytes: [UInt8]) {
+    package func serverWrites(_ bytes: [UInt8]) {
         guard self.channel.isActive else { return }
         _ = try? self.channel.writeInbound(ByteBuffer(bytes: bytes))
         self.channel.pipeline.fireChannelReadComplete()
@@ -114,7 +114,7 @@ public final class UpstreamEngineHarness {
     }
 
     /// Everything the client has written since the last call.
-    public func clientOutput() -> [UInt8] {
+    package func clientOutput() -> [UInt8] {
         self.loop.run()
         var bytes: [UInt8] = []
         // NIOHTTP2 writes `IOData`, the libnghttp2 engine `ByteBuffer`s.
@@ -125,21 +125,21 @@ public final class UpstreamEngineHarness {
         return bytes
     }
 
-    public func advanceTime(by amount: TimeAmount) {
+    package func advanceTime(by amount: TimeAmount) {
         self.loop.advanceTime(by: amount)
     }
 
     /// The completions of request `number` so far.
-    public func results(of number: Int) -> [Result<APNsResponse, APNsStreamFailure>] {
+    package func results(of number: Int) -> [Result<APNsResponse, APNsStreamFailure>] {
         self.record.withLockedValue { $0.completions[number] ?? [] }
     }
 
     /// Requests sent so far.
-    public var requestCount: Int { self.nextRequest }
+    package var requestCount: Int { self.nextRequest }
 
     /// Closes the connection (as the socket closing would) and seals the record: from now on
     /// any completion is a bug, counted in ``completionsAfterSeal``.
-    public func close() {
+    package func close() {
         _ = try? self.channel.finish(acceptAlreadyClosed: true)
         self.loop.run()
         self.record.withLockedValue { $0.sealed = true }
@@ -147,7 +147,7 @@ public final class UpstreamEngineHarness {
         self.loop.run()
     }
 
-    public var completionsAfterSeal: Int { self.record.withLockedValue { $0.afterSeal } }
+    package var completionsAfterSeal: Int { self.record.withLockedValue { $0.afterSeal } }
 }
 
 /// A closure as the stream's owner: the harness has no object of its own per request.

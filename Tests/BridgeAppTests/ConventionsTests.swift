@@ -37,6 +37,28 @@ struct ConventionsTests {
         }
     }
 
+    @Test("Only the modules Package.swift makes library products of declare anything public")
+    func publicOnlyInLibraries() throws {
+        let manifest = try String(contentsOf: Self.root.appendingPathComponent("Package.swift"), encoding: .utf8)
+        let libraries = Set(manifest.matches(of: /\.library\(name: "([A-Za-z]+)"/).map { String($0.output.1) })
+        #expect(libraries.contains("UpstreamAPNs"), "the scan found the libraries \(libraries)")
+        // The fuzzers' C entry points are public so that libFuzzer's driver links them.
+        let entryPoints: Set<String> = ["LegacyProtocolFuzzer", "UpstreamEngineFuzzer"]
+        let sources = Self.root.appendingPathComponent("Sources")
+        guard let walker = FileManager.default.enumerator(atPath: sources.path) else { return }
+        var offenders: Set<String> = []
+        for case let relative as String in walker where relative.hasSuffix(".swift") {
+            let module = String(relative.prefix { $0 != "/" })
+            guard !libraries.contains(module), !entryPoints.contains(module) else { continue }
+            let text = try String(contentsOf: sources.appendingPathComponent(relative), encoding: .utf8)
+            for line in text.split(separator: "\n")
+            where line.contains(/^\s*(?:@[A-Za-z]+(?:\([^)]*\))?\s+)*(?:(?:final|static|nonisolated)\s+)*public\s/) {
+                offenders.insert("Sources/" + relative)
+            }
+        }
+        #expect(offenders.sorted() == [], "public API outside the library products: make it `package`")
+    }
+
     @Test("docs/ARCHITECTURE.md lists every public or package type under the folder it lives in, and no other")
     func architectureListsTypes() throws {
         let architecture = try String(

@@ -7,14 +7,14 @@ import Yams
 /// `channels`, its `id`, `token` and `messageStoragePolicy` under `channel.CHANNEL`), and the
 /// tree is written back. YAML comments do not survive a rewrite, so the file as it was is kept
 /// beside it as `FILE.bak`.
-public enum ChannelConfigFile {
-    public struct EditError: Error, CustomStringConvertible {
-        public var description: String
+package enum ChannelConfigFile {
+    package struct EditError: Error, CustomStringConvertible {
+        package var description: String
     }
 
     /// - Returns: the path of the backup of the file as it was.
     @discardableResult
-    public static func add(
+    package static func add(
         channel name: String,
         id: String,
         token: String,

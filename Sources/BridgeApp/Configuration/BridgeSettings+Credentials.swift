@@ -130,7 +130,7 @@ extension BridgeSettings {
 
     /// Opens the credentials: signing keys become provider-token sources (one per key, shared by
     /// its connections).
-    public func makeCredentials(logger: Logger) throws -> [String: APNsCredentials] {
+    package func makeCredentials(logger: Logger) throws -> [String: APNsCredentials] {
         try self.credentials.mapValues { source in
             switch source {
             case .signingKey(let keyFile, let keyID, let teamID):

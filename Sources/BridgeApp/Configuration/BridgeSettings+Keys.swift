@@ -2,7 +2,7 @@
 /// typo, refused), and which a reload applies live.
 extension BridgeSettings {
     /// Every valid key, for the tenants, channels and credentials the settings list.
-    public static func knownKeys(
+    package static func knownKeys(
         tenants: [String],
         credentials: [String],
         channels: [String: [String]] = [:]
@@ -13,12 +13,12 @@ extension BridgeSettings {
     /// Whether a reload applies a change of the key to the running bridge; a change of any other
     /// key is reported as needing a restart (listeners, limits, the store, the upstream
     /// connections' settings).
-    public static func isLive(_ key: String) -> Bool {
+    package static func isLive(_ key: String) -> Bool {
         ConfigurationKey.entry(for: key)?.applies == .live
     }
 
     /// The keys whose values differ between `self` and `other` (set, unset or changed).
-    public func changedKeys(comparedWith other: BridgeSettings) -> [String] {
+    package func changedKeys(comparedWith other: BridgeSettings) -> [String] {
         Set(self.values.keys).union(other.values.keys).filter { key in
             (self.values[key] ?? nil) != (other.values[key] ?? nil)
         }.sorted()

@@ -122,7 +122,7 @@ extension BridgeSettings {
     }
 
     /// Reads the listeners' certificate, key and client CAs (at start-up and on reload).
-    public static func loadTLS(_ files: TLSFiles) throws -> LegacyTLSConfiguration {
+    package static func loadTLS(_ files: TLSFiles) throws -> LegacyTLSConfiguration {
         let chain: [NIOSSLCertificate]
         do {
             chain = try NIOSSLCertificate.fromPEMFile(files.certificate)

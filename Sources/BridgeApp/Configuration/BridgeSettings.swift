@@ -13,16 +13,16 @@ import UpstreamAPNs
 /// cross-checked, defaults applied. ``ConfigurationKey/schema`` lists every key, and
 /// docs/configuration.md describes each. Reading is split by job: the listeners and their TLS
 /// (BridgeSettings+Listeners), credentials, tenants, upstream, store, and the key checks.
-public struct BridgeSettings: Sendable {
+package struct BridgeSettings: Sendable {
     /// Upstream credentials as configured; the secrets themselves stay in their files until
     /// ``makeCredentials(logger:)``.
-    public enum CredentialSource: Sendable, Equatable {
+    package enum CredentialSource: Sendable, Equatable {
         case signingKey(keyFile: String, keyID: String, teamID: String)
         case certificate(certificateFile: String, privateKeyFile: String)
         case pkcs12(file: String, passphrase: String?)
 
         /// The files holding the secret (and certificate).
-        public var files: [String] {
+        package var files: [String] {
             switch self {
             case .signingKey(let file, _, _): [file]
             case .certificate(let certificate, let key): [certificate, key]
@@ -30,7 +30,7 @@ public struct BridgeSettings: Sendable {
             }
         }
 
-        public var summary: String {
+        package var summary: String {
             switch self {
             case .signingKey(let file, let keyID, let teamID): "signing key \(keyID) of team \(teamID) (\(file))"
             case .certificate(let certificate, _): "certificate \(certificate)"
@@ -40,35 +40,35 @@ public struct BridgeSettings: Sendable {
     }
 
     /// The files of the legacy listeners' TLS.
-    public struct TLSFiles: Sendable, Equatable {
-        public var certificate: String
-        public var privateKey: String
-        public var clientCAs: [String]
+    package struct TLSFiles: Sendable, Equatable {
+        package var certificate: String
+        package var privateKey: String
+        package var clientCAs: [String]
     }
 
-    public var logLevel: Logger.Level
-    public var logFormat: LogFormat
-    public var gateway: GatewayConfiguration
-    public var feedback: FeedbackConfiguration
-    public var tlsFiles: TLSFiles
+    package var logLevel: Logger.Level
+    package var logFormat: LogFormat
+    package var gateway: GatewayConfiguration
+    package var feedback: FeedbackConfiguration
+    package var tlsFiles: TLSFiles
     /// How often the configuration file and the files it names are checked for changes, which
     /// are then reloaded (as on SIGHUP); `nil`: only on SIGHUP or `apns-bridge reload`.
-    public var watchInterval: Duration?
-    public var tenants: ConfiguredTenantResolver
-    public var credentials: [String: CredentialSource]
-    public var defaultCredentials: String
-    public var upstream: APNsNotificationUpstream.Configuration
+    package var watchInterval: Duration?
+    package var tenants: ConfiguredTenantResolver
+    package var credentials: [String: CredentialSource]
+    package var defaultCredentials: String
+    package var upstream: APNsNotificationUpstream.Configuration
     /// Where `apns-bridge channels` reaches each environment's channel management API.
-    public var channelManagementEndpoints: [APNsEnvironment: APNsEndpoint]
-    public var storeLocation: String
-    public var store: BridgeStoreConfiguration
-    public var admin: (host: String, port: Int)?
+    package var channelManagementEndpoints: [APNsEnvironment: APNsEndpoint]
+    package var storeLocation: String
+    package var store: BridgeStoreConfiguration
+    package var admin: (host: String, port: Int)?
     /// Every key read, with its value as text (`nil`: not set), to tell what a reload changes.
-    public var values: [String: String?]
+    package var values: [String: String?]
 
     /// Reads, checks and resolves the settings; a ``ConfigurationError`` names the first key
     /// that cannot be used.
-    public static func load(from settings: SettingsReader) throws -> BridgeSettings {
+    package static func load(from settings: SettingsReader) throws -> BridgeSettings {
         do {
             let loaded = try Self.read(settings)
             // A value of the wrong shape read as unset: refused rather than defaulted.
@@ -136,7 +136,7 @@ public struct BridgeSettings: Sendable {
 
     /// The files the settings name (listener TLS, upstream credentials): a reload notices when
     /// their contents change.
-    public var namedFiles: [String] {
+    package var namedFiles: [String] {
         var files = [self.tlsFiles.certificate, self.tlsFiles.privateKey] + self.tlsFiles.clientCAs
         for source in self.credentials.values {
             files += source.files

@@ -6,16 +6,16 @@ import Yams
 
 /// A configuration value that cannot be used, named by its key (and the environment variable
 /// that sets the same key), so that the operator knows what to fix.
-public struct ConfigurationError: Error, CustomStringConvertible, Equatable {
-    public var key: String
-    public var message: String
+package struct ConfigurationError: Error, CustomStringConvertible, Equatable {
+    package var key: String
+    package var message: String
 
-    public init(key: String, _ message: String) {
+    package init(key: String, _ message: String) {
         self.key = key
         self.message = message
     }
 
-    public var description: String {
+    package var description: String {
         "configuration key \(self.key) (environment \(SettingsReader.environmentVariable(for: self.key))): \(self.message)"
     }
     /// A refusal about a key of the schema (ConfigurationSchema.swift).

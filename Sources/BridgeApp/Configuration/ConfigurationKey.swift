@@ -9,9 +9,9 @@ import Foundation
 /// and a test checks that docs/configuration.md lists exactly these keys. Defaults are not
 /// here when a configuration struct has them (`GatewayConfiguration`, `APNsClient.Configuration`,
 /// `BridgeStoreConfiguration`): loading starts from those structs' initializers.
-public struct ConfigurationKey: Sendable, Hashable, CustomStringConvertible {
+package struct ConfigurationKey: Sendable, Hashable, CustomStringConvertible {
     /// What a key's value may be; the ranges are the ones loading enforces.
-    public enum Values: Sendable, Hashable {
+    package enum Values: Sendable, Hashable {
         case text
         /// A path to a readable file.
         case file
@@ -32,18 +32,18 @@ public struct ConfigurationKey: Sendable, Hashable, CustomStringConvertible {
 
     /// Whether a reload (SIGHUP, `apns-bridge reload`, a watched file) applies a change of the
     /// key to the running bridge, or reports that it needs a restart.
-    public enum Applies: String, Sendable, Hashable {
+    package enum Applies: String, Sendable, Hashable {
         case live
         case restart
     }
 
     /// The dotted key; `NAME` and `CHANNEL` stand for a tenant's or a credential's name and a
     /// channel's name in the keys of ``tenantKeys``, ``channelKeys`` and ``credentialKeys``.
-    public let name: String
-    public let values: Values
-    public let applies: Applies
+    package let name: String
+    package let values: Values
+    package let applies: Applies
     /// One line for `check-config --keys`; docs/configuration.md says more.
-    public let summary: String
+    package let summary: String
 
     init(_ name: String, _ values: Values, _ applies: Applies, _ summary: String) {
         self.name = name
@@ -53,13 +53,13 @@ public struct ConfigurationKey: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The environment variable that sets the key.
-    public var environmentVariable: String {
+    package var environmentVariable: String {
         SettingsReader.environmentVariable(for: self.name)
     }
 
     /// The key of one tenant or credential (and channel): `tenant.NAME.uid` named `shop` is
     /// `tenant.shop.uid`.
-    public func named(_ name: String, channel: String? = nil) -> ConfigurationKey {
+    package func named(_ name: String, channel: String? = nil) -> ConfigurationKey {
         var parts = self.name.split(separator: ".").map(String.init)
         if let index = parts.firstIndex(of: "NAME") { parts[index] = name }
         if let channel, let index = parts.firstIndex(of: "CHANNEL") { parts[index] = channel }
@@ -72,7 +72,7 @@ public struct ConfigurationKey: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The values in words, as error messages and `check-config --keys` give them.
-    public var range: String {
+    package var range: String {
         switch self.values {
         case .text: "text"
         case .file: "a readable file"
@@ -88,7 +88,7 @@ public struct ConfigurationKey: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    public var description: String {
+    package var description: String {
         self.name
     }
 }

@@ -106,18 +106,18 @@ extension ConfigurationKey {
         "the PKCS#12 file's password (secret: never printed)"
     )
 
-    public static let tenantKeys: [ConfigurationKey] = [
+    package static let tenantKeys: [ConfigurationKey] = [
         .tenantUID, .tenantFingerprints, .tenantTopic, .tenantEnvironment, .tenantCredentials, .tenantChannels,
         .tenantErrorDrain, .tenantCloseNotifyWait,
     ]
-    public static let channelKeys: [ConfigurationKey] = [.channelID, .channelToken, .channelStoragePolicy]
-    public static let credentialKeys: [ConfigurationKey] = [
+    package static let channelKeys: [ConfigurationKey] = [.channelID, .channelToken, .channelStoragePolicy]
+    package static let credentialKeys: [ConfigurationKey] = [
         .credentialKeyFile, .credentialKeyID, .credentialTeamID, .credentialCertificate, .credentialPrivateKey,
         .credentialPKCS12, .credentialPKCS12Password,
     ]
 
     /// Every key, the named ones with their placeholders.
-    public static var allKeys: [ConfigurationKey] {
+    package static var allKeys: [ConfigurationKey] {
         Self.schema + Self.tenantKeys + Self.channelKeys + Self.credentialKeys
     }
 

@@ -295,7 +295,7 @@ extension ConfigurationKey {
     )
 
     // The store and the admin port.
-    public static let storeURL = Self(
+    package static let storeURL = Self(
         "store.url",
         .text,
         .restart,
@@ -327,7 +327,7 @@ extension ConfigurationKey {
     )
 
     /// Every key without a name in it.
-    public static let schema: [ConfigurationKey] = [
+    package static let schema: [ConfigurationKey] = [
         .logLevel, .logFormat, .environment,
         .gatewayListen, .gatewayMaximumConnections, .gatewayMaximumHandshakes, .gatewayMaximumHandshakesPerAddress,
         .gatewayMaximumInFlight, .gatewayHandshakeTimeout, .gatewayIdleTimeout, .gatewayShutdownGrace,

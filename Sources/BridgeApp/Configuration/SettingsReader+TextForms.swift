@@ -13,7 +13,7 @@ extension SettingsReader {
         }
     }
 
-    public static func parseAddress(_ text: String) -> (host: String, port: Int)? {
+    package static func parseAddress(_ text: String) -> (host: String, port: Int)? {
         guard let colon = text.lastIndex(of: ":"),
             Self.isPlainDecimal(text[text.index(after: colon)...], fraction: false),
             let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port)

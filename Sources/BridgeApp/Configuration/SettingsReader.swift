@@ -10,10 +10,10 @@ import Yams
 ///
 /// Every value is read as text and parsed here, so that a value of the wrong shape is an error
 /// naming its key rather than a silent fallback to the default.
-public struct SettingsReader: Sendable {
+package struct SettingsReader: Sendable {
     /// Environment variables start with this, then the key in upper case with `_` between words:
     /// `gateway.listen` is `APNS_BRIDGE_GATEWAY_LISTEN`.
-    public static let environmentPrefix = "APNS_BRIDGE_"
+    package static let environmentPrefix = "APNS_BRIDGE_"
 
     private let reader: ConfigReader
     /// Every key set in the file and by flags, to find the ones nothing reads (typos).
@@ -30,7 +30,7 @@ public struct SettingsReader: Sendable {
     ///   - flags: values given on the command line, by key.
     ///   - environment: the process environment (only `APNS_BRIDGE_*` variables are read).
     ///   - file: a YAML configuration file, if any.
-    public init(flags: [String: String], environment: [String: String], file: String?) async throws {
+    package init(flags: [String: String], environment: [String: String], file: String?) async throws {
         var providers: [any ConfigProvider] = [
             InMemoryProvider(
                 name: "flags",
@@ -98,7 +98,7 @@ public struct SettingsReader: Sendable {
     /// The first key read so far whose value in the file has a shape its reading cannot take (a
     /// list where one value belongs, a mapping where a list does): such a value would otherwise
     /// read as unset and the default would apply without a word.
-    public var wrongShape: ConfigurationError? {
+    package var wrongShape: ConfigurationError? {
         self.wrongShapes.first
     }
 
@@ -132,7 +132,7 @@ public struct SettingsReader: Sendable {
 
     /// The keys set in the file or by flags that are not in `known` (typos, or keys of another
     /// version), each with the nearest known key, if one is close.
-    public func unknownKeys(known: Set<String>) -> [(key: String, nearest: String?)] {
+    package func unknownKeys(known: Set<String>) -> [(key: String, nearest: String?)] {
         Set(self.setKeys).subtracting(known).sorted().map { key in
             (key, Self.nearest(to: key, in: known))
         }
@@ -159,19 +159,19 @@ public struct SettingsReader: Sendable {
     }
 
     /// Every key the settings have asked for so far (tests compare it with the known keys).
-    public var requestedKeys: Set<String> {
+    package var requestedKeys: Set<String> {
         Set(self.requested.values.keys)
     }
 
     /// The value each key asked for so far had (`nil`: not set), as text; secrets as a hash.
     /// A reload compares them to tell what changed.
-    public var requestedValues: [String: String?] {
+    package var requestedValues: [String: String?] {
         self.requested.values
     }
 
     /// The keys read so far that had a value, in order, each with its value as read (a list
     /// comma-separated); a secret's value is not shown. What `check-config` prints under `set`.
-    public var setValues: [(key: String, value: String)] {
+    package var setValues: [(key: String, value: String)] {
         self.requested.values.compactMap { key, value in
             guard let value else { return nil }
             return (key, value.hasPrefix(Self.secretPrefix) ? "(secret, not shown)" : value)
@@ -201,7 +201,7 @@ public struct SettingsReader: Sendable {
     }
 
     /// The environment variable that sets `key`.
-    public static func environmentVariable(for key: String) -> String {
+    package static func environmentVariable(for key: String) -> String {
         if key == "--config" { return "APNS_BRIDGE_CONFIG" }  // the file itself, read by the command
         var name = Self.environmentPrefix
         var previousWasLowercase = false
@@ -220,7 +220,7 @@ public struct SettingsReader: Sendable {
 
     // MARK: Typed reads
 
-    public func string(_ key: String, secret: Bool = false) -> String? {
+    package func string(_ key: String, secret: Bool = false) -> String? {
         guard let value = self.reader.string(forKey: Self.configKey(key), isSecret: secret) else {
             self.requested.insert(key, value: nil)
             self.checkShape(key, allowed: [.scalar])
@@ -235,12 +235,12 @@ public struct SettingsReader: Sendable {
         return trimmed.isEmpty ? nil : trimmed
     }
 
-    public func string(_ key: String, default value: String) -> String {
+    package func string(_ key: String, default value: String) -> String {
         self.string(key) ?? value
     }
 
     /// A list: a YAML sequence, or comma-separated text (environment variables, flags).
-    public func list(_ key: String) -> [String] {
+    package func list(_ key: String) -> [String] {
         let components = Self.configKey(key)
         if let array = self.reader.stringArray(forKey: components) {
             let values = array.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
@@ -257,7 +257,7 @@ public struct SettingsReader: Sendable {
         return values
     }
 
-    public func int(_ key: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
+    package func int(_ key: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
         guard let text = self.string(key) else { return value }
         guard Self.isPlainDecimal(text, fraction: false), let number = Int(text), range.contains(number) else {
             throw ConfigurationError(
@@ -269,7 +269,7 @@ public struct SettingsReader: Sendable {
     }
 
     /// A number of seconds (or of `unit`s of `secondsPerUnit` seconds) as a duration.
-    public func seconds(
+    package func seconds(
         _ key: String,
         default value: Double,
         range: ClosedRange<Double>,
@@ -286,7 +286,7 @@ public struct SettingsReader: Sendable {
         return .milliseconds(Int64(number * secondsPerUnit * 1000))
     }
 
-    public func bool(_ key: String, default value: Bool) throws -> Bool {
+    package func bool(_ key: String, default value: Bool) throws -> Bool {
         guard let text = self.string(key) else { return value }
         switch text.lowercased() {
         case "true", "yes", "on", "1": return true
@@ -295,7 +295,7 @@ public struct SettingsReader: Sendable {
         }
     }
 
-    public func choice<T>(_ key: String, default value: T, _ choices: [String: T]) throws -> T {
+    package func choice<T>(_ key: String, default value: T, _ choices: [String: T]) throws -> T {
         guard let text = self.string(key) else { return value }
         guard let chosen = choices[text.lowercased()] else {
             throw ConfigurationError(
@@ -307,7 +307,7 @@ public struct SettingsReader: Sendable {
     }
 
     /// `HOST:PORT`, `[IPv6]:PORT`; `off` (when allowed) is `nil`.
-    public func address(
+    package func address(
         _ key: String,
         default value: String,
         allowOff: Bool = false
@@ -324,7 +324,7 @@ public struct SettingsReader: Sendable {
     }
 
     /// A file that must exist and be readable.
-    public func file(_ key: String) throws -> String? {
+    package func file(_ key: String) throws -> String? {
         guard let path = self.string(key) else { return nil }
         guard FileManager.default.isReadableFile(atPath: path) else {
             throw ConfigurationError(key: key, "cannot read the file \(path)")
@@ -332,13 +332,13 @@ public struct SettingsReader: Sendable {
         return path
     }
 
-    public func requiredFile(_ key: String, why: String) throws -> String {
+    package func requiredFile(_ key: String, why: String) throws -> String {
         guard let path = try self.file(key) else { throw ConfigurationError(key: key, "missing: \(why)") }
         return path
     }
 
     /// Names used as key components (tenants, credentials): letters, digits, `-` and `_`.
-    public func names(_ key: String) throws -> [String] {
+    package func names(_ key: String) throws -> [String] {
         let names = self.list(key)
         for name in names
         where name.isEmpty || !name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") })

@@ -30,16 +30,16 @@ import UpstreamAPNs
 /// jobs, the reloader, the admin port, the gateway, the feedback service. ServiceGroup shuts them
 /// down in reverse, each once the one after it has finished: the listeners first (every provider
 /// gets its farewell), the upstream connections last; then the store's scope closes it.
-public enum BridgeRuntime {
+package enum BridgeRuntime {
     /// A bridge whose listeners are all up, as `ready` gets it.
-    public struct Running: Sendable {
+    package struct Running: Sendable {
         /// Where the gateway, the feedback service and the admin port listen.
-        public var addresses: ListeningAddresses
-        public var store: any BridgeStore
+        package var addresses: ListeningAddresses
+        package var store: any BridgeStore
         fileprivate var group: ServiceGroup
 
         /// Asks the bridge to shut down as SIGTERM does.
-        public func shutdown() async {
+        package func shutdown() async {
             await self.group.triggerGracefulShutdown()
         }
     }
@@ -55,7 +55,7 @@ public enum BridgeRuntime {
     ///     made in code, and a reload is refused.
     ///   - metrics: the registry `/metrics` exports (``BridgeMetrics/bootstrapPrometheus()``).
     ///   - logLevel: the process's log level, which a reload sets.
-    public static func serve(
+    package static func serve(
         _ settings: BridgeSettings,
         source: SettingsSource? = nil,
         metrics: PrometheusCollectorRegistry?,

@@ -3,9 +3,9 @@ import NIOCore
 import Synchronization
 
 /// Where the listeners of a running bridge are bound.
-public struct ListeningAddresses: Sendable {
-    public var gateway: SocketAddress
-    public var feedback: SocketAddress
+package struct ListeningAddresses: Sendable {
+    package var gateway: SocketAddress
+    package var feedback: SocketAddress
     /// `nil` when the admin port is off.
-    public var admin: SocketAddress?
+    package var admin: SocketAddress?
 }

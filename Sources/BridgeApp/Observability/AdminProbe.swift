@@ -5,13 +5,13 @@ import NIOPosix
 /// One request to the admin port of a running bridge, for `apns-bridge healthcheck` (the
 /// container's HEALTHCHECK) and `apns-bridge reload`: the HTTP status and body of the answer,
 /// or an error if nothing answers in time.
-public enum AdminProbe {
-    public struct NoAnswer: Error, CustomStringConvertible {
-        public var description: String
+package enum AdminProbe {
+    package struct NoAnswer: Error, CustomStringConvertible {
+        package var description: String
     }
 
     /// - Returns: the status code of `GET path` on `host:port`.
-    public static func status(
+    package static func status(
         host: String,
         port: Int,
         path: String = "/readyz",
@@ -22,7 +22,7 @@ public enum AdminProbe {
     }
 
     /// - Returns: the status code and body of `method path` on `host:port`.
-    public static func request(
+    package static func request(
         host: String,
         port: Int,
         method: String = "GET",

@@ -12,8 +12,8 @@ import ServiceLifecycle
 /// when the store has failed: docs/operations.md#store-outage), `GET /readyz` (200 when a usable upstream
 /// connection exists, else 503), `POST /-/reload` (reloads the configuration: 200 with what
 /// changed, or 422 with why the new configuration was refused), `GET /` (the status page).
-public final class AdminServer: Service, Sendable {
-    public struct Probes: Sendable {
+package final class AdminServer: Service, Sendable {
+    package struct Probes: Sendable {
         var isReady: @Sendable () -> Bool
         /// What is wrong with the store, or `nil` while it answers.
         var storeProblem: @Sendable () -> String?
@@ -24,7 +24,7 @@ public final class AdminServer: Service, Sendable {
         /// Renders the status page (HTML).
         var statusPage: (@Sendable () async -> String)?
 
-        public init(
+        package init(
             isReady: @escaping @Sendable () -> Bool,
             storeProblem: @escaping @Sendable () -> String? = { nil },
             beforeScrape: @escaping @Sendable () -> Void = {},
@@ -41,9 +41,9 @@ public final class AdminServer: Service, Sendable {
 
     /// A connection that sends no request for this long is closed (a scraper reconnects;
     /// a forgotten client must not hold a socket forever).
-    public static let idleTimeout: TimeAmount = .seconds(30)
+    package static let idleTimeout: TimeAmount = .seconds(30)
 
-    public let localAddress: SocketAddress
+    package let localAddress: SocketAddress
     private let channel: any Channel
     private let logger: Logger
 
@@ -54,7 +54,7 @@ public final class AdminServer: Service, Sendable {
     }
 
     /// - Parameter registry: what `/metrics` exports; `nil` answers 404 there.
-    public static func start(
+    package static func start(
         host: String,
         port: Int,
         probes: Probes,
@@ -87,12 +87,12 @@ public final class AdminServer: Service, Sendable {
         return server
     }
 
-    public func run() async throws {
+    package func run() async throws {
         try? await gracefulShutdown()
         await self.close()
     }
 
-    public func close() async {
+    package func close() async {
         try? await self.channel.close()
     }
 }

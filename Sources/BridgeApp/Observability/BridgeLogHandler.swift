@@ -5,16 +5,16 @@ import Synchronization
 /// The bridge's swift-log handler: one line per event on standard error, in the text format
 /// (``TextLogLine``) or the JSON format (``JSONLogLine``); whole lines go out one at a
 /// time.
-public struct BridgeLogHandler: LogHandler {
-    public var logLevel: Logger.Level
-    public var metadata: Logger.Metadata = [:]
-    public var metadataProvider: Logger.MetadataProvider?
+package struct BridgeLogHandler: LogHandler {
+    package var logLevel: Logger.Level
+    package var metadata: Logger.Metadata = [:]
+    package var metadataProvider: Logger.MetadataProvider?
     private let label: String
     private let format: LogFormat
 
     private static let output = Mutex(FileHandle.standardError)
 
-    public init(
+    package init(
         label: String,
         format: LogFormat,
         logLevel: Logger.Level,
@@ -26,12 +26,12 @@ public struct BridgeLogHandler: LogHandler {
         self.metadataProvider = metadataProvider
     }
 
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { self.metadata[key] }
         set { self.metadata[key] = newValue }
     }
 
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         var merged = self.metadata
         if let provided = self.metadataProvider?.get() {
             merged.merge(provided) { $1 }

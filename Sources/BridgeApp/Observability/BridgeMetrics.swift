@@ -3,7 +3,7 @@ import CoreMetrics
 import Prometheus
 
 /// Bootstraps swift-metrics with a Prometheus registry, once per process.
-public enum BridgeMetrics {
+package enum BridgeMetrics {
     /// Upstream latency buckets: from half a millisecond to the retry budget's order.
     static let latencyBuckets: [Duration] = [
         .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
@@ -14,7 +14,7 @@ public enum BridgeMetrics {
     /// Makes every swift-metrics handler of the process report to the returned registry, which
     /// the admin port's `/metrics` exports (``BridgeRuntime/serve(_:source:metrics:logLevel:logger:ready:)``); call it
     /// once, before anything creates a metric.
-    public static func bootstrapPrometheus() -> PrometheusCollectorRegistry {
+    package static func bootstrapPrometheus() -> PrometheusCollectorRegistry {
         let registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
         factory.defaultDurationHistogramBuckets = Self.latencyBuckets

@@ -9,17 +9,17 @@ import Synchronization
 import UpstreamAPNs
 
 /// The build of this program, for `--version` and the status page.
-public enum BridgeVersion {
-    public static let version = "0.5.0"
+package enum BridgeVersion {
+    package static let version = "0.5.0"
 
     /// The HTTP/2 engines this build has: `nio`, or `nio, nghttp2` with the `NGHTTP2Engine`
     /// trait.
-    public static var engines: String {
+    package static var engines: String {
         APNsHTTP2Engine.available.map(\.rawValue).joined(separator: ", ")
     }
 
     /// The version with how it was built: `0.5.0 (release build, Linux x86_64, HTTP/2 engines nio, nghttp2)`.
-    public static var description: String {
+    package static var description: String {
         #if DEBUG
         let configuration = "debug"
         #else

@@ -6,9 +6,9 @@ import Synchronization
 ///
 /// What goes into a line is what the call site logs: the bridge's own lines already shorten
 /// tokens and never carry keys, tokens or payloads at info and above, in either format.
-public enum JSONLogLine {
+package enum JSONLogLine {
     /// One event as a JSON object on one line.
-    public static func line(
+    package static func line(
         timestamp: Date,
         level: Logger.Level,
         label: String,

@@ -2,14 +2,14 @@ import Logging
 import Synchronization
 
 /// The process's log level, changeable while it runs (a configuration reload sets `log.level`).
-public final class LiveLogLevel: Sendable {
+package final class LiveLogLevel: Sendable {
     private let level: Atomic<Int>
 
-    public init(_ level: Logger.Level) {
+    package init(_ level: Logger.Level) {
         self.level = Atomic(Self.index(level))
     }
 
-    public var current: Logger.Level {
+    package var current: Logger.Level {
         get { Logger.Level.allCases[self.level.load(ordering: .relaxed)] }
         set { self.level.store(Self.index(newValue), ordering: .relaxed) }
     }

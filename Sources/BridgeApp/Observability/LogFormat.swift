@@ -3,7 +3,7 @@ import Logging
 import Synchronization
 
 /// How `serve` writes its log to standard error.
-public enum LogFormat: String, Sendable, CaseIterable {
+package enum LogFormat: String, Sendable, CaseIterable {
     /// One human-readable line per event, in the layout of swift-log's `StreamLogHandler`, with
     /// control characters in logged values escaped (``TextLogLine``).
     case text

@@ -12,8 +12,8 @@ import Glibc
 /// viewer show the rest of a line reversed. A backslash is doubled, so
 /// an escape in the output always stands for a character that was escaped. Invalid UTF-8 never
 /// reaches a `String` (decoding replaces it with U+FFFD).
-public enum LogLineEscaping {
-    public static func escaped(_ text: String) -> String {
+package enum LogLineEscaping {
+    package static func escaped(_ text: String) -> String {
         // The common case, nothing to escape, costs one scan and no copy.
         guard text.unicodeScalars.contains(where: Self.needsEscape) else { return text }
         var result = ""

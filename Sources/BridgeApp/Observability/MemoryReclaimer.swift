@@ -17,12 +17,12 @@ import Synchronization
 /// That takes a few milliseconds at most and happens only after memory was freed: free memory
 /// already given back (still counted free by the allocator, but no longer resident) does not
 /// call for another trim until a later burst makes it resident again.
-public final class MemoryReclaimer: Sendable {
+package final class MemoryReclaimer: Sendable {
     /// How often the allocator is looked at.
-    public static let interval: Duration = .seconds(30)
+    package static let interval: Duration = .seconds(30)
     /// Free memory held by the allocator beyond which it is given back.
-    public let threshold: Int
-    public let logger: Logger
+    package let threshold: Int
+    package let logger: Logger
 
     /// The resident size right after the last trim.
     private let residentAfterLastTrim = Mutex<Int?>(nil)
@@ -34,7 +34,8 @@ public final class MemoryReclaimer: Sendable {
     /// - Parameters:
     ///   - threshold: free memory in the allocator beyond which a trim is worthwhile.
     ///   - metricsFactory: where the allocator gauges and the trim counter go.
-    public init(threshold: Int = 16 << 20, logger: Logger, metricsFactory: any MetricsFactory = MetricsSystem.factory) {
+    package init(threshold: Int = 16 << 20, logger: Logger, metricsFactory: any MetricsFactory = MetricsSystem.factory)
+    {
         self.threshold = threshold
         self.logger = logger
         self.allocatorFree = CoreMetrics.Gauge(label: "apns_bridge_allocator_free_bytes", factory: metricsFactory)
@@ -43,17 +44,17 @@ public final class MemoryReclaimer: Sendable {
     }
 
     /// What the allocator holds and the resident size, before and after one trim.
-    public struct Trim: Sendable {
-        public var freeBytes: Int
-        public var inUseBytes: Int
-        public var residentBytesBefore: Int?
-        public var residentBytesAfter: Int?
+    package struct Trim: Sendable {
+        package var freeBytes: Int
+        package var inUseBytes: Int
+        package var residentBytesBefore: Int?
+        package var residentBytesAfter: Int?
     }
 
     /// Trims when the allocator holds more free memory than the threshold and the resident size
     /// grew by the threshold since the last trim; returns what it did.
     @discardableResult
-    public func reclaimIfWorthwhile() -> Trim? {
+    package func reclaimIfWorthwhile() -> Trim? {
         let statistics = apns_bridge_malloc_statistics_read()
         guard statistics.available == 1 else { return nil }
         self.allocatorFree.record(Int(statistics.free_bytes))
@@ -84,7 +85,7 @@ public final class MemoryReclaimer: Sendable {
     }
 
     /// The resident set size from `/proc/self/statm` (Linux), in bytes.
-    public static func residentBytes() -> Int? {
+    package static func residentBytes() -> Int? {
         guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return nil }
         let fields = text.split(separator: " ")
         guard fields.count > 1, let pages = Int(fields[1]) else { return nil }

@@ -2,7 +2,7 @@ import BridgeCore
 import Foundation
 
 /// `apns-bridge report`'s three formats of a ``MigrationReport``.
-public enum MigrationReportFormat: String, CaseIterable, Sendable {
+package enum MigrationReportFormat: String, CaseIterable, Sendable {
     /// Aligned columns for people, the plain-language line last.
     case table
     /// One JSON object: the report's days and its rows with every figure.
@@ -10,7 +10,7 @@ public enum MigrationReportFormat: String, CaseIterable, Sendable {
     /// One line per tenant with every figure, for a spreadsheet.
     case csv
 
-    public func render(_ report: MigrationReport) -> String {
+    package func render(_ report: MigrationReport) -> String {
         switch self {
         case .table: Self.table(report)
         case .json: Self.json(report)

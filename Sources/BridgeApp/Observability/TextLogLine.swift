@@ -14,9 +14,9 @@ import Glibc
 /// would otherwise start a line of the attacker's choosing (a forged `critical` entry, say).
 /// ``LogLineEscaping`` writes control characters as escapes; the JSON format escapes them by
 /// itself.
-public enum TextLogLine {
+package enum TextLogLine {
     /// One event as one line (without its newline).
-    public static func line(
+    package static func line(
         timestamp: String,
         level: Logger.Level,
         label: String,

@@ -21,7 +21,7 @@ import UpstreamAPNs
 /// A configuration that fails any check is refused with one log line naming the key, and the
 /// running one stays. Other keys (listeners, limits, the store, the upstream connections'
 /// settings) are reported as needing a restart. Reloads run one at a time.
-public actor ConfigurationReloader {
+package actor ConfigurationReloader {
     /// `nil`: the bridge was given its settings directly (the demo, tests); a reload is refused.
     private let source: SettingsSource?
     private let started: BridgeSettings
@@ -94,14 +94,14 @@ public actor ConfigurationReloader {
 
     /// The settings in force (for keys that need a restart, the values the bridge started with
     /// still apply).
-    public var settings: BridgeSettings {
+    package var settings: BridgeSettings {
         self.running
     }
 
     /// Reloads once the reload before has finished. `trigger` names what asked (`SIGHUP`,
     /// `admin`, `watch`) in the log.
     @discardableResult
-    public func reload(trigger: String) async -> ReloadOutcome {
+    package func reload(trigger: String) async -> ReloadOutcome {
         let previous = self.lastReload
         let reload = Task {
             _ = await previous?.value

@@ -9,16 +9,16 @@ import UpstreamAPNs
 
 /// What a reload did: the changes applied, the keys that change only at restart, or why the new
 /// configuration was refused (then nothing changed).
-public struct ReloadOutcome: Sendable, CustomStringConvertible {
+package struct ReloadOutcome: Sendable, CustomStringConvertible {
     /// What changed in the running bridge, one line each.
-    public var applied: [String] = []
+    package var applied: [String] = []
     /// Keys whose new values differ from those the bridge started with, and that take effect
     /// only at restart.
-    public var needsRestart: [String] = []
+    package var needsRestart: [String] = []
     /// Set when the new configuration was refused; the running one stays.
-    public var refused: ConfigurationError?
+    package var refused: ConfigurationError?
 
-    public var description: String {
+    package var description: String {
         if let refused {
             return "refused, the running configuration stays: \(refused)"
         }

@@ -18,9 +18,9 @@ import Synchronization
 ///
 /// Run ``run()`` while it serves: each handshake's client-certificate check and each drain is one
 /// of its child tasks. ``close()`` ends it.
-public final class FeedbackServer: Sendable {
-    public let configuration: FeedbackConfiguration
-    public let localAddress: SocketAddress
+package final class FeedbackServer: Sendable {
+    package let configuration: FeedbackConfiguration
+    package let localAddress: SocketAddress
     private let serverChannel: any Channel
     private let registry: ConnectionRegistry
     private let tasks: ConnectionTasks
@@ -44,14 +44,14 @@ public final class FeedbackServer: Sendable {
     /// Runs the connections' async work (the client-certificate checks and the drains) as
     /// child tasks, until ``close()``; then returns when the last has ended. Pollers wait for
     /// it: run it from when the server starts.
-    public func run() async {
+    package func run() async {
         await self.tasks.run()
     }
 
     /// Poller connections currently open.
-    public var connectionCount: Int { self.registry.count }
+    package var connectionCount: Int { self.registry.count }
 
-    public static func start(
+    package static func start(
         configuration: FeedbackConfiguration,
         store: any FeedbackStore,
         tenantResolver: any TenantResolver,
@@ -111,7 +111,7 @@ public final class FeedbackServer: Sendable {
     /// Stops accepting, closes every poller connection (what a poller already took is deleted,
     /// the rest stays pending), and waits for the drains to settle in the store (``run()`` has
     /// then returned).
-    public func close() async {
+    package func close() async {
         let channels = self.registry.closeAdmission()
         try? await self.serverChannel.close()
         for channel in channels {

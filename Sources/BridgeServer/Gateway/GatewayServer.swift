@@ -10,10 +10,10 @@ import NIOSSL
 /// run ``run()`` while it serves (each handshake's client-certificate check is one of its child
 /// tasks), and stop it with ``shutdownGracefully()`` (docs/protocol.md#shutdown) or ``close()``, which end
 /// ``run()``.
-public final class GatewayServer: Sendable {
-    public let configuration: GatewayConfiguration
+package final class GatewayServer: Sendable {
+    package let configuration: GatewayConfiguration
     /// The bound address (useful with port 0).
-    public let localAddress: SocketAddress
+    package let localAddress: SocketAddress
     private let serverChannel: any Channel
     private let registry: ConnectionRegistry
     private let inFlight: InFlightWork
@@ -40,12 +40,12 @@ public final class GatewayServer: Sendable {
     /// Runs the connections' async work (each handshake's client-certificate check) as child
     /// tasks, until ``shutdownGracefully()`` or ``close()``; then returns when the last has
     /// ended. Handshakes wait for it: run it from when the server starts.
-    public func run() async {
+    package func run() async {
         await self.tasks.run()
     }
 
     /// Connections still in their TLS handshake.
-    public var handshakingCount: Int {
+    package var handshakingCount: Int {
         self.registry.handshakingCount
     }
 
@@ -57,16 +57,16 @@ public final class GatewayServer: Sendable {
 
     /// Notifications forwarded and store writes started, not yet finished, on every
     /// connection (also those already closed).
-    public var inFlightCount: Int {
+    package var inFlightCount: Int {
         self.inFlight.count
     }
 
     /// Provider connections currently open.
-    public var connectionCount: Int {
+    package var connectionCount: Int {
         self.registry.count
     }
 
-    public static func start(
+    package static func start(
         configuration: GatewayConfiguration,
         upstream: any NotificationUpstream,
         resendRecords: any ResendRecordStore,
@@ -141,7 +141,7 @@ public final class GatewayServer: Sendable {
     /// (its farewell waits for its resend records, or its loop ran the grace timer late) writes
     /// its farewell then, and is closed by force if it is still open a drain time and a margin
     /// later.
-    public func shutdownGracefully() async {
+    package func shutdownGracefully() async {
         let started = ContinuousClock.now
         let channels = self.registry.closeAdmission()
         try? await self.serverChannel.close()
@@ -187,7 +187,7 @@ public final class GatewayServer: Sendable {
     ///
     /// Returns when every connection has seen the review: from then on, the connections being
     /// closed forward nothing new.
-    public func reviewTenants(credentials: Set<String>) async {
+    package func reviewTenants(credentials: Set<String>) async {
         let event = GatewayTenantReviewEvent(
             gracePeriod: self.configuration.shutdownGracePeriod,
             credentials: credentials
@@ -200,7 +200,7 @@ public final class GatewayServer: Sendable {
     }
 
     /// Closes the listener and every connection at once, without farewells.
-    public func close() async {
+    package func close() async {
         let channels = self.registry.closeAdmission()
         try? await self.serverChannel.close()
         for channel in channels {

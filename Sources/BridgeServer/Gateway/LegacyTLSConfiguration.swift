@@ -5,19 +5,19 @@ import NIOSSL
 /// TLS for a legacy listener (docs/protocol.md#tls): the client certificate is always requested and
 /// required, and verified against the configured CA certificates or pinned fingerprints. At most TLS 1.2 unless
 /// TLS 1.3 is allowed; TLS 1.0 and 1.1 only when legacy TLS is allowed.
-public struct LegacyTLSConfiguration: Sendable {
-    public var certificateChain: [NIOSSLCertificate]
-    public var privateKey: NIOSSLPrivateKey
+package struct LegacyTLSConfiguration: Sendable {
+    package var certificateChain: [NIOSSLCertificate]
+    package var privateKey: NIOSSLPrivateKey
     /// The CA certificates that client certificates must chain to.
-    public var clientCertificateAuthorities: [NIOSSLCertificate]
+    package var clientCertificateAuthorities: [NIOSSLCertificate]
     /// SHA-256 fingerprints (lowercase hex) of client certificates trusted by themselves,
     /// whoever issued them.
-    public var pinnedFingerprints: Set<String> = []
+    package var pinnedFingerprints: Set<String> = []
     /// Off by default: under TLS 1.3, post-handshake tickets make some legacy clients miss the
     /// error-response.
-    public var allowTLS13 = false
+    package var allowTLS13 = false
     /// TLS 1.0 and 1.1, for clients that speak nothing newer.
-    public var allowLegacyTLS = false
+    package var allowLegacyTLS = false
     /// How long the bridge's close waits for the client's close_notify, reading and dropping
     /// meanwhile: after an error-response's drain, and after a feedback poll's last tuple
     /// (docs/protocol.md#closing). A client that only writes sees its writes fail only after the
@@ -25,9 +25,9 @@ public struct LegacyTLSConfiguration: Sendable {
     /// read its packet. 5 s; 0 closes at once. A tenant may have its own
     /// (``ClosingOverrides``). The connection's handler times this wait, not NIOSSL (whose
     /// shutdown timeout is one per context, so it could not differ by tenant).
-    public var closeNotifyWait: TimeAmount = .seconds(5)
+    package var closeNotifyWait: TimeAmount = .seconds(5)
 
-    public init(
+    package init(
         certificateChain: [NIOSSLCertificate],
         privateKey: NIOSSLPrivateKey,
         clientCertificateAuthorities: [NIOSSLCertificate]
@@ -37,7 +37,7 @@ public struct LegacyTLSConfiguration: Sendable {
         self.clientCertificateAuthorities = clientCertificateAuthorities
     }
 
-    public func makeServerContext() throws -> NIOSSLContext {
+    package func makeServerContext() throws -> NIOSSLContext {
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: self.certificateChain.map { .certificate($0) },
             privateKey: .privateKey(self.privateKey)

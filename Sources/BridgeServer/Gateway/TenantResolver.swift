@@ -5,7 +5,7 @@ import X509
 
 /// Resolves the tenant of a provider connection from its verified client certificate
 /// (docs/configuration.md#tenants). `nil` refuses the connection.
-public protocol TenantResolver: Sendable {
+package protocol TenantResolver: Sendable {
     func tenant(for certificate: NIOSSLCertificate) -> Tenant?
 
     /// SHA-256 fingerprints (lowercase hex) of certificates the resolver trusts by themselves,
@@ -14,5 +14,5 @@ public protocol TenantResolver: Sendable {
 }
 
 extension TenantResolver {
-    public var pinnedFingerprints: Set<String> { [] }
+    package var pinnedFingerprints: Set<String> { [] }
 }

@@ -10,7 +10,7 @@ import Synchronization
 /// Made once by whoever runs the listeners (`serve` makes one for both) and handed to them:
 /// creating the handlers is not free, so a connection never makes its own. Tests give it a
 /// factory of their own (swift-metrics' `MetricsTestKit`) and read the counters there.
-public final class GatewayMetrics: Sendable {
+package final class GatewayMetrics: Sendable {
     let received: Counter
     let inFlight: Meter
     let resendsAnsweredFromRecords: Counter
@@ -44,7 +44,7 @@ public final class GatewayMetrics: Sendable {
     private let factory: any MetricsFactory
 
     /// - Parameter factory: where the metrics go; swift-metrics' global factory unless given.
-    public init(factory: any MetricsFactory = MetricsSystem.factory) {
+    package init(factory: any MetricsFactory = MetricsSystem.factory) {
         self.factory = factory
         self.received = Counter(label: "apns_bridge_notifications_received_total", factory: factory)
         self.inFlight = Meter(label: "apns_bridge_notifications_in_flight", factory: factory)
@@ -108,7 +108,7 @@ public final class GatewayMetrics: Sendable {
     /// Makes the labelled series a dashboard or alert rule names, at zero, so that they exist
     /// from the first scrape: the known tenants' outcomes, every error-response status, and
     /// every reason a listener refuses a connection.
-    public func prepareSeries(tenants: [String]) {
+    package func prepareSeries(tenants: [String]) {
         for tenant in tenants {
             _ = self.outcomes(tenant: tenant)
         }

@@ -8,14 +8,14 @@ import Glibc
 /// (`127.0.0.1`, `::1`). An IPv4 network also holds the IPv4-mapped IPv6 form of its addresses
 /// (`::ffff:10.0.0.1`), which a listener bound to `::` sees; an IPv4-mapped network written as
 /// such (`::ffff:10.0.0.0/104`) is that IPv4 network (`10.0.0.0/8`), so it holds IPv4 peers too.
-public struct IPNetwork: Sendable, Hashable, CustomStringConvertible {
+package struct IPNetwork: Sendable, Hashable, CustomStringConvertible {
     /// The network's address, 4 or 16 bytes, with the bits past the prefix cleared.
-    public let bytes: [UInt8]
-    public let prefixLength: Int
+    package let bytes: [UInt8]
+    package let prefixLength: Int
 
     /// `nil` when `text` is not an address, optionally followed by `/` and a prefix length no
     /// longer than the address.
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         let parts = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
         guard let address = try? SocketAddress(ipAddress: String(parts[0]), port: 0),
             var bytes = Self.bytes(of: address)
@@ -39,14 +39,14 @@ public struct IPNetwork: Sendable, Hashable, CustomStringConvertible {
     /// `::ffff:0:0/96`, the IPv4-mapped addresses.
     private static let ipv4MappedPrefix: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF]
 
-    public var description: String {
+    package var description: String {
         let address =
             self.bytes.count == 4 ? self.bytes.map(String.init).joined(separator: ".") : Self.ipv6Text(self.bytes)
         return "\(address)/\(self.prefixLength)"
     }
 
     /// Whether `address` lies in this network.
-    public func contains(_ address: SocketAddress) -> Bool {
+    package func contains(_ address: SocketAddress) -> Bool {
         guard var candidate = Self.bytes(of: address) else { return false }
         if self.bytes.count == 4, candidate.count == 16, candidate.prefix(12).elementsEqual(Self.ipv4MappedPrefix) {
             candidate = Array(candidate.suffix(4))

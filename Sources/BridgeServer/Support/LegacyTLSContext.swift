@@ -21,7 +21,7 @@ import X509
 /// only be resumed within the server context that made it (the session cache and the ticket
 /// keys belong to the context), and every reload replaces the context, so a session made before
 /// a reload is never resumed after it (docs/protocol.md, "Resumed TLS sessions").
-public final class LegacyTLSContext: Sendable {
+package final class LegacyTLSContext: Sendable {
     private struct Current: Sendable {
         var sslContext: NIOSSLContext
         var verifier: ClientCertificateVerifier
@@ -32,7 +32,7 @@ public final class LegacyTLSContext: Sendable {
     private let tenantResolver: any TenantResolver
     private let logger: Logger
 
-    public init(configuration: LegacyTLSConfiguration, tenantResolver: any TenantResolver, logger: Logger) throws {
+    package init(configuration: LegacyTLSConfiguration, tenantResolver: any TenantResolver, logger: Logger) throws {
         self.tenantResolver = tenantResolver
         self.logger = logger
         self.current = Mutex(try Self.make(configuration, tenantResolver: tenantResolver))
@@ -41,12 +41,12 @@ public final class LegacyTLSContext: Sendable {
     /// How long a close waits for the client's close_notify (`tls.closeNotifyWaitSeconds`, as
     /// last loaded), where the connection's tenant has no wait of its own
     /// (docs/protocol.md#closing).
-    public var closeNotifyWait: TimeAmount {
+    package var closeNotifyWait: TimeAmount {
         self.current.withLock { $0.closeNotifyWait }
     }
 
     /// Uses `configuration` for the handshakes that start from now on, and for the closes.
-    public func reload(_ configuration: LegacyTLSConfiguration) throws {
+    package func reload(_ configuration: LegacyTLSConfiguration) throws {
         let next = try Self.make(configuration, tenantResolver: self.tenantResolver)
         self.current.withLock { $0 = next }
     }

@@ -13,22 +13,22 @@ import Glibc
 /// connection from anywhere else is read as TLS from its first byte, so a PROXY header from a
 /// peer that is not a configured load balancer fails its handshake: nobody else can claim an
 /// address.
-public struct ProxyProtocolPolicy: Sendable, Hashable, CustomStringConvertible {
-    public var loadBalancers: [IPNetwork]
+package struct ProxyProtocolPolicy: Sendable, Hashable, CustomStringConvertible {
+    package var loadBalancers: [IPNetwork]
 
-    public init(loadBalancers: [IPNetwork] = []) {
+    package init(loadBalancers: [IPNetwork] = []) {
         self.loadBalancers = loadBalancers
     }
 
-    public static let off = ProxyProtocolPolicy()
+    package static let off = ProxyProtocolPolicy()
 
     /// `off`, or the networks (for the start-up log).
-    public var description: String {
+    package var description: String {
         self.loadBalancers.isEmpty ? "off" : self.loadBalancers.map(\.description).joined(separator: ",")
     }
 
     /// Whether a connection from `peer` must begin with a PROXY protocol header.
-    public func expectsHeader(from peer: SocketAddress?) -> Bool {
+    package func expectsHeader(from peer: SocketAddress?) -> Bool {
         guard !self.loadBalancers.isEmpty, let peer else { return false }
         return self.loadBalancers.contains { $0.contains(peer) }
     }

@@ -11,28 +11,28 @@ import NIOSSL
 /// (the default when no tenant is configured); otherwise it is refused. A tenant whose topic
 /// would come from a `UID=` that is not a valid topic (``Tenant/isValidTopic(_:)``) is refused:
 /// that value would become the `apns-topic` of requests on connections other tenants share.
-public struct ConfiguredTenantResolver: TenantResolver {
-    public var rules: [TenantRule]
-    public var defaultEnvironment: APNsEnvironment
-    public var acceptsUnlistedCertificates: Bool
+package struct ConfiguredTenantResolver: TenantResolver {
+    package var rules: [TenantRule]
+    package var defaultEnvironment: APNsEnvironment
+    package var acceptsUnlistedCertificates: Bool
 
-    public init(rules: [TenantRule], defaultEnvironment: APNsEnvironment, acceptsUnlistedCertificates: Bool? = nil) {
+    package init(rules: [TenantRule], defaultEnvironment: APNsEnvironment, acceptsUnlistedCertificates: Bool? = nil) {
         self.rules = rules
         self.defaultEnvironment = defaultEnvironment
         self.acceptsUnlistedCertificates = acceptsUnlistedCertificates ?? rules.isEmpty
     }
 
     /// The tenants' fingerprints: trusted by themselves (see ``TenantRule/fingerprints``).
-    public var pinnedFingerprints: Set<String> {
+    package var pinnedFingerprints: Set<String> {
         self.rules.reduce(into: []) { $0.formUnion($1.fingerprints) }
     }
 
-    public func tenant(for certificate: NIOSSLCertificate) -> Tenant? {
+    package func tenant(for certificate: NIOSSLCertificate) -> Tenant? {
         guard let parsed = try? ProviderCertificate(certificate) else { return nil }
         return self.tenant(for: parsed)
     }
 
-    public func tenant(for certificate: ProviderCertificate) -> Tenant? {
+    package func tenant(for certificate: ProviderCertificate) -> Tenant? {
         let rule =
             self.rules.first { $0.fingerprints.contains(certificate.fingerprint) }
             ?? certificate.userID.flatMap { userID in self.rules.first { $0.userID == userID } }

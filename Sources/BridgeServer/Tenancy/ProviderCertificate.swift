@@ -8,32 +8,32 @@ import X509
 /// What a provider (client) certificate says about its app, as Apple issued them (docs/configuration.md#tenants):
 /// the subject's `UID=` (bundle id) and `OU=` (team id), the environment markers and the topics
 /// extension, and the certificate's SHA-256 fingerprint.
-public struct ProviderCertificate: Hashable, Sendable {
+package struct ProviderCertificate: Hashable, Sendable {
     /// OID 0.9.2342.19200300.100.1.1, `UID` in a distinguished name.
-    public static let userIDAttribute: ASN1ObjectIdentifier = [0, 9, 2342, 19_200_300, 100, 1, 1]
+    package static let userIDAttribute: ASN1ObjectIdentifier = [0, 9, 2342, 19_200_300, 100, 1, 1]
     /// Present on certificates that may push to the sandbox (development) environment.
-    public static let sandboxMarker: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 6, 3, 1]
+    package static let sandboxMarker: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 6, 3, 1]
     /// Present on certificates that may push to the production environment.
-    public static let productionMarker: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 6, 3, 2]
+    package static let productionMarker: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 6, 3, 2]
     /// The topics a certificate may push to: a SEQUENCE of UTF8String topics, each followed by a
     /// SEQUENCE describing it.
-    public static let topicsExtension: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 6, 3, 6]
+    package static let topicsExtension: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 6, 3, 6]
 
     /// Lowercase hex of the SHA-256 of the DER encoding (what `openssl x509 -fingerprint -sha256`
     /// prints, without the colons).
-    public var fingerprint: String
-    public var userID: String?
-    public var organizationalUnit: String?
-    public var commonName: String?
-    public var hasSandboxMarker: Bool
-    public var hasProductionMarker: Bool
+    package var fingerprint: String
+    package var userID: String?
+    package var organizationalUnit: String?
+    package var commonName: String?
+    package var hasSandboxMarker: Bool
+    package var hasProductionMarker: Bool
     /// Topics from extension `1.2.840.113635.100.6.3.6`, in the certificate's order.
-    public var topics: [String]
+    package var topics: [String]
     /// The subject as a distinguished name, for the migration view.
-    public var subject: String
-    public var notValidAfter: Date
+    package var subject: String
+    package var notValidAfter: Date
 
-    public init(derBytes: [UInt8]) throws {
+    package init(derBytes: [UInt8]) throws {
         let certificate = try Certificate(derEncoded: derBytes)
         self.fingerprint = SHA256.hash(data: derBytes).map { String(format: "%02x", $0) }.joined()
         var userID: String?
@@ -64,7 +64,7 @@ public struct ProviderCertificate: Hashable, Sendable {
     }
 
     /// What the migration view keeps of it.
-    public var seen: SeenCertificate {
+    package var seen: SeenCertificate {
         SeenCertificate(
             fingerprint: self.fingerprint,
             subject: self.subject,
@@ -72,13 +72,13 @@ public struct ProviderCertificate: Hashable, Sendable {
         )
     }
 
-    public init(_ certificate: NIOSSLCertificate) throws {
+    package init(_ certificate: NIOSSLCertificate) throws {
         try self.init(derBytes: try certificate.toDERBytes())
     }
 
     /// The environment the markers name: only the sandbox marker → sandbox, only the production
     /// marker → production; both (a universal certificate) or neither → `nil`.
-    public var markedEnvironment: APNsEnvironment? {
+    package var markedEnvironment: APNsEnvironment? {
         switch (self.hasSandboxMarker, self.hasProductionMarker) {
         case (true, false): .sandbox
         case (false, true): .production

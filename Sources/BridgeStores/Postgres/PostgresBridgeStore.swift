@@ -29,15 +29,15 @@ import Synchronization
 /// pending record whose owner closed (it marks its pending records unknown as it closes) or
 /// stopped renewing its heartbeat for ``BridgeStoreConfiguration/instanceLease`` (it crashed)
 /// can get no outcome any more: its resend is forwarded again (docs/protocol.md#resend-records).
-public final class PostgresBridgeStore: BridgeStore {
+package final class PostgresBridgeStore: BridgeStore {
     /// 2: instances own their resend records; 3: the usage tables (``PostgresUsage``); 4: the id
     /// a resend record's notification went upstream with.
     static let schemaVersion = 4
     /// Serialises schema migrations of instances starting at the same time.
     static let migrationLockID: Int64 = 0x6170_6E73_2195
 
-    public let configuration: BridgeStoreConfiguration
-    public let client: PostgresClient
+    package let configuration: BridgeStoreConfiguration
+    package let client: PostgresClient
     /// The client's own run, which every query needs.
     private let clientRun: BackgroundWork
     private let batcher: FeedbackWriteBatcher
@@ -50,16 +50,16 @@ public final class PostgresBridgeStore: BridgeStore {
     /// The tokens that may be on a feedback list: a 200 for any other token skips the store.
     /// Loaded at connect, rebuilt at each maintenance sweep, and kept current with the other
     /// instances' 410s by `LISTEN` (see ``FeedbackListNotifications``).
-    public let feedbackListFilter: FeedbackListFilter
+    package let feedbackListFilter: FeedbackListFilter
     /// Listens for the other instances' new entries until ``close()``.
     private let listener: BackgroundWork
     /// This instance's identity: the owner of the resend records it writes.
-    public let instanceID: String
+    package let instanceID: String
     /// Renews this instance's heartbeat until ``close()``.
     private let heartbeat: BackgroundWork
     /// Set by the first ``close()``: a second one does nothing.
     private let isClosed = Mutex(false)
-    public let health: StoreHealth
+    package let health: StoreHealth
     /// Claims waiting for an outcome this instance writes.
     private let outcomeWaiters = ResendOutcomeWaiters()
 
@@ -107,7 +107,7 @@ public final class PostgresBridgeStore: BridgeStore {
     /// - Parameter url: `postgres://user:password@host:port/database`, or with
     ///   `?host=/path/to/socket-directory` for a unix socket; `?sslmode=disable|prefer|require`
     ///   (default `prefer`).
-    public static func withStore<Result: Sendable>(
+    package static func withStore<Result: Sendable>(
         url: String,
         configuration: BridgeStoreConfiguration = .init(),
         maximumConnections: Int = 20,
@@ -130,7 +130,7 @@ public final class PostgresBridgeStore: BridgeStore {
     /// Connects and brings the schema up to date, for a store that is not opened in a scope
     /// (tests, tools): its background work runs in tasks of its own until ``close()``, which
     /// must be called. The bridge uses ``withStore(url:configuration:maximumConnections:logger:_:)``.
-    public static func connect(
+    package static func connect(
         url: String,
         configuration: BridgeStoreConfiguration = .init(),
         maximumConnections: Int = 20,
@@ -233,7 +233,7 @@ public final class PostgresBridgeStore: BridgeStore {
     /// can get no outcome any more (the upstream was shut down before the store), so they are
     /// marked unknown and their resends are forwarded again on any instance at once. The
     /// background work stops. A second call does nothing.
-    public func close() async {
+    package func close() async {
         guard
             !self.isClosed.withLock({ closed in
                 defer { closed = true }
@@ -373,7 +373,7 @@ public final class PostgresBridgeStore: BridgeStore {
     }
 
     /// The client configuration a store URL names (see ``connect(url:configuration:maximumConnections:logger:)``).
-    public static func clientConfiguration(url: String) throws -> PostgresClient.Configuration {
+    package static func clientConfiguration(url: String) throws -> PostgresClient.Configuration {
         try Self.parse(url: url).configuration
     }
 
@@ -442,7 +442,7 @@ public final class PostgresBridgeStore: BridgeStore {
     /// with one byte at once: a server that accepts and never speaks (not PostgreSQL, or a proxy
     /// holding the connection) is named within `timeout` too, rather than after postgres-nio's
     /// connection attempts give up (about 70 s) with a message about its circuit breaker.
-    public static func checkReachable(url: String, timeout: TimeAmount = .seconds(10)) async throws {
+    package static func checkReachable(url: String, timeout: TimeAmount = .seconds(10)) async throws {
         let endpoint = try Self.parse(url: url).endpoint
         let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
         let answered = eventLoop.makePromise(of: Bool.self)
@@ -623,7 +623,7 @@ public final class PostgresBridgeStore: BridgeStore {
 
     // MARK: Feedback: recording
 
-    public func apply(_ change: FeedbackChange, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+    package func apply(_ change: FeedbackChange, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
         self.batcher.submit(change, on: eventLoop)
     }
 
@@ -687,7 +687,7 @@ public final class PostgresBridgeStore: BridgeStore {
 
     // MARK: Feedback: serving
 
-    public func drain(
+    package func drain(
         tenant: String,
         environment: APNsEnvironment,
         options: FeedbackDrainOptions,
@@ -746,8 +746,11 @@ public final class PostgresBridgeStore: BridgeStore {
         }
     }
 
-    public func pendingEntries(tenant: String, environment: APNsEnvironment, limit: Int) async throws -> [FeedbackEntry]
-    {
+    package func pendingEntries(
+        tenant: String,
+        environment: APNsEnvironment,
+        limit: Int
+    ) async throws -> [FeedbackEntry] {
         try await self.run(
             """
             SELECT token, timestamp FROM feedback_entries
@@ -770,7 +773,7 @@ public final class PostgresBridgeStore: BridgeStore {
         }
     }
 
-    public func pendingCount() async throws -> Int {
+    package func pendingCount() async throws -> Int {
         try await self.run("SELECT count(*) FROM feedback_entries") { rows in
             var count: Int64 = 0
             for try await found in rows.decode(Int64.self) { count = found }
@@ -780,7 +783,7 @@ public final class PostgresBridgeStore: BridgeStore {
 
     // MARK: Resend records
 
-    public func mayHoldLiveRecords(tenant: String) -> Bool {
+    package func mayHoldLiveRecords(tenant: String) -> Bool {
         self.horizons.mayHoldLiveRecords(tenant: tenant) { self.configuration.nowMilliseconds }
     }
 
@@ -789,7 +792,7 @@ public final class PostgresBridgeStore: BridgeStore {
     /// or a write found: the query would wait until postgres-nio gives up connecting, about
     /// 15 s), the tenant is treated as holding records for a window: each of its notifications
     /// is looked up, within the outage budget, rather than a resend forwarded twice.
-    public func refreshLiveRecords(tenant: String, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+    package func refreshLiveRecords(tenant: String, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
         eventLoop.makeFutureWithTask {
             let now = self.configuration.nowMilliseconds
             if self.health.currentOutage != nil {
@@ -815,7 +818,7 @@ public final class PostgresBridgeStore: BridgeStore {
         }
     }
 
-    public func remember(_ records: [ResendRecord], on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+    package func remember(_ records: [ResendRecord], on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
         let expiresAt = self.configuration.nowMilliseconds + self.configuration.resendRecordWindow.milliseconds
         for tenant in Set(records.map(\.key.tenant)) {
             self.horizons.extend(tenant: tenant, until: expiresAt)
@@ -851,7 +854,7 @@ public final class PostgresBridgeStore: BridgeStore {
         !self.isClosed.withLock { $0 }
     }
 
-    public func resolve(
+    package func resolve(
         _ key: ResendRecordKey,
         outcome: NotificationOutcome,
         on eventLoop: any EventLoop
@@ -887,7 +890,7 @@ public final class PostgresBridgeStore: BridgeStore {
         }
     }
 
-    public func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<ResendClaim> {
+    package func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<ResendClaim> {
         guard self.mayHoldLiveRecords(tenant: key.tenant) else { return eventLoop.makeSucceededFuture(.new) }
         let hash = key.storageHash
         let deadline = ContinuousClock.now + self.configuration.outageBudget
@@ -1030,7 +1033,7 @@ public final class PostgresBridgeStore: BridgeStore {
 
     // MARK: Maintenance
 
-    public func removeExpired() async throws -> StoreSweep {
+    package func removeExpired() async throws -> StoreSweep {
         let nowSeconds = self.configuration.nowSeconds
         let nowMilliseconds = self.configuration.nowMilliseconds
         let retentionStart = nowSeconds - self.configuration.feedbackRetention.milliseconds / 1000

@@ -182,7 +182,7 @@ enum PostgresUsage {
 }
 
 extension PostgresBridgeStore {
-    public func recordUsage(_ batch: UsageBatch) async throws {
+    package func recordUsage(_ batch: UsageBatch) async throws {
         guard !batch.isEmpty else { return }
         try await Self.retryingConflicts(logger: self.logger) {
             try await Self.withConnection(self.client, timeout: self.configuration.statementTimeout) { connection in
@@ -193,7 +193,7 @@ extension PostgresBridgeStore {
         }
     }
 
-    public func usage(from firstDay: UsageDay, tenant: String?) async throws -> StoredUsage {
+    package func usage(from firstDay: UsageDay, tenant: String?) async throws -> StoredUsage {
         try await Self.withConnection(self.client, timeout: self.configuration.statementTimeout) { connection in
             try await PostgresUsage.read(from: firstDay, tenant: tenant, on: connection, logger: self.logger)
         }
@@ -203,7 +203,7 @@ extension PostgresBridgeStore {
 extension BridgeStoreLocation {
     /// Opens the store a URL names for reading its usage only (`apns-bridge report`), runs
     /// `body` with it, and closes it.
-    public static func withUsage<Result: Sendable>(
+    package static func withUsage<Result: Sendable>(
         _ location: String,
         logger: Logger,
         _ body: @Sendable (any UsageSource) async throws -> Result

@@ -5,13 +5,13 @@ import PostgresNIO
 
 /// Reads the usage of a PostgreSQL store without joining it as an instance (no heartbeat, no
 /// schema change): `apns-bridge report`, beside running bridges or none.
-public struct PostgresUsageReader: UsageSource {
+package struct PostgresUsageReader: UsageSource {
     private let client: PostgresClient
     private let logger: Logger
 
     /// Connects, checks that the schema has the usage tables, and runs `body` with the reader;
     /// the client runs in a child task until `body` returns.
-    public static func withReader<Result: Sendable>(
+    package static func withReader<Result: Sendable>(
         url: String,
         logger: Logger,
         _ body: @Sendable (PostgresUsageReader) async throws -> Result
@@ -50,7 +50,7 @@ public struct PostgresUsageReader: UsageSource {
         }
     }
 
-    public func usage(from firstDay: UsageDay, tenant: String?) async throws -> StoredUsage {
+    package func usage(from firstDay: UsageDay, tenant: String?) async throws -> StoredUsage {
         try await PostgresBridgeStore.withConnection(
             self.client,
             timeout: BridgeStoreConfiguration().statementTimeout

@@ -22,8 +22,8 @@ import Synchronization
 /// it could delete or release them) are released at once, and resend records that run left
 /// pending can no longer get an outcome: they are marked unknown, so their resends are
 /// forwarded again at once (docs/protocol.md#resend-records).
-public final class SQLiteBridgeStore: BridgeStore {
-    public enum Synchronous: String, Sendable {
+package final class SQLiteBridgeStore: BridgeStore {
+    package enum Synchronous: String, Sendable {
         /// A commit is on disk before it returns: survives crashes and power cuts.
         case full = "FULL"
         /// WAL with `NORMAL`: survives a crash of the process; a power cut may lose the last
@@ -35,8 +35,8 @@ public final class SQLiteBridgeStore: BridgeStore {
     /// tables (``SQLiteUsage``), 3 the id a resend record's notification went upstream with.
     static let schemaVersion = 3
 
-    public let configuration: BridgeStoreConfiguration
-    public let path: String
+    package let configuration: BridgeStoreConfiguration
+    package let path: String
     let connection: SQLiteConnection
     let lock: AsyncSerialLock
     private let batcher: FeedbackWriteBatcher
@@ -51,8 +51,8 @@ public final class SQLiteBridgeStore: BridgeStore {
     private let horizons: ResendRecordHorizons
     /// The tokens that may be on a feedback list: a 200 for any other token skips the store.
     /// Exact at open and kept current by this process, the file's only writer.
-    public let feedbackListFilter: FeedbackListFilter
-    public let health: StoreHealth
+    package let feedbackListFilter: FeedbackListFilter
+    package let health: StoreHealth
     /// Claims waiting for an outcome (every outcome is this process's).
     private let outcomeWaiters = ResendOutcomeWaiters()
 
@@ -98,7 +98,7 @@ public final class SQLiteBridgeStore: BridgeStore {
 
     /// Opens the store, runs `body` with it, and closes it when `body` returns or throws; the
     /// batcher's commits run as a child task of this call. (The bridge opens its store this way.)
-    public static func withStore<Result: Sendable>(
+    package static func withStore<Result: Sendable>(
         path: String,
         configuration: BridgeStoreConfiguration = .init(),
         synchronous: Synchronous = .full,
@@ -121,7 +121,7 @@ public final class SQLiteBridgeStore: BridgeStore {
     /// store not opened in a scope (tests, tools): its commits run in a task of their own until
     /// ``close()``, which must be called. The bridge uses
     /// ``withStore(path:configuration:synchronous:logger:_:)``.
-    public static func open(
+    package static func open(
         path: String,
         configuration: BridgeStoreConfiguration = .init(),
         synchronous: Synchronous = .full,
@@ -212,7 +212,7 @@ public final class SQLiteBridgeStore: BridgeStore {
     }
 
     /// Commits what is queued and closes the file. A second call does nothing.
-    public func close() async {
+    package func close() async {
         guard
             !self.isClosed.withLock({ closed in
                 defer { closed = true }
@@ -316,7 +316,7 @@ public final class SQLiteBridgeStore: BridgeStore {
 
     // MARK: Feedback: recording
 
-    public func apply(_ change: FeedbackChange, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+    package func apply(_ change: FeedbackChange, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
         self.batcher.submit(change, on: eventLoop)
     }
 
@@ -408,7 +408,7 @@ public final class SQLiteBridgeStore: BridgeStore {
 
     // MARK: Feedback: serving
 
-    public func drain(
+    package func drain(
         tenant: String,
         environment: APNsEnvironment,
         options: FeedbackDrainOptions,
@@ -473,8 +473,11 @@ public final class SQLiteBridgeStore: BridgeStore {
         )
     }
 
-    public func pendingEntries(tenant: String, environment: APNsEnvironment, limit: Int) async throws -> [FeedbackEntry]
-    {
+    package func pendingEntries(
+        tenant: String,
+        environment: APNsEnvironment,
+        limit: Int
+    ) async throws -> [FeedbackEntry] {
         try await self.lock.withLock {
             try await self.connection.query(
                 "SELECT token, timestamp FROM feedback_entries WHERE tenant = ? AND environment = ? AND claim IS NULL ORDER BY id LIMIT ?",
@@ -490,7 +493,7 @@ public final class SQLiteBridgeStore: BridgeStore {
         }
     }
 
-    public func pendingCount() async throws -> Int {
+    package func pendingCount() async throws -> Int {
         try await self.lock.withLock {
             try await self.connection.query("SELECT count(*) AS n FROM feedback_entries")
         }.first?.column("n")?.storedInteger ?? 0
@@ -498,7 +501,7 @@ public final class SQLiteBridgeStore: BridgeStore {
 
     // MARK: Resend records
 
-    public func remember(_ records: [ResendRecord], on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+    package func remember(_ records: [ResendRecord], on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
         let expiresAt = self.configuration.nowMilliseconds + self.configuration.resendRecordWindow.milliseconds
         // Before the insert: a claim racing with it then queries rather than skips.
         for tenant in Set(records.map(\.key.tenant)) {
@@ -539,11 +542,11 @@ public final class SQLiteBridgeStore: BridgeStore {
         }
     }
 
-    public func mayHoldLiveRecords(tenant: String) -> Bool {
+    package func mayHoldLiveRecords(tenant: String) -> Bool {
         self.horizons.mayHoldLiveRecords(tenant: tenant) { self.configuration.nowMilliseconds }
     }
 
-    public func resolve(
+    package func resolve(
         _ key: ResendRecordKey,
         outcome: NotificationOutcome,
         on eventLoop: any EventLoop
@@ -571,7 +574,7 @@ public final class SQLiteBridgeStore: BridgeStore {
         }
     }
 
-    public func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<ResendClaim> {
+    package func claim(_ key: ResendRecordKey, on eventLoop: any EventLoop) -> EventLoopFuture<ResendClaim> {
         guard self.mayHoldLiveRecords(tenant: key.tenant) else { return eventLoop.makeSucceededFuture(.new) }
         let deadline = ContinuousClock.now + self.configuration.outageBudget
         // Only records made before the claim began: a notification whose lookup waits (for the
@@ -642,7 +645,7 @@ public final class SQLiteBridgeStore: BridgeStore {
 
     // MARK: Maintenance
 
-    public func removeExpired() async throws -> StoreSweep {
+    package func removeExpired() async throws -> StoreSweep {
         let nowSeconds = self.configuration.nowSeconds
         let nowMilliseconds = self.configuration.nowMilliseconds
         let retentionStart = nowSeconds - self.configuration.feedbackRetention.milliseconds / 1000

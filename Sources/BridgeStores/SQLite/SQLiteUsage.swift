@@ -174,7 +174,7 @@ enum SQLiteUsage {
 }
 
 extension SQLiteBridgeStore {
-    public func recordUsage(_ batch: UsageBatch) async throws {
+    package func recordUsage(_ batch: UsageBatch) async throws {
         guard !batch.isEmpty else { return }
         try await self.lock.withLock {
             try await Self.transaction(self.connection) {
@@ -183,7 +183,7 @@ extension SQLiteBridgeStore {
         }
     }
 
-    public func usage(from firstDay: UsageDay, tenant: String?) async throws -> StoredUsage {
+    package func usage(from firstDay: UsageDay, tenant: String?) async throws -> StoredUsage {
         try await self.lock.withLock {
             try await SQLiteUsage.read(
                 from: firstDay,

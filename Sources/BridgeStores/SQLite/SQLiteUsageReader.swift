@@ -6,7 +6,7 @@ import SQLiteNIO
 /// Reads the usage of a SQLite store without opening it as a bridge does: no schema change, no
 /// release of claims or records, so it is safe on a file a running bridge has open (WAL lets a
 /// reader in beside the writer).
-public final class SQLiteUsageReader: UsageSource {
+package final class SQLiteUsageReader: UsageSource {
     private let connection: SQLiteConnection
     private let corruptValues: CorruptValues
 
@@ -15,7 +15,7 @@ public final class SQLiteUsageReader: UsageSource {
         self.corruptValues = CorruptValues(logger: logger)
     }
 
-    public static func open(path: String, logger: Logger) async throws -> SQLiteUsageReader {
+    package static func open(path: String, logger: Logger) async throws -> SQLiteUsageReader {
         guard FileManager.default.fileExists(atPath: path) else {
             throw StoreError.invalidURL("sqlite:\(path): no such file (has a bridge run with this store?)")
         }
@@ -37,7 +37,7 @@ public final class SQLiteUsageReader: UsageSource {
         }
     }
 
-    public func usage(from firstDay: UsageDay, tenant: String?) async throws -> StoredUsage {
+    package func usage(from firstDay: UsageDay, tenant: String?) async throws -> StoredUsage {
         try await SQLiteUsage.read(
             from: firstDay,
             tenant: tenant,
@@ -46,7 +46,7 @@ public final class SQLiteUsageReader: UsageSource {
         )
     }
 
-    public func close() async {
+    package func close() async {
         try? await self.connection.close()
     }
 }
