@@ -295,8 +295,8 @@ public final class APNsNotificationUpstream: NotificationUpstream {
             )
         case .outcome:
             self.logger.warning("broadcast refused", metadata: metadata)
-        case .gaveUp(let outcome):
-            metadata["outcome"] = "\(outcome)"
+        case .gaveUp, .throttled:
+            metadata["outcome"] = "\(mapping.outcome)"
             self.logger.warning("gave up a broadcast after retries", metadata: metadata)
         case .credentialFailure:
             self.logger.error(
@@ -348,8 +348,8 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         switch mapping {
         case .outcome:
             self.logger.debug("upstream answered", metadata: metadata)
-        case .gaveUp(let outcome):
-            metadata["outcome"] = "\(outcome)"
+        case .gaveUp, .throttled:
+            metadata["outcome"] = "\(mapping.outcome)"
             self.logger.warning("gave up after retries", metadata: metadata)
         case .credentialFailure:
             self.logger.error(

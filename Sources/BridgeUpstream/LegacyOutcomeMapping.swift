@@ -10,10 +10,13 @@ import UpstreamAPNs
 public enum LegacyOutcomeMapping: Hashable, Sendable {
     /// The provider sees this outcome; nothing for the operator.
     case outcome(NotificationOutcome)
-    /// APNs still answered 429 or 5xx, or nothing at all, when the retry budget ran out:
-    /// dropped after 429 (the provider is told nothing), status 1 otherwise. The bridge's
-    /// decision, not APNs' answer: a resend record does not keep it (docs/protocol.md#resend-records).
-    case gaveUp(NotificationOutcome)
+    /// APNs still answered 5xx, or nothing at all, when the retry budget ran out, or the bridge
+    /// is stopping: status 1. The bridge's decision, not APNs' answer: a resend record does not
+    /// keep it (docs/protocol.md#resend-records).
+    case gaveUp
+    /// APNs still answered 429 when the retry budget ran out: dropped, the provider is told
+    /// nothing. The bridge's decision too, like ``gaveUp``.
+    case throttled
     /// A credential problem (403 reasons, a provider token refused again after a refresh, a
     /// token that cannot be signed): an alarm; the provider gets status 1.
     case credentialFailure
@@ -33,7 +36,9 @@ public enum LegacyOutcomeMapping: Hashable, Sendable {
     /// The outcome the provider session gets.
     public var outcome: NotificationOutcome {
         switch self {
-        case .outcome(let outcome), .gaveUp(let outcome): outcome
+        case .outcome(let outcome): outcome
+        case .gaveUp: .gaveUp(.processingError)
+        case .throttled: .dropped
         case .credentialFailure: .rejected(.processingError)
         case .topicFailure: .rejected(.missingTopic)
         case .bridgeBug, .upstreamFault: .rejected(.unknown)
@@ -56,10 +61,10 @@ public enum LegacyOutcomeMapping: Hashable, Sendable {
                 self = .credentialFailure
             case .clientShutDown:
                 // The bridge is stopping: as if the budget ran out, the bridge gave up on it.
-                self = .gaveUp(.gaveUp(.processingError))
+                self = .gaveUp
             case .retryBudgetExhausted:
                 // After a 429, a later attempt that went unanswered still counts as throttled.
-                self = lastResponse?.status == 429 ? .gaveUp(.dropped) : .gaveUp(.gaveUp(.processingError))
+                self = lastResponse?.status == 429 ? .throttled : .gaveUp
             case .malformedHeader(let name):
                 // Never sent (docs/upstream.md#outcomes as APNs would answer it): a topic is the tenant's,
                 // so the operator's problem (3); a channel id stands for the token (8); anything
@@ -106,9 +111,9 @@ public enum LegacyOutcomeMapping: Hashable, Sendable {
         case .payloadTooLarge?:
             self = .outcome(.rejected(.invalidPayloadSize))
         case .tooManyRequests?:
-            self = .gaveUp(.dropped)
+            self = .throttled
         case .internalServerError?, .serviceUnavailable?, .shutdown?, .idleTimeout?:
-            self = .gaveUp(.gaveUp(.processingError))
+            self = .gaveUp
         case .badCertificate?, .badCertificateEnvironment?, .forbidden?, .invalidProviderToken?,
             .missingProviderToken?, .unrelatedKeyIdInToken?, .badEnvironmentKeyIdInToken?,
             .expiredProviderToken?, .tooManyProviderTokenUpdates?:
@@ -119,8 +124,8 @@ public enum LegacyOutcomeMapping: Hashable, Sendable {
         default:
             switch status {
             case 410: self = .outcome(.unregistered(timestamp: UInt32(clamping: (timestamp ?? 0) / 1000)))
-            case 429: self = .gaveUp(.dropped)
-            case 500...599: self = .gaveUp(.gaveUp(.processingError))
+            case 429: self = .throttled
+            case 500...599: self = .gaveUp
             case 403: self = .credentialFailure
             default: self = .upstreamFault
             }

@@ -31,11 +31,11 @@ struct LegacyOutcomeMappingTests {
         Row(status: 413, reason: "PayloadTooLarge", expected: .outcome(.rejected(.invalidPayloadSize))),
         Row(status: 403, reason: "ExpiredProviderToken", expected: .credentialFailure),
         Row(status: 429, reason: "TooManyProviderTokenUpdates", expected: .credentialFailure),
-        Row(status: 400, reason: "IdleTimeout", expected: .gaveUp(.gaveUp(.processingError))),
-        Row(status: 429, reason: "TooManyRequests", expected: .gaveUp(.dropped)),
-        Row(status: 500, reason: "InternalServerError", expected: .gaveUp(.gaveUp(.processingError))),
-        Row(status: 503, reason: "ServiceUnavailable", expected: .gaveUp(.gaveUp(.processingError))),
-        Row(status: 503, reason: "Shutdown", expected: .gaveUp(.gaveUp(.processingError))),
+        Row(status: 400, reason: "IdleTimeout", expected: .gaveUp),
+        Row(status: 429, reason: "TooManyRequests", expected: .throttled),
+        Row(status: 500, reason: "InternalServerError", expected: .gaveUp),
+        Row(status: 503, reason: "ServiceUnavailable", expected: .gaveUp),
+        Row(status: 503, reason: "Shutdown", expected: .gaveUp),
         Row(status: 403, reason: "BadCertificate", expected: .credentialFailure),
         Row(status: 403, reason: "BadCertificateEnvironment", expected: .credentialFailure),
         Row(status: 403, reason: "Forbidden", expected: .credentialFailure),
@@ -56,7 +56,7 @@ struct LegacyOutcomeMappingTests {
         Row(status: 400, reason: "SomethingNew", expected: .upstreamFault),
         Row(status: 400, reason: nil, expected: .upstreamFault),
         Row(status: 418, reason: nil, expected: .upstreamFault),
-        Row(status: 502, reason: "SomethingNew", expected: .gaveUp(.gaveUp(.processingError))),
+        Row(status: 502, reason: "SomethingNew", expected: .gaveUp),
     ]
 
     @Test("Each APNs answer maps as docs/upstream.md#outcomes says", arguments: rows)
@@ -76,7 +76,7 @@ struct LegacyOutcomeMappingTests {
         #expect(LegacyOutcomeMapping.topicFailure.outcome == .rejected(.missingTopic))
         #expect(LegacyOutcomeMapping.bridgeBug.outcome == .rejected(.unknown))
         #expect(LegacyOutcomeMapping.upstreamFault.outcome == .rejected(.unknown))
-        #expect(LegacyOutcomeMapping.gaveUp(.dropped).outcome == .dropped)
+        #expect(LegacyOutcomeMapping.throttled.outcome == .dropped)
     }
 
     @Test(
@@ -84,15 +84,15 @@ struct LegacyOutcomeMappingTests {
     )
     func unanswered() {
         let budget = APNsSendFailure(kind: .retryBudgetExhausted, detail: "test")
-        #expect(LegacyOutcomeMapping(.unanswered(budget, lastResponse: nil)) == .gaveUp(.gaveUp(.processingError)))
+        #expect(LegacyOutcomeMapping(.unanswered(budget, lastResponse: nil)) == .gaveUp)
         #expect(
             LegacyOutcomeMapping(
                 .unanswered(budget, lastResponse: APNsResponse(status: 429, apnsID: nil, reason: .tooManyRequests))
-            ) == .gaveUp(.dropped)
+            ) == .throttled
         )
         #expect(
             LegacyOutcomeMapping(.unanswered(budget, lastResponse: APNsResponse(status: 503, apnsID: nil)))
-                == .gaveUp(.gaveUp(.processingError))
+                == .gaveUp
         )
         let unsigned = APNsSendFailure(kind: .cannotSignProviderToken, detail: "test")
         #expect(LegacyOutcomeMapping(.unanswered(unsigned, lastResponse: nil)) == .credentialFailure)
