@@ -72,6 +72,14 @@ let package = Package(
             dependencies: [.product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: swiftSettings
         ),
+        // The PROXY protocol header a load balancer writes before TLS (versions 1 and 2), read
+        // by BridgeServer's listeners. NIOCore only, like LegacyProtocol, so the legacy fuzzer
+        // parses it without the listeners' dependencies.
+        .target(
+            name: "ProxyProtocol",
+            dependencies: [.product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: swiftSettings
+        ),
         // Sans-I/O provider session and the seams to the upstream and the stores.
         .target(
             name: "BridgeCore",
@@ -87,6 +95,7 @@ let package = Package(
             name: "BridgeServer",
             dependencies: [
                 "LegacyProtocol",
+                "ProxyProtocol",
                 "BridgeCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -282,6 +291,7 @@ let package = Package(
             name: "LegacyStreamFuzzing",
             dependencies: [
                 "LegacyProtocol",
+                "ProxyProtocol",
                 "BridgeCore",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
@@ -418,6 +428,7 @@ let package = Package(
             name: "BridgeServerTests",
             dependencies: [
                 "LegacyProtocol",
+                "ProxyProtocol",
                 "BridgeCore",
                 "BridgeServer",
                 "BridgeStores",

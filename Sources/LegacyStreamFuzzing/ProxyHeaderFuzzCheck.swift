@@ -1,5 +1,5 @@
-import LegacyProtocol
 import NIOCore
+import ProxyProtocol
 
 /// The PROXY protocol header parser over a fuzz input, in the reads the run cut it into: each
 /// call answers a header (having consumed at most one header's bound), an error, or "more"

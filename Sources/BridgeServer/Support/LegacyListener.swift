@@ -3,6 +3,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
+import ProxyProtocol
 import Synchronization
 
 /// The listening socket of a legacy port (the gateway's, the feedback service's): each accepted

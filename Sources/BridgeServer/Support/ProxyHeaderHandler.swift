@@ -1,5 +1,6 @@
 import LegacyProtocol
 import NIOCore
+import ProxyProtocol
 
 /// The first handler of a connection from a configured load balancer: it reads the PROXY
 /// protocol header (``ProxyHeaderParser``) before any TLS byte, then hands the connection to

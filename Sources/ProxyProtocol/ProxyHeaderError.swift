@@ -2,7 +2,7 @@ import NIOCore
 
 /// Why a PROXY protocol header was refused. The connection is closed without an answer: the
 /// bytes came from a load balancer that is misconfigured, or from a peer that is not one.
-public enum ProxyHeaderError: Error, Hashable, Sendable {
+package enum ProxyHeaderError: Error, Hashable, Sendable {
     /// The first bytes are neither version 1's `PROXY ` nor version 2's signature.
     case missing
     /// Version 1: no CRLF within 107 bytes, a protocol other than TCP4/TCP6/UNKNOWN, an address

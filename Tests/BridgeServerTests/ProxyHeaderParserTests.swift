@@ -1,5 +1,5 @@
-import LegacyProtocol
 import NIOCore
+import ProxyProtocol
 import Testing
 
 @Suite("PROXY protocol header parser (versions 1 and 2)")

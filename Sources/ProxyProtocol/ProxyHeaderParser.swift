@@ -6,13 +6,13 @@ import NIOCore
 /// Every length is checked before anything waits for it: version 1 is at most 107 bytes by its
 /// definition; version 2 announces its length in 2 bytes, refused above
 /// ``maximumVersion2Length``, so a peer can make the listener hold at most that much.
-public enum ProxyHeaderParser {
+package enum ProxyHeaderParser {
     /// Version 1's longest line, CRLF included (the PROXY protocol's own bound).
-    public static let maximumVersion1Length = 107
+    package static let maximumVersion1Length = 107
     /// The longest version 2 header accepted: the 16 fixed bytes and an address block of up to
     /// 1,024 bytes (the largest address, two UNIX paths, is 216; the rest leaves room for TLVs
     /// such as HAProxy's `unique-id`, which are skipped).
-    public static let maximumVersion2Length = 16 + 1024
+    package static let maximumVersion2Length = 16 + 1024
 
     static let version2Signature: [UInt8] = [0x0D, 0x0A, 0x0D, 0x0A, 0x00, 0x0D, 0x0A, 0x51, 0x55, 0x49, 0x54, 0x0A]
     static let version1Prefix: [UInt8] = Array("PROXY ".utf8)
@@ -21,7 +21,7 @@ public enum ProxyHeaderParser {
     /// are needed (nothing consumed).
     ///
     /// - Throws: ``ProxyHeaderError`` as soon as the bytes so far cannot start a valid header.
-    public static func parse(_ buffer: inout ByteBuffer) throws(ProxyHeaderError) -> ProxyHeader? {
+    package static func parse(_ buffer: inout ByteBuffer) throws(ProxyHeaderError) -> ProxyHeader? {
         let available = buffer.readableBytesView
         guard let first = available.first else { return nil }
         // Decide the version from as many bytes as have come, refusing as early as they allow.
