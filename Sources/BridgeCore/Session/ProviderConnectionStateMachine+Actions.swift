@@ -2,7 +2,9 @@ import LegacyProtocol
 
 // What the connection machine answers. Each event answers a type that holds only what can
 // follow it: the handshake a `HandshakeAction`, the input an `InputAction`, a read request a
-// `ReadAction`, an outcome or a shutdown a `NextAction`, a timer of the close a `CloseAction`.
+// `ReadAction`, an upstream outcome an `OutcomeAction` (whose `then` is a `NextAction`, as a
+// shutdown's is), a timer of the close a `CloseAction`, the shutdown's deadline a
+// `ShutdownDeadlineAction`.
 
 extension ProviderConnectionStateMachine {
     /// After the verified handshake.
@@ -154,7 +156,7 @@ extension ProviderConnectionStateMachine {
     }
 
     /// What an outcome means: what to do next, then what to store.
-    public struct Completion: Hashable, Sendable {
+    public struct OutcomeAction: Hashable, Sendable {
         /// Done first: any store write below completes after it.
         public var then: NextAction
         /// A change of the tenant's feedback list to store.

@@ -328,9 +328,9 @@ public struct ProviderConnectionStateMachine {
         _ sequence: ProviderSessionStateMachine.Sequence,
         outcome: NotificationOutcome,
         remembered: Bool = false
-    ) -> Completion {
+    ) -> OutcomeAction {
         let action = self.withSession { $0.upstreamCompleted(sequence, outcome: outcome, remembered: remembered) }
-        var completion = Completion(then: self.next(after: action))
+        var completion = OutcomeAction(then: self.next(after: action))
         switch action.feedback {
         case .registered(let key) where !self.mayBeOnFeedbackList(key):
             break  // almost every 200: the token is on no list, nothing to remove
