@@ -101,8 +101,14 @@ extension GatewayConfiguration {
         configuration.host = "127.0.0.1"
         configuration.port = 0
         configuration.errorDrainTime = .milliseconds(200)
+        configuration.handshakeTimeout = Self.loopbackHandshakeTimeout
         return configuration
     }
+
+    /// A TLS handshake's timeout in tests: a bound on a hang, not on speed. In the first seconds
+    /// of a full debug run, when every suite starts at once on 2 cores, a handshake has taken
+    /// longer than the product's 10 s. A test of the timeout itself sets its own.
+    package static let loopbackHandshakeTimeout: TimeAmount = .seconds(60)
 }
 
 extension FeedbackConfiguration {
@@ -111,6 +117,7 @@ extension FeedbackConfiguration {
         var configuration = FeedbackConfiguration(tls: GatewayConfiguration.loopback(pki: pki).tls)
         configuration.host = "127.0.0.1"
         configuration.port = 0
+        configuration.handshakeTimeout = GatewayConfiguration.loopbackHandshakeTimeout
         return configuration
     }
 }
