@@ -39,6 +39,7 @@ package final class GatewayHarness: Sendable {
         tenantResolver: (any TenantResolver)? = nil,
         tlsContext: LegacyTLSContext? = nil,
         log: CapturedLog? = nil,
+        metrics: GatewayMetrics = GatewayMetrics(),
         configure: (inout GatewayConfiguration) -> Void = { _ in }
     ) async throws -> GatewayHarness {
         let pki = try pki ?? DevelopmentCA()
@@ -56,6 +57,7 @@ package final class GatewayHarness: Sendable {
             feedback: feedback,
             tenantResolver: tenantResolver ?? CertificateSubjectTenantResolver(environment: environment),
             tlsContext: tlsContext,
+            metrics: metrics,
             logger: logger
         )
         return GatewayHarness(

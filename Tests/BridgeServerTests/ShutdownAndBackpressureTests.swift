@@ -3,6 +3,7 @@ import BridgeServer
 import BridgeTestSupport
 import LegacyClient
 import LegacyProtocol
+import MetricsTestKit
 import NIOCore
 import Synchronization
 import Testing
@@ -59,13 +60,15 @@ struct ShutdownAndBackpressureTests {
     @Test("Shutdown whose resend records are not stored by its bound: the farewell goes out then, not a bare close")
     func shutdownBoundBeforeRecordsStored() async throws {
         let stalled = StalledResendRecordWrites()
+        let metrics = TestMetrics()
         try await withResource(
             try await GatewayHarness.start(
                 resendStore: { stalled.wrapping($0) },
                 script: { notification, _ in
                     notification.frame.identifier.rawValue <= 3
                         ? .init(.accepted) : .init(.accepted, after: .seconds(20))
-                }
+                },
+                metrics: GatewayMetrics(factory: metrics)
             ) {
                 $0.shutdownGracePeriod = .milliseconds(200)
             }
@@ -82,6 +85,7 @@ struct ShutdownAndBackpressureTests {
             )
             #expect(received.readableBytes == 0)
             #expect(stalled.waiting == 1, "the farewell's records were still being stored")
+            #expect(metrics.counterTotal(label: "apns_bridge_shutdown_farewells_before_records_total") == 1)
             #expect(harness.resendRecords.count == 4)
         }
     }

@@ -97,6 +97,7 @@ struct ProviderConnectionReport {
     /// The shutdown's bound passed before the farewell's resend records were stored
     /// (docs/protocol.md#shutdown).
     func deliveredBeforeRecordsStored() {
+        self.metrics.farewellBeforeRecords()
         self.logger.warning(
             "the shutdown's bound passed: the farewell goes out before its resend records are stored; an immediate resend may be forwarded twice"
         )

@@ -26,6 +26,7 @@ package final class GatewayMetrics: Sendable {
     let failuresAfterClose: Counter
     /// Frames cut off by the end of a provider's input (docs/protocol.md#end-of-input: not forwarded).
     let partialFrames: Counter
+    let farewellsBeforeRecords: Counter
     private let errorResponses: LabelledCounters
     /// `apns_bridge_notifications_failed_total{status, reason}` for the failures the gateway
     /// decides: `reason` is `local` (a validation rule) or `malformed` (an unreadable frame).
@@ -65,6 +66,10 @@ package final class GatewayMetrics: Sendable {
         self.feedbackRecorded = Counter(label: "apns_bridge_feedback_entries_recorded_total", factory: factory)
         self.failuresAfterClose = Counter(label: "apns_bridge_failures_after_provider_close_total", factory: factory)
         self.partialFrames = Counter(label: "apns_bridge_partial_frames_dropped_total", factory: factory)
+        self.farewellsBeforeRecords = Counter(
+            label: "apns_bridge_shutdown_farewells_before_records_total",
+            factory: factory
+        )
         self.errorResponses = LabelledCounters(
             label: "apns_bridge_error_responses_total",
             labelNames: ["status"],
@@ -139,6 +144,7 @@ package final class GatewayMetrics: Sendable {
     func feedbackEntryRecorded() { self.feedbackRecorded.increment() }
     func failureAfterClose() { self.failuresAfterClose.increment() }
     func partialFrameDropped() { self.partialFrames.increment() }
+    func farewellBeforeRecords() { self.farewellsBeforeRecords.increment() }
     func connectionRefused(listener: String, reason: String) { self.refusedConnections.increment([listener, reason]) }
     func tlsVersionRefused(listener: String) { self.refusedTLSVersions.increment([listener]) }
     func proxyHeaderRefused(listener: String, reason: String) {
