@@ -25,7 +25,7 @@ package final class StoreHealth: Sendable {
     /// Values read that are no number where one belongs.
     let corruptValues: CorruptValues
 
-    init(logger: Logger, factory: any MetricsFactory = MetricsSystem.factory) {
+    package init(logger: Logger, factory: any MetricsFactory = MetricsSystem.factory) {
         self.logger = logger
         self.errors = CoreMetrics.Counter(label: "apns_bridge_store_errors_total", factory: factory)
         self.corruptValues = CorruptValues(logger: logger, factory: factory)

@@ -142,7 +142,15 @@ struct StoreOutageTests {
                     Self.progress(test, "starting the server")
                     try await cluster.startServer()
                     Self.progress(test, "waiting for the drain")
-                    #expect(try await drain.value == FeedbackDrainResult(delivered: 0, completed: false))
+                    let result: FeedbackDrainResult
+                    do {
+                        result = try await drain.value
+                    } catch {
+                        // PSQLError's description hides the server's message.
+                        Issue.record("the drain failed: \(String(reflecting: error))")
+                        throw error
+                    }
+                    #expect(result == FeedbackDrainResult(delivered: 0, completed: false))
                     Self.progress(test, "reading what is pending")
                     #expect(delivered.withLock { $0 } == 0, "nothing was claimed for the closed poller")
                     let pending = try await store.pendingEntries(
@@ -203,6 +211,62 @@ struct StoreOutageTests {
         #expect(store.health.writesWaiting == 0)
         let numbers = StoreBehaviourTests.tokenNumbers(try await StoreBehaviourTests.drainAll(store)).sorted()
         #expect(numbers == [0, 2], "each 410 once")
+        await store.close()
+    }
+
+    @Test(
+        "SQLite: the file locked by another writer between two batches of a poll: the next claim waits, the poller gets its whole list once, nothing stays pending"
+    )
+    func pollAcrossLockedSQLiteFile() async throws {
+        let location = try TestDatabases.sqliteLocation()
+        var configuration = BridgeStoreConfiguration()
+        // Longer than a loaded machine can take between the lock and its release.
+        configuration.outageBudget = .seconds(120)
+        let store = try await StoreKind.sqlite.open(location, configuration: configuration)
+        try await StoreBehaviourTests.apply((0..<5).map { StoreBehaviourTests.unregistered($0) }, to: store)
+        let path = String(location.dropFirst("sqlite:".count))
+        let other = try await SQLiteConnection.open(storage: .file(path: path))
+        let received = Mutex<[FeedbackTuple]>([])
+        let unlock = Mutex<Task<Void, any Error>?>(nil)
+        do {
+            // After the first batch, another connection takes the write lock: the next claim
+            // fails (SQLITE_BUSY after the 1 s busy timeout) until the lock is gone.
+            let result = try await store.drain(
+                tenant: "com.example.a",
+                environment: .production,
+                options: .init(batchSize: 2),
+                pollerConnected: { true },
+                deliver: { tuples in
+                    let first = received.withLock { received in
+                        defer { received += tuples }
+                        return received.isEmpty
+                    }
+                    guard first else { return }
+                    _ = try await other.query("BEGIN IMMEDIATE")
+                    let task = Task {
+                        _ = try await eventually("the store's health to show the locked file") {
+                            store.health.currentOutage
+                        }
+                        _ = try await other.query("ROLLBACK")
+                    }
+                    unlock.withLock { $0 = task }
+                },
+                finish: {}
+            )
+            #expect(result == FeedbackDrainResult(delivered: 5, completed: true))
+            try await unlock.withLock { $0 }?.value
+        } catch {
+            _ = try? await unlock.withLock { $0 }?.value
+            try await other.close()
+            await store.close()
+            throw error
+        }
+        try await other.close()
+        #expect(
+            StoreBehaviourTests.tokenNumbers(received.withLock { $0 }).sorted() == [0, 1, 2, 3, 4],
+            "each entry once"
+        )
+        #expect(try await store.pendingCount() == 0, "what was delivered is deleted; nothing stays claimed")
         await store.close()
     }
 

@@ -697,53 +697,61 @@ package final class PostgresBridgeStore: BridgeStore {
     ) async throws -> FeedbackDrainResult {
         let claim = DrainClaim.make()
         let lengthFilter = options.only32ByteTokens ? "AND octet_length(token) = 32" : ""
-        return try await FeedbackDrainLoop.run(batchSize: options.batchSize, deliver: deliver, finish: finish) {
-            batch,
-            deleting in
-            // Delivered batches go in the same statement (one transaction) as the next claim; the
-            // rows it deletes are claimed ones, the rows the claim takes unclaimed ones. (The
-            // release below leaves the deleted batches' rows to the DELETE: a row two parts of one
-            // statement change ends up with either change.)
-            try await Self.withConnection(
-                self.client,
-                timeout: self.configuration.statementTimeout,
-                beforeStatement: { if !pollerConnected() { throw FeedbackDrainLoop.PollerGone() } }
-            ) { connection in
-                var claimed: [(id: Int64, tuple: FeedbackTuple)] = []
-                let rows = try await connection.query(
+        return try await FeedbackDrainLoop.run(
+            batchSize: options.batchSize,
+            health: self.health,
+            retryWhile: { self.isOpen },
+            outageBudget: self.configuration.outageBudget,
+            pollerConnected: pollerConnected,
+            deliver: deliver,
+            finish: finish,
+            claim: { batch, deleting in
+                // Delivered batches go in the same statement (one transaction) as the next claim; the
+                // rows it deletes are claimed ones, the rows the claim takes unclaimed ones. (The
+                // release below leaves the deleted batches' rows to the DELETE: a row two parts of one
+                // statement change ends up with either change.)
+                try await Self.withConnection(
+                    self.client,
+                    timeout: self.configuration.statementTimeout,
+                    beforeStatement: { if !pollerConnected() { throw FeedbackDrainLoop.PollerGone() } }
+                ) { connection in
+                    var claimed: [(id: Int64, tuple: FeedbackTuple)] = []
+                    let rows = try await connection.query(
+                        """
+                        WITH delivered AS (
+                            DELETE FROM feedback_entries
+                            WHERE claim = \(claim) AND claim_batch BETWEEN \(Int32(deleting?.lowerBound ?? 0)) AND \(Int32(deleting?.upperBound ?? 0))
+                        )
+                        UPDATE feedback_entries SET claim = \(claim), claim_batch = \(Int32(batch)), claimed_at = \(self.configuration.nowSeconds)
+                        WHERE id IN (
+                            SELECT id FROM feedback_entries
+                            WHERE tenant = \(tenant) AND environment = \(environment.rawValue) AND claim IS NULL \(unescaped: lengthFilter)
+                            ORDER BY id LIMIT \(Int64(options.batchSize))
+                            FOR UPDATE SKIP LOCKED
+                        )
+                        RETURNING id, token, timestamp
+                        """,
+                        logger: self.logger
+                    )
+                    for try await (id, token, timestamp) in rows.decode((Int64, ByteBuffer, Int64).self) {
+                        claimed.append((id, FeedbackTuple(timestamp: UInt32(clamping: timestamp), deviceToken: token)))
+                    }
+                    return claimed.sorted { $0.id < $1.id }.map(\.tuple)
+                }
+            },
+            release: { deleting in
+                try await self.run(
                     """
                     WITH delivered AS (
                         DELETE FROM feedback_entries
                         WHERE claim = \(claim) AND claim_batch BETWEEN \(Int32(deleting?.lowerBound ?? 0)) AND \(Int32(deleting?.upperBound ?? 0))
                     )
-                    UPDATE feedback_entries SET claim = \(claim), claim_batch = \(Int32(batch)), claimed_at = \(self.configuration.nowSeconds)
-                    WHERE id IN (
-                        SELECT id FROM feedback_entries
-                        WHERE tenant = \(tenant) AND environment = \(environment.rawValue) AND claim IS NULL \(unescaped: lengthFilter)
-                        ORDER BY id LIMIT \(Int64(options.batchSize))
-                        FOR UPDATE SKIP LOCKED
-                    )
-                    RETURNING id, token, timestamp
-                    """,
-                    logger: self.logger
-                )
-                for try await (id, token, timestamp) in rows.decode((Int64, ByteBuffer, Int64).self) {
-                    claimed.append((id, FeedbackTuple(timestamp: UInt32(clamping: timestamp), deviceToken: token)))
-                }
-                return claimed.sorted { $0.id < $1.id }.map(\.tuple)
+                    UPDATE feedback_entries SET claim = NULL, claim_batch = NULL, claimed_at = NULL
+                    WHERE claim = \(claim) AND claim_batch NOT BETWEEN \(Int32(deleting?.lowerBound ?? 0)) AND \(Int32(deleting?.upperBound ?? 0))
+                    """
+                ) { _ in }
             }
-        } release: { deleting in
-            try await self.run(
-                """
-                WITH delivered AS (
-                    DELETE FROM feedback_entries
-                    WHERE claim = \(claim) AND claim_batch BETWEEN \(Int32(deleting?.lowerBound ?? 0)) AND \(Int32(deleting?.upperBound ?? 0))
-                )
-                UPDATE feedback_entries SET claim = NULL, claim_batch = NULL, claimed_at = NULL
-                WHERE claim = \(claim) AND claim_batch NOT BETWEEN \(Int32(deleting?.lowerBound ?? 0)) AND \(Int32(deleting?.upperBound ?? 0))
-                """
-            ) { _ in }
-        }
+        )
     }
 
     package func pendingEntries(

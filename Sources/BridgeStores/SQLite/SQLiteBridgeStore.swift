@@ -418,51 +418,62 @@ package final class SQLiteBridgeStore: BridgeStore {
     ) async throws -> FeedbackDrainResult {
         let claim = DrainClaim.make()
         let lengthFilter = options.only32ByteTokens ? "AND length(token) = 32" : ""
-        return try await FeedbackDrainLoop.run(batchSize: options.batchSize, deliver: deliver, finish: finish) {
-            batch,
-            deleting in
-            let rows = try await self.lock.withLock {
-                guard pollerConnected() else { throw FeedbackDrainLoop.PollerGone() }
-                return try await Self.transaction(self.connection) {
-                    if let deleting {
-                        try await self.deleteBatches(deleting, of: claim)
-                    }
-                    return try await self.connection.query(
-                        """
-                        UPDATE feedback_entries SET claim = ?, claim_batch = ?, claimed_at = ?
-                        WHERE id IN (
-                            SELECT id FROM feedback_entries
-                            WHERE tenant = ? AND environment = ? AND claim IS NULL \(lengthFilter)
-                            ORDER BY id LIMIT ?
+        return try await FeedbackDrainLoop.run(
+            batchSize: options.batchSize,
+            health: self.health,
+            retryWhile: { self.isOpen },
+            outageBudget: self.configuration.outageBudget,
+            pollerConnected: pollerConnected,
+            deliver: deliver,
+            finish: finish,
+            claim: { batch, deleting in
+                let rows = try await self.lock.withLock {
+                    guard pollerConnected() else { throw FeedbackDrainLoop.PollerGone() }
+                    return try await Self.transaction(self.connection) {
+                        if let deleting {
+                            try await self.deleteBatches(deleting, of: claim)
+                        }
+                        return try await self.connection.query(
+                            """
+                            UPDATE feedback_entries SET claim = ?, claim_batch = ?, claimed_at = ?
+                            WHERE id IN (
+                                SELECT id FROM feedback_entries
+                                WHERE tenant = ? AND environment = ? AND claim IS NULL \(lengthFilter)
+                                ORDER BY id LIMIT ?
+                            )
+                            RETURNING id, token, timestamp
+                            """,
+                            [
+                                .text(claim), .integer(batch), .integer(Int(self.configuration.nowSeconds)),
+                                .text(tenant), .text(environment.rawValue), .integer(options.batchSize),
+                            ]
                         )
-                        RETURNING id, token, timestamp
-                        """,
-                        [
-                            .text(claim), .integer(batch), .integer(Int(self.configuration.nowSeconds)),
-                            .text(tenant), .text(environment.rawValue), .integer(options.batchSize),
-                        ]
-                    )
-                }
-            }
-            return rows.sorted { ($0.column("id")?.storedInteger ?? 0) < ($1.column("id")?.storedInteger ?? 0) }.map {
-                FeedbackTuple(
-                    timestamp: UInt32(clamping: $0.storedInteger("timestamp", corrupt: self.health.corruptValues) ?? 0),
-                    deviceToken: $0.column("token")?.blob ?? ByteBuffer()
-                )
-            }
-        } release: { deleting in
-            try await self.lock.withLock {
-                try await Self.transaction(self.connection) {
-                    if let deleting {
-                        try await self.deleteBatches(deleting, of: claim)
                     }
-                    _ = try await self.connection.query(
-                        "UPDATE feedback_entries SET claim = NULL, claim_batch = NULL, claimed_at = NULL WHERE claim = ?",
-                        [.text(claim)]
+                }
+                return rows.sorted { ($0.column("id")?.storedInteger ?? 0) < ($1.column("id")?.storedInteger ?? 0) }.map
+                {
+                    FeedbackTuple(
+                        timestamp: UInt32(
+                            clamping: $0.storedInteger("timestamp", corrupt: self.health.corruptValues) ?? 0
+                        ),
+                        deviceToken: $0.column("token")?.blob ?? ByteBuffer()
                     )
                 }
+            },
+            release: { deleting in
+                try await self.lock.withLock {
+                    try await Self.transaction(self.connection) {
+                        if let deleting {
+                            try await self.deleteBatches(deleting, of: claim)
+                        }
+                        _ = try await self.connection.query(
+                            "UPDATE feedback_entries SET claim = NULL, claim_batch = NULL, claimed_at = NULL WHERE claim = ?",
+                            [.text(claim)]
+                        )
+                    }
+                }
             }
-        }
+        )
     }
 
     /// Deletes delivered batches of a drain's claim (within the caller's transaction).

@@ -11,13 +11,17 @@ import LegacyProtocol
 /// closed for minutes, and a claim made then would hide its entries from the next poll until
 /// the release.
 ///
+/// A claim or a release that fails is tried again within the outage budget, the claim only
+/// while its poller is connected (docs/operations.md#store-outage): a store that went away for
+/// a moment costs the poll a pause, not its list.
+///
 /// Delivered batches (their bytes written and flushed) are deleted as the stream goes: every
 /// ``batchesPerDelete`` batches, one statement by batch range in the same transaction as the
 /// next claim, and the rest with the release. So the deletes keep pace with the stream, and a
 /// poll that ended left nothing to delete. (With one delete of the whole list after the close,
 /// a million entries took longer to delete than a graceful shutdown waits, and were served
 /// again after the restart: docs/feedback.md, "When entries are deleted".)
-enum FeedbackDrainLoop {
+package enum FeedbackDrainLoop {
     /// Batches deleted by one statement. Each delete rewrites the index pages its rows touch
     /// (the tokens' unique index: random pages), so fewer, larger deletes cost less: a
     /// statement per batch made SQLite's stream of a million entries twice as slow as one
@@ -25,10 +29,16 @@ enum FeedbackDrainLoop {
     static let batchesPerDelete = 10
 
     /// Thrown by a claim whose poller went away before its statement ran: nothing was claimed.
-    struct PollerGone: Error {}
+    package struct PollerGone: Error {
+        package init() {}
+    }
 
-    static func run(
+    package static func run(
         batchSize: Int,
+        health: StoreHealth,
+        retryWhile storeOpen: () -> Bool,
+        outageBudget: Duration,
+        pollerConnected: () -> Bool,
         deliver: ([FeedbackTuple]) async throws -> Void,
         finish: () async -> Void,
         claim: (_ batch: Int, _ deleting: ClosedRange<Int>?) async throws -> [FeedbackTuple],
@@ -40,18 +50,39 @@ enum FeedbackDrainLoop {
         /// Delivered batches not deleted yet.
         var undeleted: ClosedRange<Int>?
         var storeError: (any Error)?
-        while true {
-            batch += 1
-            let deleting = (undeleted?.count ?? 0) >= Self.batchesPerDelete ? undeleted : nil
+        claiming: while true {
+            var deleting = (undeleted?.count ?? 0) >= Self.batchesPerDelete ? undeleted : nil
             let tuples: [FeedbackTuple]
-            do {
-                tuples = try await claim(batch, deleting)
-                if deleting != nil { undeleted = nil }
-            } catch is PollerGone {
-                break  // nothing claimed, nothing deleted: the release below deletes
-            } catch {
-                storeError = error  // a failed claim deleted nothing: the release below does
-                break
+            // A claim that fails (the store went away under it: a PostgreSQL restart ends its
+            // connection, another writer locks the SQLite file) is tried again while the poller
+            // is connected, within the outage budget. Each attempt has a batch number of its
+            // own, and a retry deletes every delivered batch: a failed attempt may have
+            // committed without its answer arriving, and its batch number then stays outside
+            // every range deleted as delivered, so its rows are released at the end.
+            let deadline = ContinuousClock.now + outageBudget
+            var failures = 0
+            while true {
+                batch += 1
+                do {
+                    tuples = try await claim(batch, deleting)
+                    if failures > 0 { health.succeeded() }
+                    if deleting != nil { undeleted = nil }
+                    break
+                } catch is PollerGone {
+                    break claiming  // nothing claimed, nothing deleted: the release below deletes
+                } catch {
+                    health.failed("feedback claim", error)
+                    failures += 1
+                    // The release below deletes what was delivered, and releases what a failed
+                    // attempt may have claimed.
+                    guard pollerConnected() else { break claiming }
+                    guard storeOpen(), .now < deadline, !Task.isCancelled else {
+                        storeError = error
+                        break claiming
+                    }
+                    deleting = undeleted
+                    try? await Task.sleep(for: StoreHealth.pause(afterFailures: failures))
+                }
             }
             if tuples.isEmpty {
                 completed = true
@@ -72,7 +103,13 @@ enum FeedbackDrainLoop {
         if completed {
             await finish()
         }
-        try await release(undeleted)
+        // Within the outage budget too: a release that failed would hide the claimed entries
+        // from every poll until the store's sweep (the claim lease).
+        let deadline = ContinuousClock.now + outageBudget
+        let keepTrying = { storeOpen() && ContinuousClock.now < deadline }
+        try await health.retrying("feedback release", while: keepTrying) {
+            try await release(undeleted)
+        }
         if let storeError { throw storeError }
         return FeedbackDrainResult(delivered: delivered, completed: completed)
     }

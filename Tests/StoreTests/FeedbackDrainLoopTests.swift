@@ -1,0 +1,107 @@
+import BridgeCore
+import BridgeStores
+import LegacyProtocol
+import Logging
+import NIOCore
+import Testing
+
+/// The drain loop both stores run, over a list held in memory: what a claim whose answer was
+/// lost does to the entries it claimed. The stores' own tests (StoreBehaviourTests,
+/// StoreOutageTests) run the same loop on SQLite and PostgreSQL, where such a claim cannot be
+/// made on purpose.
+@Suite("Feedback drain loop")
+struct FeedbackDrainLoopTests {
+    /// Entries by id: the batch that claimed each, `nil` while unclaimed. As the stores' SQL
+    /// does, a claim first deletes the delivered batches it is given, then takes the lowest
+    /// unclaimed ids; the release deletes its range and unclaims everything else.
+    struct List {
+        var claims: [Int: Int?]
+
+        init(count: Int) {
+            self.claims = Dictionary(uniqueKeysWithValues: (0..<count).map { ($0, nil) })
+        }
+
+        mutating func delete(_ batches: ClosedRange<Int>?) {
+            guard let batches else { return }
+            self.claims = self.claims.filter { _, batch in !(batch.map(batches.contains) ?? false) }
+        }
+
+        mutating func claim(batch: Int, deleting: ClosedRange<Int>?, size: Int) -> [Int] {
+            self.delete(deleting)
+            let ids = self.claims.filter { $0.value == nil }.keys.sorted().prefix(size)
+            for id in ids { self.claims[id] = batch }
+            return Array(ids)
+        }
+
+        mutating func release(deleting: ClosedRange<Int>?) {
+            self.delete(deleting)
+            for id in self.claims.keys { self.claims[id] = .some(nil) }
+        }
+    }
+
+    struct ConnectionLost: Error {}
+
+    static func tuple(_ id: Int) -> FeedbackTuple {
+        var token = ByteBuffer()
+        token.writeInteger(UInt32(id))
+        return FeedbackTuple(timestamp: 1000, deviceToken: token)
+    }
+
+    @Test(
+        "A claim committed whose answer was lost: the retry claims the next entries, and the lost claim's entries are released at the end, not deleted as delivered",
+        arguments: [1, 2, 3]
+    )
+    func lostClaimAnswer(failingClaim: Int) async throws {
+        var list = List(count: 8)
+        var claims = 0
+        var delivered: [Int] = []
+        let health = StoreHealth(logger: Logger(label: "test"))
+        let result = try await FeedbackDrainLoop.run(
+            batchSize: 2,
+            health: health,
+            retryWhile: { true },
+            outageBudget: .seconds(60),
+            pollerConnected: { true },
+            deliver: { tuples in
+                delivered += tuples.map { Int($0.deviceToken.getInteger(at: 0, as: UInt32.self)!) }
+            },
+            finish: {},
+            claim: { batch, deleting in
+                claims += 1
+                let ids = list.claim(batch: batch, deleting: deleting, size: 2)
+                // The statement committed; its answer never arrives (the connection ended).
+                if claims == failingClaim { throw ConnectionLost() }
+                return ids.map(Self.tuple)
+            },
+            release: { deleting in list.release(deleting: deleting) }
+        )
+        let lost = Set((0..<8).filter { $0 / 2 == failingClaim - 1 })
+        #expect(delivered == (0..<8).filter { !lost.contains($0) })
+        #expect(result == FeedbackDrainResult(delivered: 6, completed: true))
+        #expect(Set(list.claims.keys) == lost, "the lost claim's entries stay, everything delivered is deleted")
+        #expect(list.claims.values.allSatisfy { $0 == nil }, "nothing stays claimed")
+        #expect(health.currentOutage == nil, "the claim that went through after the failure cleared the outage")
+    }
+
+    @Test("A claim that fails while its poller has gone ends the drain without an error; what was delivered is deleted")
+    func failureAfterThePollerLeft() async throws {
+        var list = List(count: 4)
+        var connected = true
+        let result = try await FeedbackDrainLoop.run(
+            batchSize: 2,
+            health: StoreHealth(logger: Logger(label: "test")),
+            retryWhile: { true },
+            outageBudget: .seconds(60),
+            pollerConnected: { connected },
+            deliver: { _ in connected = false },
+            finish: {},
+            claim: { batch, deleting in
+                if !connected { throw ConnectionLost() }
+                return list.claim(batch: batch, deleting: deleting, size: 2).map(Self.tuple)
+            },
+            release: { deleting in list.release(deleting: deleting) }
+        )
+        #expect(result == FeedbackDrainResult(delivered: 2, completed: false))
+        #expect(list.claims.keys.sorted() == [2, 3])
+    }
+}
