@@ -1,3 +1,4 @@
+import BridgeCore
 import BridgeStores
 import Foundation
 import Synchronization

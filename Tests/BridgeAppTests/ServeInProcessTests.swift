@@ -1,4 +1,5 @@
 import BridgeApp
+import BridgeServer
 import BridgeTestSupport
 import Crypto
 import DevelopmentPKI
@@ -7,6 +8,8 @@ import LegacyClient
 import LegacyProtocol
 import MockAPNs
 import NIOCore
+import NIOPosix
+import Synchronization
 import Testing
 
 /// `serve` as `apns-bridge serve` runs it (``BridgeRuntime/serve(_:source:metrics:logLevel:logger:ready:)``),
@@ -107,6 +110,43 @@ struct ServeInProcessTests {
                     throw ReadyFailed()
                 }
             }
+        }
+    }
+
+    @Test(
+        "serve: a listener that cannot bind once the others are up fails its service; the group shuts down what started, ready never runs, serve throws the listener's key"
+    )
+    func listenerFailsToBind() async throws {
+        let files = try ConfigurationFiles()
+        defer { files.remove() }
+        try await withResource(try await Self.mock(files)) { mock in
+            // A port free now, given to both listeners: each passes the probe (it binds and
+            // closes), and whichever binds second fails in its service's run(), after the
+            // other service has started listening.
+            let probe = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .bind(host: "127.0.0.1", port: 0).get()
+            let port = try #require(probe.localAddress?.port)
+            try await probe.close()
+            var settings = try await Self.settings(files, mock: mock)
+            settings.gateway.port = port
+            settings.feedback.port = port
+            let readyRan = Mutex(false)
+            let error = await #expect(throws: ConfigurationError.self) {
+                try await BridgeRuntime.serve(settings, metrics: nil, logger: .forTests()) { _ in
+                    readyRan.withLock { $0 = true }
+                }
+            }
+            #expect(["gateway.listen", "feedback.listen"].contains(error?.key), "\(String(describing: error))")
+            #expect(
+                error?.message.contains("cannot listen on 127.0.0.1:\(port)") == true,
+                "\(String(describing: error))"
+            )
+            #expect(!readyRan.withLock { $0 })
+            // serve returned: the listener that had bound was closed on the way down.
+            let again = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .bind(host: "127.0.0.1", port: port).get()
+            try await again.close()
         }
     }
 }

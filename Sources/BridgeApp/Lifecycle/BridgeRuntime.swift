@@ -8,6 +8,7 @@ import Logging
 import NIOCore
 import Prometheus
 import ServiceLifecycle
+import Synchronization
 import UnixSignals
 import UpstreamAPNs
 
@@ -20,27 +21,43 @@ import UpstreamAPNs
 /// - the store is held in a scope (``BridgeStoreLocation/withStore(_:configuration:logger:_:)``)
 ///   around the group, and closed once, when every service has ended;
 /// - each service owns what it opens: the upstream clients' connections are opened in
-///   ``UpstreamService``'s `run()`, each listener binds in its ``ListenerService``'s `run()`;
-/// - "every listener is up" is an event (``ListenerSet/allListening()``), and only then does
-///   `ready` run, beside the group: the `ready` line of `serve`, the demo's round trip;
-/// - a service that fails (a port taken since the probe) shuts the group down in reverse order,
-///   as SIGTERM does, and `serve` throws its ``ConfigurationError``.
+///   ``UpstreamService``'s `run()`, each listener binds in its ``ListenerService``'s `run()` and
+///   reports its address;
+/// - `ready` is a service of the group (``ReadyService``): it runs once every listener has
+///   reported: the `ready` line of `serve`, the demo's round trip;
+/// - a service that fails (a port taken since the probe, a `ready` that throws) shuts the group
+///   down in reverse order, as SIGTERM does, and `serve` throws its error.
 ///
-/// The services are listed in dependency order: the upstream clients, the usage writer and the
-/// jobs, the reloader, the admin port, the gateway, the feedback service. ServiceGroup shuts them
-/// down in reverse, each once the one after it has finished: the listeners first (every provider
-/// gets its farewell), the upstream connections last; then the store's scope closes it.
+/// The services are listed in dependency order: `ready`, the upstream clients, the usage writer
+/// and the jobs, the reloader, the admin port, the gateway, the feedback service. ServiceGroup
+/// shuts them down in reverse, each once the one after it has finished: the listeners first
+/// (every provider gets its farewell), the upstream connections, then `ready`; then the store's
+/// scope closes the store.
 package enum BridgeRuntime {
     /// A bridge whose listeners are all up, as `ready` gets it.
     package struct Running: Sendable {
         /// Where the gateway, the feedback service and the admin port listen.
         package var addresses: ListeningAddresses
         package var store: any BridgeStore
-        fileprivate var group: ServiceGroup
+        fileprivate var group: GroupReference
 
         /// Asks the bridge to shut down as SIGTERM does.
         package func shutdown() async {
             await self.group.triggerGracefulShutdown()
+        }
+    }
+
+    /// The group, made after its services: the running bridge that ``ReadyService`` hands to
+    /// `ready` shuts it down.
+    fileprivate final class GroupReference: Sendable {
+        private let group = Mutex<ServiceGroup?>(nil)
+
+        func set(_ group: ServiceGroup) {
+            self.group.withLock { $0 = group }
+        }
+
+        func triggerGracefulShutdown() async {
+            await self.group.withLock { $0 }?.triggerGracefulShutdown()
         }
     }
 
@@ -86,16 +103,27 @@ package enum BridgeRuntime {
                 logger: logger
             ) { store in
                 opened = true
-                let (group, listeners) = try await Self.assemble(
+                let (listening, listened) = AsyncStream.makeStream(of: ListeningAddresses.Listener.self)
+                let group = GroupReference()
+                let readyService = ReadyService(
+                    listening: listening,
+                    expectsAdmin: settings.admin != nil,
+                    running: { Running(addresses: $0, store: store, group: group) },
+                    ready: ready
+                )
+                let services = try await Self.assemble(
                     settings,
                     store: store,
                     credentials: credentialSet,
                     source: source,
                     metrics: metrics,
                     logLevel: logLevel,
+                    onListening: { listened.yield($0) },
                     logger: logger
                 )
-                try await Self.run(group, listeners: listeners, store: store, ready: ready, logger: logger)
+                let serviceGroup = Self.group(of: [readyService] + services, settings: settings, logger: logger)
+                group.set(serviceGroup)
+                try await Self.run(serviceGroup, logger: logger)
             }
         } catch  where !opened {
             throw ConfigurationError(
@@ -105,64 +133,37 @@ package enum BridgeRuntime {
         }
     }
 
-    /// Runs the group and, once every listener is up, `ready` beside it.
-    private static func run(
-        _ group: ServiceGroup,
-        listeners: ListenerSet,
-        store: any BridgeStore,
-        ready: @escaping @Sendable (Running) async throws -> Void,
-        logger: Logger
-    ) async throws {
-        enum Ended: Sendable {
-            case group((any Error)?)
-            case ready((any Error)?)
-        }
-        try await withThrowingTaskGroup(of: Ended.self) { tasks in
-            tasks.addTask {
-                do {
-                    try await group.run()
-                    return .group(nil)
-                } catch {
-                    return .group(error)
-                }
-            }
-            tasks.addTask {
-                do {
-                    let addresses = try await listeners.allListening()
-                    try await ready(Running(addresses: addresses, store: store, group: group))
-                    return .ready(nil)
-                } catch {
-                    return .ready(error)
-                }
-            }
-            var readyFailure: (any Error)?
-            while let ended = try await tasks.next() {
-                switch ended {
-                case .ready(nil):
-                    continue
-                case .ready(let error?):
-                    // The bridge shuts down as on SIGTERM; the group's own failure (a listener
-                    // that could not bind, which `ready` waited for) is the one reported.
-                    readyFailure = error
-                    await group.triggerGracefulShutdown()
-                case .group(let error):
-                    tasks.cancelAll()  // a `ready` still waiting for the listeners, or running
-                    if let error {
-                        logger.error("a service failed; the bridge stopped", metadata: ["error": "\(error)"])
-                        throw error
-                    }
-                    logger.info("stopped")
-                    if let readyFailure {
-                        throw readyFailure
-                    }
-                    return
-                }
-            }
-        }
+    /// The services as one group: a service that fails shuts the others down in the same order
+    /// as a signal does, within the gateway's shutdown bound and a margin.
+    private static func group(of services: [any Service], settings: BridgeSettings, logger: Logger) -> ServiceGroup {
+        let gatewayBound = Duration.nanoseconds(settings.gateway.shutdownBound.nanoseconds)
+        var configuration = ServiceGroupConfiguration(
+            services: services.map { .init(service: $0, failureTerminationBehavior: .gracefullyShutdownGroup) },
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger
+        )
+        configuration.maximumGracefulShutdownDuration = gatewayBound + .seconds(10)
+        return ServiceGroup(configuration: configuration)
     }
 
-    /// Makes every part, opening nothing: the upstream clients connect and the listeners bind
-    /// in their services' `run()`.
+    /// Runs the group until it has ended; a service's failure is logged, `ready`'s is its
+    /// caller's to report.
+    private static func run(_ group: ServiceGroup, logger: Logger) async throws {
+        do {
+            try await group.run()
+        } catch let failure as ReadyService.Failure {
+            logger.info("stopped")
+            throw failure.error
+        } catch {
+            logger.error("a service failed; the bridge stopped", metadata: ["error": "\(error)"])
+            throw error
+        }
+        logger.info("stopped")
+    }
+
+    /// Makes every service but `ready`, opening nothing: the upstream clients connect and the
+    /// listeners bind in their services' `run()`. In dependency order (the group shuts them
+    /// down in reverse): the upstream, the jobs, the reloader, the listeners.
     private static func assemble(
         _ settings: BridgeSettings,
         store: any BridgeStore,
@@ -170,22 +171,10 @@ package enum BridgeRuntime {
         source: SettingsSource?,
         metrics: PrometheusCollectorRegistry?,
         logLevel: LiveLogLevel?,
+        onListening: @escaping @Sendable (ListeningAddresses.Listener) -> Void,
         logger: Logger
-    ) async throws -> (ServiceGroup, ListenerSet) {
-        // A client opens no connection before its first request (or UpstreamService's warm-up).
-        let makeClient: @Sendable (String, APNsCredentials) throws -> APNsNotificationUpstream = { name, credentials in
-            var clientLogger = logger
-            clientLogger[metadataKey: "credentials"] = "\(name)"
-            return try APNsNotificationUpstream(
-                configuration: settings.upstream,
-                credentials: credentials,
-                logger: clientLogger
-            )
-        }
-        var clients: [String: APNsNotificationUpstream] = [:]
-        for (name, credentials) in credentialSet {
-            clients[name] = try makeClient(name, credentials)
-        }
+    ) async throws -> [any Service] {
+        let upstream = try Self.makeUpstream(settings, credentials: credentialSet, logger: logger)
         // The process's own metrics, made once (after the metrics system's bootstrap) and handed
         // to what counts into them.
         let gatewayMetrics = GatewayMetrics()
@@ -193,11 +182,6 @@ package enum BridgeRuntime {
         let expiry = CertificateExpiry()
         expiry.update(CertificateExpiry.dates(settings, credentials: credentialSet))
         gauges.buildInfo(version: BridgeVersion.version, engine: settings.upstream.client.engine.rawValue)
-        logger.info(
-            "upstream HTTP/2 engine",
-            metadata: ["engine": "\(settings.upstream.client.engine)", "available": "\(BridgeVersion.engines)"]
-        )
-        let upstream = ReloadableUpstream(clients: clients, defaultCredentials: settings.defaultCredentials)
         let tenants = ReloadableTenantResolver(settings.tenants)
         // Every series the dashboard and the alert rules name exists from the first scrape.
         let knownTenants = settings.tenants.rules.map(\.name)
@@ -214,16 +198,14 @@ package enum BridgeRuntime {
         // SIGHUP is trapped before the bridge says it is ready.
         let reloadSignals = await UnixSignalsSequence(trapping: .sighup)
         let tls = try LegacyTLSContext(configuration: settings.gateway.tls, tenantResolver: tenants, logger: logger)
-        let listeners = ListenerSet(expectsAdmin: settings.admin != nil)
         let reloader = ConfigurationReloader(
             source: source,
             settings: settings,
             tenants: tenants,
             tls: tls,
-            upstream: upstream,
-            listeners: listeners,
+            upstream: upstream.reloadable,
             logLevel: logLevel,
-            makeClient: makeClient,
+            makeClient: upstream.makeClient,
             expiry: expiry,
             logger: logger
         )
@@ -231,20 +213,151 @@ package enum BridgeRuntime {
             StatusPage(
                 registry: $0,
                 reloader: reloader,
-                upstream: upstream,
-                listeners: listeners,
+                upstream: upstream.reloadable,
                 store: store,
                 migration: migration,
                 expiry: expiry
             )
         }
-        let readiness = Readiness(upstream: upstream, tenants: tenants, store: store.health, gauges: gauges)
+        let readiness = Readiness(upstream: upstream.reloadable, tenants: tenants, store: store.health, gauges: gauges)
 
-        let reclaimer = MemoryReclaimer(logger: logger)
         var services: [any Service] = [
-            UpstreamService(upstream: upstream, readiness: readiness, logger: logger),
-            // Last of the jobs to stop, and once more at shutdown: what the listeners counted
-            // until they closed.
+            UpstreamService(upstream: upstream.reloadable, readiness: readiness, logger: logger)
+        ]
+        services += Self.jobs(
+            store: store,
+            migration: migration,
+            gauges: gauges,
+            reloader: reloader,
+            statusPage: statusPage,
+            logger: logger
+        )
+        services.append(
+            ReloadService(
+                reloader: reloader,
+                signals: reloadSignals,
+                configFileWatch: configFileWatch,
+                watchInterval: settings.watchInterval,
+                logger: logger
+            )
+        )
+        if let address = settings.admin {
+            services.append(
+                ListenerService(
+                    key: "admin.listen",
+                    host: address.host,
+                    port: address.port,
+                    bind: {
+                        try await AdminServer.start(
+                            host: address.host,
+                            port: address.port,
+                            probes: readiness.probes(reloader: reloader, statusPage: statusPage),
+                            registry: metrics,
+                            logger: logger
+                        )
+                    },
+                    onListening: { onListening(.admin($0.localAddress)) },
+                    stop: { await $0.close() }
+                )
+            )
+        }
+        services.append(
+            ListenerService(
+                key: "gateway.listen",
+                host: settings.gateway.host,
+                port: settings.gateway.port,
+                bind: {
+                    try await GatewayServer.start(
+                        configuration: settings.gateway,
+                        upstream: upstream.reloadable,
+                        resendRecords: store,
+                        feedback: store,
+                        tenantResolver: tenants,
+                        tlsContext: tls,
+                        usage: migration.recorder,
+                        metrics: gatewayMetrics,
+                        logger: logger
+                    )
+                },
+                onListening: { gateway in
+                    await reloader.gatewayListening(gateway)
+                    onListening(.gateway(gateway.localAddress))
+                },
+                serve: { await $0.run() },
+                stop: { gateway in
+                    logger.info("shutting down the gateway: every provider gets its farewell")
+                    await gateway.shutdownGracefully()
+                }
+            )
+        )
+        services.append(
+            ListenerService(
+                key: "feedback.listen",
+                host: settings.feedback.host,
+                port: settings.feedback.port,
+                bind: {
+                    try await FeedbackServer.start(
+                        configuration: settings.feedback,
+                        store: store,
+                        tenantResolver: tenants,
+                        tlsContext: tls,
+                        usage: migration.recorder,
+                        metrics: gatewayMetrics,
+                        logger: logger
+                    )
+                },
+                onListening: { onListening(.feedback($0.localAddress)) },
+                serve: { await $0.run() },
+                stop: { await $0.close() }
+            )
+        )
+        return services
+    }
+
+    /// One upstream client per credential, behind the reloadable upstream the gateway sends
+    /// through; `makeClient` makes a reload's new ones. A client opens no connection before
+    /// its first request (or ``UpstreamService``'s warm-up).
+    private static func makeUpstream(
+        _ settings: BridgeSettings,
+        credentials credentialSet: [String: APNsCredentials],
+        logger: Logger
+    ) throws -> (
+        reloadable: ReloadableUpstream,
+        makeClient: @Sendable (String, APNsCredentials) throws -> APNsNotificationUpstream
+    ) {
+        let makeClient: @Sendable (String, APNsCredentials) throws -> APNsNotificationUpstream = { name, credentials in
+            var clientLogger = logger
+            clientLogger[metadataKey: "credentials"] = "\(name)"
+            return try APNsNotificationUpstream(
+                configuration: settings.upstream,
+                credentials: credentials,
+                logger: clientLogger
+            )
+        }
+        var clients: [String: APNsNotificationUpstream] = [:]
+        for (name, credentials) in credentialSet {
+            clients[name] = try makeClient(name, credentials)
+        }
+        logger.info(
+            "upstream HTTP/2 engine",
+            metadata: ["engine": "\(settings.upstream.client.engine)", "available": "\(BridgeVersion.engines)"]
+        )
+        return (ReloadableUpstream(clients: clients, defaultCredentials: settings.defaultCredentials), makeClient)
+    }
+
+    /// The periodic jobs: the usage writer (the last of them to stop, and once more at
+    /// shutdown: what the listeners counted until they closed), the store's maintenance, the
+    /// gauges, the memory reclaimer and the status page's samples.
+    private static func jobs(
+        store: any BridgeStore,
+        migration: MigrationView,
+        gauges: BridgeGauges,
+        reloader: ConfigurationReloader,
+        statusPage: StatusPage?,
+        logger: Logger
+    ) -> [any Service] {
+        let reclaimer = MemoryReclaimer(logger: logger)
+        var jobs = [
             PeriodicJob(name: "usage writer", every: MigrationView.writeInterval, runsAtShutdown: true, logger: logger)
             {
                 await migration.write()
@@ -268,100 +381,12 @@ package enum BridgeRuntime {
             },
         ]
         if let statusPage {
-            services.append(
+            jobs.append(
                 PeriodicJob(name: "status page sample", every: .seconds(5), runsAtStart: true, logger: logger) {
                     statusPage.sample()
                 }
             )
         }
-        services.append(
-            ReloadService(
-                reloader: reloader,
-                signals: reloadSignals,
-                configFileWatch: configFileWatch,
-                watchInterval: settings.watchInterval,
-                logger: logger
-            )
-        )
-        if let address = settings.admin {
-            services.append(
-                ListenerService(
-                    key: "admin.listen",
-                    host: address.host,
-                    port: address.port,
-                    listeners: listeners,
-                    bind: {
-                        try await AdminServer.start(
-                            host: address.host,
-                            port: address.port,
-                            probes: readiness.probes(reloader: reloader, statusPage: statusPage),
-                            registry: metrics,
-                            logger: logger
-                        )
-                    },
-                    announce: { listeners.listening($0) },
-                    stop: { await $0.close() }
-                )
-            )
-        }
-        services.append(
-            ListenerService(
-                key: "gateway.listen",
-                host: settings.gateway.host,
-                port: settings.gateway.port,
-                listeners: listeners,
-                bind: {
-                    try await GatewayServer.start(
-                        configuration: settings.gateway,
-                        upstream: upstream,
-                        resendRecords: store,
-                        feedback: store,
-                        tenantResolver: tenants,
-                        tlsContext: tls,
-                        usage: migration.recorder,
-                        metrics: gatewayMetrics,
-                        logger: logger
-                    )
-                },
-                announce: { listeners.listening($0) },
-                serve: { await $0.run() },
-                stop: { gateway in
-                    logger.info("shutting down the gateway: every provider gets its farewell")
-                    await gateway.shutdownGracefully()
-                }
-            )
-        )
-        services.append(
-            ListenerService(
-                key: "feedback.listen",
-                host: settings.feedback.host,
-                port: settings.feedback.port,
-                listeners: listeners,
-                bind: {
-                    try await FeedbackServer.start(
-                        configuration: settings.feedback,
-                        store: store,
-                        tenantResolver: tenants,
-                        tlsContext: tls,
-                        usage: migration.recorder,
-                        metrics: gatewayMetrics,
-                        logger: logger
-                    )
-                },
-                announce: { listeners.listening($0) },
-                serve: { await $0.run() },
-                stop: { await $0.close() }
-            )
-        )
-
-        let gatewayBound = Duration.nanoseconds(settings.gateway.shutdownBound.nanoseconds)
-        var configuration = ServiceGroupConfiguration(
-            // A service that fails shuts the others down in the same order as a signal does.
-            services: services.map { .init(service: $0, failureTerminationBehavior: .gracefullyShutdownGroup) },
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger
-        )
-        configuration.maximumGracefulShutdownDuration = gatewayBound + .seconds(10)
-        return (ServiceGroup(configuration: configuration), listeners)
+        return jobs
     }
 }

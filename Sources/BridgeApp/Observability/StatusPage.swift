@@ -57,7 +57,6 @@ final class StatusPage: Sendable {
     private let registry: PrometheusCollectorRegistry
     private let reloader: ConfigurationReloader
     private let upstream: ReloadableUpstream
-    private let listeners: ListenerSet
     private let store: any BridgeStore
     private let migration: MigrationView
     private let expiry: CertificateExpiry
@@ -68,7 +67,6 @@ final class StatusPage: Sendable {
         registry: PrometheusCollectorRegistry,
         reloader: ConfigurationReloader,
         upstream: ReloadableUpstream,
-        listeners: ListenerSet,
         store: any BridgeStore,
         migration: MigrationView,
         expiry: CertificateExpiry
@@ -76,7 +74,6 @@ final class StatusPage: Sendable {
         self.registry = registry
         self.reloader = reloader
         self.upstream = upstream
-        self.listeners = listeners
         self.store = store
         self.migration = migration
         self.expiry = expiry
@@ -159,7 +156,7 @@ final class StatusPage: Sendable {
         let inFlight = Int(current.sum("apns_bridge_notifications_in_flight"))
         html += "<h2>Now</h2>\n<table>\n"
         html +=
-            "<tr><td>provider connections (gateway)</td><td class=n>\(self.listeners.gateway?.connectionCount ?? 0)</td></tr>\n"
+            "<tr><td>provider connections (gateway)</td><td class=n>\(Int(current.sum("apns_bridge_legacy_connections", [#"listener="gateway""#])))</td></tr>\n"
         html +=
             "<tr><td>feedback connections</td><td class=n>\(Int(current.sum("apns_bridge_legacy_connections", [#"listener="feedback""#])))</td></tr>\n"
         html += "<tr><td>notifications in flight</td><td class=n>\(inFlight)</td></tr>\n"

@@ -31,8 +31,9 @@ package actor ConfigurationReloader {
     private let tenants: ReloadableTenantResolver
     private let tls: LegacyTLSContext
     private let upstream: ReloadableUpstream
-    /// The gateway, once its service has bound it: a reload reviews its open connections.
-    private let listeners: ListenerSet
+    /// The gateway, once its service has bound it (``gatewayListening(_:)``): a reload reviews
+    /// its open connections.
+    private var gateway: GatewayServer?
     private let logLevel: LiveLogLevel?
     private let makeClient: @Sendable (String, APNsCredentials) throws -> APNsNotificationUpstream
     private let logger: Logger
@@ -44,11 +45,10 @@ package actor ConfigurationReloader {
     private let applied: Counter
     private let refused: Counter
     private let lastSucceeded: CoreMetrics.Gauge
-    /// The reload running or last run: the next one starts once it has finished. Being an actor
-    /// is not enough: a reload awaits (reading the file, reviewing the open connections), and a
-    /// second one (a SIGHUP while the file watch fires) would otherwise start meanwhile and
-    /// compare against a half-applied configuration.
-    private var lastReload: Task<ReloadOutcome, Never>?
+    /// Reloads take turns: being an actor is not enough, since a reload awaits (reading the
+    /// file, reviewing the open connections), and a second one (a SIGHUP while the file watch
+    /// fires) would otherwise start meanwhile and compare against a half-applied configuration.
+    private let reloads = AsyncSerialLock()
 
     init(
         source: SettingsSource?,
@@ -56,7 +56,6 @@ package actor ConfigurationReloader {
         tenants: ReloadableTenantResolver,
         tls: LegacyTLSContext,
         upstream: ReloadableUpstream,
-        listeners: ListenerSet,
         logLevel: LiveLogLevel?,
         makeClient: @escaping @Sendable (String, APNsCredentials) throws -> APNsNotificationUpstream,
         expiry: CertificateExpiry,
@@ -70,7 +69,6 @@ package actor ConfigurationReloader {
         self.tenants = tenants
         self.tls = tls
         self.upstream = upstream
-        self.listeners = listeners
         self.logLevel = logLevel
         self.makeClient = makeClient
         self.logger = logger
@@ -92,6 +90,11 @@ package actor ConfigurationReloader {
         self.lastSucceeded.record(1)
     }
 
+    /// The gateway's service has bound it: from now on a reload reviews its open connections.
+    func gatewayListening(_ gateway: GatewayServer) {
+        self.gateway = gateway
+    }
+
     /// The settings in force (for keys that need a restart, the values the bridge started with
     /// still apply).
     package var settings: BridgeSettings {
@@ -102,13 +105,9 @@ package actor ConfigurationReloader {
     /// `admin`, `watch`) in the log.
     @discardableResult
     package func reload(trigger: String) async -> ReloadOutcome {
-        let previous = self.lastReload
-        let reload = Task {
-            _ = await previous?.value
-            return await self.reloadNow(trigger: trigger)
+        await self.reloads.withLock {
+            await self.reloadNow(trigger: trigger)
         }
-        self.lastReload = reload
-        return await reload.value
     }
 
     private func reloadNow(trigger: String) async -> ReloadOutcome {
@@ -196,7 +195,7 @@ package actor ConfigurationReloader {
         if tlsChanged {
             outcome.applied.append("legacy listener TLS replaced (new handshakes)")
         }
-        await self.listeners.gateway?.reviewTenants(credentials: Set(next.credentials.keys))
+        await self.gateway?.reviewTenants(credentials: Set(next.credentials.keys))
         self.upstream.update(
             replacing: clients,
             removing: removedCredentials,

@@ -21,11 +21,11 @@ package final class InFlightWork: Sendable {
         self.state.withLock { $0.count }
     }
 
-    func started() {
+    package func started() {
         self.state.withLock { $0.count += 1 }
     }
 
-    func finished() {
+    package func finished() {
         let waiters: [CheckedContinuation<Void, Never>] = self.state.withLock { state in
             state.count -= 1
             precondition(state.count >= 0, "more work finished than started")
@@ -45,7 +45,7 @@ package final class InFlightWork: Sendable {
     /// Returns when nothing is in flight, or after `timeout`.
     /// - Returns: whether nothing is in flight.
     @discardableResult
-    func waitUntilIdle(timeout: Duration) async -> Bool {
+    package func waitUntilIdle(timeout: Duration) async -> Bool {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.waitUntilIdle() }
             group.addTask { try? await Task.sleep(for: timeout) }

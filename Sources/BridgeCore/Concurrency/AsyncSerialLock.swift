@@ -3,8 +3,9 @@ import Synchronization
 /// A lock for async code: one body at a time, in arrival order, across suspension points.
 ///
 /// An SQLite connection runs each statement on a thread pool; a transaction is several
-/// statements, so its users take turns through this lock. (The tests' PostgreSQL servers take
-/// their outages in turn through one too: `PostgresCluster.oneOutageAtATime`.)
+/// statements, so its users take turns through this lock. Configuration reloads take turns
+/// through one too (a reload awaits, and an actor lets the next one in meanwhile), and so do
+/// the tests' PostgreSQL outages (`PostgresCluster.oneOutageAtATime`).
 package final class AsyncSerialLock: Sendable {
     private struct State {
         var isLocked = false
@@ -15,7 +16,10 @@ package final class AsyncSerialLock: Sendable {
 
     package init() {}
 
-    package func withLock<Result: Sendable>(_ body: () async throws -> Result) async throws -> Result {
+    package func withLock<Result>(
+        isolation: isolated (any Actor)? = #isolation,
+        _ body: () async throws -> Result
+    ) async rethrows -> Result {
         await self.lock()
         defer { self.unlock() }
         return try await body()
