@@ -6,13 +6,22 @@ import NIOCore
 /// Opens the store a URL names: `sqlite:PATH` for the embedded store, `postgres://…` for the
 /// shared one.
 package enum BridgeStoreLocation {
+    /// Opens the store without a scope (the tests): `backgroundWork` runs its background work
+    /// where the caller decides, until the store's `close()`, which must be called. The bridge
+    /// uses ``withStore(_:configuration:logger:_:)``.
     package static func open(
         _ location: String,
         configuration: BridgeStoreConfiguration = .init(),
-        logger: Logger
+        logger: Logger,
+        backgroundWork: (BackgroundWork) -> Void
     ) async throws -> any BridgeStore {
         if location.hasPrefix("postgres://") || location.hasPrefix("postgresql://") {
-            return try await PostgresBridgeStore.connect(url: location, configuration: configuration, logger: logger)
+            return try await PostgresBridgeStore.connect(
+                url: location,
+                configuration: configuration,
+                logger: logger,
+                backgroundWork: backgroundWork
+            )
         }
         if location.hasPrefix("sqlite:") {
             let path = String(location.dropFirst("sqlite:".count))
@@ -21,7 +30,8 @@ package enum BridgeStoreLocation {
                 path: path,
                 configuration: configuration,
                 synchronous: configuration.sqliteSynchronous,
-                logger: logger
+                logger: logger,
+                backgroundWork: backgroundWork
             )
         }
         throw StoreError.invalidURL("\(location): expected sqlite:PATH or postgres://user@host/database")

@@ -16,6 +16,8 @@ package enum StoreKind: String, CaseIterable, Sendable {
         }
     }
 
+    /// Opens a store outside a scope: its background work runs in tasks of their own until
+    /// the test closes it.
     package func open(
         _ location: String,
         configuration: BridgeStoreConfiguration = .init()
@@ -23,7 +25,14 @@ package enum StoreKind: String, CaseIterable, Sendable {
         try await BridgeStoreLocation.open(
             location,
             configuration: configuration,
-            logger: Logger.forTests("apns-bridge.test.store")
+            logger: Logger.forTests("apns-bridge.test.store"),
+            backgroundWork: Self.inTasksOfTheirOwn
         )
+    }
+
+    /// For a store a test opens without a scope: each piece of its background work in a task
+    /// of its own, which the store's `close()` stops and waits for.
+    package static let inTasksOfTheirOwn: @Sendable (BackgroundWork) -> Void = { work in
+        Task { await work.run() }
     }
 }

@@ -151,7 +151,10 @@ struct StoreProcessTests {
             if poll.tupleCount == 0 || finalPolls > 20 { break }
         }
         await bridge.terminate()
-        let verify = try await SQLiteBridgeStore.open(path: String(store.dropFirst("sqlite:".count)))
+        let verify = try await SQLiteBridgeStore.open(
+            path: String(store.dropFirst("sqlite:".count)),
+            backgroundWork: StoreKind.inTasksOfTheirOwn
+        )
         let leftOver = try await verify.pendingCount()
         await verify.close()
         await environment.close()
@@ -254,7 +257,11 @@ struct StoreProcessTests {
         #endif
         // The store makes the schema; one SQL statement then writes the entries (a million
         // `apply` calls would take minutes in a debug build).
-        let filler = try await SQLiteBridgeStore.open(path: path, synchronous: .normal)
+        let filler = try await SQLiteBridgeStore.open(
+            path: path,
+            synchronous: .normal,
+            backgroundWork: StoreKind.inTasksOfTheirOwn
+        )
         await filler.close()
         let connection = try await SQLiteConnection.open(storage: .file(path: path))
         _ = try await connection.query(
@@ -269,7 +276,7 @@ struct StoreProcessTests {
             ]
         )
         try await connection.close()
-        let counter = try await SQLiteBridgeStore.open(path: path)
+        let counter = try await SQLiteBridgeStore.open(path: path, backgroundWork: StoreKind.inTasksOfTheirOwn)
         #expect(try await counter.pendingCount() == total)
         await counter.close()
 
@@ -291,7 +298,7 @@ struct StoreProcessTests {
         let elapsed = ContinuousClock.now - started
         let peak = try #require(bridge.memory("VmHWM"))
         await bridge.terminate()
-        let verify = try await SQLiteBridgeStore.open(path: path)
+        let verify = try await SQLiteBridgeStore.open(path: path, backgroundWork: StoreKind.inTasksOfTheirOwn)
         let left = try await verify.pendingCount()
         await verify.close()
         await environment.close()

@@ -132,7 +132,11 @@ struct StoredValueTests {
         )
 
         let log = CapturedLog()
-        let opened = try await SQLiteBridgeStore.open(path: path, logger: log.logger)
+        let opened = try await SQLiteBridgeStore.open(
+            path: path,
+            logger: log.logger,
+            backgroundWork: StoreKind.inTasksOfTheirOwn
+        )
         store = opened
         let usage = try await store.usage(from: Self.day, tenant: nil)
         #expect(usage.counts[.init(tenant: "com.example.a", day: Self.day, counter: "accepted")] == nil)

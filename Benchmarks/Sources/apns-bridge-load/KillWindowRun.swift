@@ -99,7 +99,11 @@ struct KillWindowRun: AsyncParsableCommand {
                 while ContinuousClock.now < last + .milliseconds(delay) {}
                 bridge.kill()
                 await provider.close()
-                let store = try await SQLiteBridgeStore.open(path: path, logger: Logger(label: "kill-window"))
+                let store = try await SQLiteBridgeStore.open(
+                    path: path,
+                    logger: Logger(label: "kill-window"),
+                    backgroundWork: StoreKind.inTasksOfTheirOwn
+                )
                 let stored = try await store.pendingCount()
                 await store.close()
                 missing += self.tokens - stored

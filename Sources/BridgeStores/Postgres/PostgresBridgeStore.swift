@@ -119,40 +119,23 @@ package final class PostgresBridgeStore: BridgeStore {
                 url: url,
                 configuration: configuration,
                 maximumConnections: maximumConnections,
-                logger: logger
-            ) { work in
-                group.addTask { await work.run() }
-            }
+                logger: logger,
+                backgroundWork: { work in group.addTask { await work.run() } }
+            )
             return try await store.closing(after: body)
         }
     }
 
-    /// Connects and brings the schema up to date, for a store that is not opened in a scope
-    /// (tests, tools): its background work runs in tasks of its own until ``close()``, which
-    /// must be called. The bridge uses ``withStore(url:configuration:maximumConnections:logger:_:)``.
+    /// Connects and brings the schema up to date. `backgroundWork` runs each piece of the
+    /// store's background work where the caller decides: as a child task of
+    /// ``withStore(url:configuration:maximumConnections:logger:_:)`` in the bridge, in a task
+    /// of its own in the tests, which open stores without a scope and must call ``close()``.
     package static func connect(
         url: String,
         configuration: BridgeStoreConfiguration = .init(),
         maximumConnections: Int = 20,
-        logger: Logger = Logger(label: "apns-bridge.store")
-    ) async throws -> PostgresBridgeStore {
-        try await Self.connect(
-            url: url,
-            configuration: configuration,
-            maximumConnections: maximumConnections,
-            logger: logger
-        ) { work in
-            Task { await work.run() }
-        }
-    }
-
-    /// Connects; `start` runs each piece of background work (as a child task, or a task).
-    private static func connect(
-        url: String,
-        configuration: BridgeStoreConfiguration,
-        maximumConnections: Int,
-        logger: Logger,
-        start: (BackgroundWork) -> Void
+        logger: Logger = Logger(label: "apns-bridge.store"),
+        backgroundWork start: (BackgroundWork) -> Void
     ) async throws -> PostgresBridgeStore {
         try await Self.checkReachable(url: url)
         var clientConfiguration = try Self.clientConfiguration(url: url)

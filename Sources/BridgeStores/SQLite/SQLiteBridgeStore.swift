@@ -118,14 +118,15 @@ package final class SQLiteBridgeStore: BridgeStore {
     }
 
     /// Opens (creating when needed) the database file and brings its schema up to date, for a
-    /// store not opened in a scope (tests, tools): its commits run in a task of their own until
-    /// ``close()``, which must be called. The bridge uses
+    /// store not opened in a scope (the tests): `backgroundWork` runs its commits where the
+    /// caller decides, until ``close()``, which must be called. The bridge uses
     /// ``withStore(path:configuration:synchronous:logger:_:)``.
     package static func open(
         path: String,
         configuration: BridgeStoreConfiguration = .init(),
         synchronous: Synchronous = .full,
-        logger: Logger = Logger(label: "apns-bridge.store")
+        logger: Logger = Logger(label: "apns-bridge.store"),
+        backgroundWork: (BackgroundWork) -> Void
     ) async throws -> SQLiteBridgeStore {
         let store = try await Self.openWithoutCommits(
             path: path,
@@ -133,7 +134,7 @@ package final class SQLiteBridgeStore: BridgeStore {
             synchronous: synchronous,
             logger: logger
         )
-        Task { await store.committer.run() }
+        backgroundWork(store.committer)
         return store
     }
 

@@ -1,9 +1,9 @@
 /// One piece of a store's background work (the PostgreSQL client's run, its LISTEN for other
 /// instances' entries, the instance heartbeat): run where its owner decides (a child task of
 /// ``BridgeStoreLocation/withStore(_:configuration:logger:_:)``'s scope in the bridge; a task of
-/// its own for a store opened without a scope, as the tests do), and stopped, and waited for,
+/// its own for a store the tests open without a scope), and stopped, and waited for,
 /// by the store's `close()`, in the order the store needs.
-final class BackgroundWork: Sendable {
+package final class BackgroundWork: Sendable {
     private let work: @Sendable () async -> Void
     private let stopSignal: AsyncStream<Void>
     private let stopContinuation: AsyncStream<Void>.Continuation
@@ -18,7 +18,7 @@ final class BackgroundWork: Sendable {
 
     /// Runs the work until it returns, ``stop()`` is called or the calling task is cancelled
     /// (the work is cancelled then). Called once.
-    func run() async {
+    package func run() async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.work() }
             group.addTask {
