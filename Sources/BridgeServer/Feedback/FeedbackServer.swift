@@ -16,36 +16,37 @@ import Synchronization
 /// were written and flushed, and the last ones only after the close (see
 /// ``FeedbackStore/drain(tenant:environment:options:pollerConnected:deliver:finish:)``).
 ///
-/// Run ``run()`` while it serves: each handshake's client-certificate check and each drain is one
-/// of its child tasks. ``close()`` ends it.
+/// Run ``run()`` while it serves: it accepts, and each connection, each handshake's
+/// client-certificate check and each drain is one of its child tasks. ``close()`` ends it.
 package final class FeedbackServer: Sendable {
     package let configuration: FeedbackConfiguration
     package let localAddress: SocketAddress
-    private let serverChannel: any Channel
+    private let listener: LegacyListener
     private let registry: ConnectionRegistry
     private let tasks: ConnectionTasks
     private let logger: Logger
 
     private init(
         configuration: FeedbackConfiguration,
-        serverChannel: any Channel,
+        listener: LegacyListener,
         registry: ConnectionRegistry,
         tasks: ConnectionTasks,
         logger: Logger
     ) {
         self.configuration = configuration
-        self.serverChannel = serverChannel
-        self.localAddress = serverChannel.localAddress!
+        self.listener = listener
+        self.localAddress = listener.localAddress
         self.registry = registry
         self.tasks = tasks
         self.logger = logger
     }
 
-    /// Runs the connections' async work (the client-certificate checks and the drains) as
-    /// child tasks, until ``close()``; then returns when the last has ended. Pollers wait for
-    /// it: run it from when the server starts.
+    /// Accepts pollers, each connection a child task for as long as it is open, beside the
+    /// connections' async work (the client-certificate checks and the drains), until
+    /// ``close()``; then returns when the last has ended. Pollers wait for it: run it from
+    /// when the server starts.
     package func run() async {
-        await self.tasks.run()
+        await self.listener.run()
     }
 
     /// Poller connections currently open.
@@ -66,7 +67,7 @@ package final class FeedbackServer: Sendable {
             ?? LegacyTLSContext(configuration: configuration.tls, tenantResolver: tenantResolver, logger: logger)
         let registry = ConnectionRegistry(gauge: metrics.feedbackConnections)
         let tasks = ConnectionTasks()
-        let serverChannel = try await LegacyListener.bind(
+        let listener = try await LegacyListener.bind(
             listener: .feedback,
             host: configuration.host,
             port: configuration.port,
@@ -93,7 +94,7 @@ package final class FeedbackServer: Sendable {
         }
         let server = FeedbackServer(
             configuration: configuration,
-            serverChannel: serverChannel,
+            listener: listener,
             registry: registry,
             tasks: tasks,
             logger: logger
@@ -113,7 +114,7 @@ package final class FeedbackServer: Sendable {
     /// then returned).
     package func close() async {
         let channels = self.registry.closeAdmission()
-        try? await self.serverChannel.close()
+        await self.listener.stopAccepting()
         for channel in channels {
             try? await channel.close()
         }

@@ -7,14 +7,14 @@ import NIOSSL
 /// The gateway listener: TLS on port 2195 for legacy providers.
 ///
 /// Start it with ``start(configuration:upstream:resendRecords:feedback:tenantResolver:tlsContext:usage:metrics:group:logger:)``,
-/// run ``run()`` while it serves (each handshake's client-certificate check is one of its child
-/// tasks), and stop it with ``shutdownGracefully()`` (docs/protocol.md#shutdown) or ``close()``, which end
-/// ``run()``.
+/// run ``run()`` while it serves (it accepts; each connection, and each handshake's
+/// client-certificate check, is one of its child tasks), and stop it with
+/// ``shutdownGracefully()`` (docs/protocol.md#shutdown) or ``close()``, which end ``run()``.
 package final class GatewayServer: Sendable {
     package let configuration: GatewayConfiguration
     /// The bound address (useful with port 0).
     package let localAddress: SocketAddress
-    private let serverChannel: any Channel
+    private let listener: LegacyListener
     private let registry: ConnectionRegistry
     private let inFlight: InFlightWork
     private let tasks: ConnectionTasks
@@ -22,26 +22,28 @@ package final class GatewayServer: Sendable {
 
     private init(
         configuration: GatewayConfiguration,
-        serverChannel: any Channel,
+        listener: LegacyListener,
         registry: ConnectionRegistry,
         inFlight: InFlightWork,
         tasks: ConnectionTasks,
         logger: Logger
     ) {
         self.configuration = configuration
-        self.serverChannel = serverChannel
-        self.localAddress = serverChannel.localAddress!
+        self.listener = listener
+        self.localAddress = listener.localAddress
         self.registry = registry
         self.inFlight = inFlight
         self.tasks = tasks
         self.logger = logger
     }
 
-    /// Runs the connections' async work (each handshake's client-certificate check) as child
-    /// tasks, until ``shutdownGracefully()`` or ``close()``; then returns when the last has
-    /// ended. Handshakes wait for it: run it from when the server starts.
+    /// Accepts connections, each a child task for as long as it is open, beside the
+    /// connections' async work (each handshake's client-certificate check), until
+    /// ``shutdownGracefully()`` or ``close()``; then returns when the last connection has
+    /// closed and the last task has ended. Handshakes wait for it: run it from when the server
+    /// starts.
     package func run() async {
-        await self.tasks.run()
+        await self.listener.run()
     }
 
     /// Connections still in their TLS handshake.
@@ -95,7 +97,7 @@ package final class GatewayServer: Sendable {
         let registry = ConnectionRegistry(gauge: metrics.gatewayConnections)
         let tasks = ConnectionTasks()
 
-        let serverChannel = try await LegacyListener.bind(
+        let listener = try await LegacyListener.bind(
             listener: .gateway,
             host: configuration.host,
             port: configuration.port,
@@ -116,7 +118,7 @@ package final class GatewayServer: Sendable {
 
         let server = GatewayServer(
             configuration: configuration,
-            serverChannel: serverChannel,
+            listener: listener,
             registry: registry,
             inFlight: inFlight,
             tasks: tasks,
@@ -144,7 +146,7 @@ package final class GatewayServer: Sendable {
     package func shutdownGracefully() async {
         let started = ContinuousClock.now
         let channels = self.registry.closeAdmission()
-        try? await self.serverChannel.close()
+        await self.listener.stopAccepting()
         self.logger.info("gateway shutting down", metadata: ["connections": "\(channels.count)"])
         let event = GatewayShutdownEvent(gracePeriod: self.configuration.shutdownGracePeriod)
         for channel in channels {
@@ -202,7 +204,7 @@ package final class GatewayServer: Sendable {
     /// Closes the listener and every connection at once, without farewells.
     package func close() async {
         let channels = self.registry.closeAdmission()
-        try? await self.serverChannel.close()
+        await self.listener.stopAccepting()
         for channel in channels {
             try? await channel.close()
         }

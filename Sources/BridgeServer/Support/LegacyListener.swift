@@ -10,10 +10,55 @@ import Synchronization
 /// connection is admitted against the limits, then gets NIOSSL, the shared
 /// ``ProviderHandshakeHandler`` (handshake timeout, the verified tenant) and the port's own
 /// handler, which starts at ``ProviderVerified``.
-enum LegacyListener {
+///
+/// The listener owns its connections the way swift-nio's async servers do (`NIOAsyncChannel`,
+/// `executeThenClose`, a discarding task group): ``run()`` accepts, and each connection is a
+/// child task of it for as long as the connection is open, beside the connections' async work
+/// (``ConnectionTasks``). Each connection keeps its handler pipeline: the frames never leave
+/// the event loop.
+struct LegacyListener: Sendable {
+    /// The connections, each admitted and set up when it arrives here.
+    private let server: NIOAsyncChannel<any Channel, Never>
+    /// The connections' async work (the client-certificate checks, the feedback drains).
+    private let tasks: ConnectionTasks
+    /// The bound address (useful with port 0).
+    let localAddress: SocketAddress
+
+    /// Accepts until ``stopAccepting()``; each connection is a child task that ends when the
+    /// connection has closed (a cancelled listener closes it). Returns once the socket is
+    /// closed, every connection has closed and ``ConnectionTasks/finish()`` was called.
+    func run() async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.tasks.run() }
+            try? await self.server.executeThenClose { connections in
+                for try await connection in connections {
+                    group.addTask { await Self.own(connection) }
+                }
+            }
+        }
+    }
+
+    /// Closes the listening socket: ``run()``'s accept loop ends, open connections stay.
+    func stopAccepting() async {
+        try? await self.server.channel.close()
+    }
+
+    /// One connection's lifetime, as a child task of ``run()``.
+    private static func own(_ connection: any Channel) async {
+        await withTaskCancellationHandler {
+            try? await connection.closeFuture.get()
+        } onCancel: {
+            connection.close(promise: nil)
+        }
+    }
+
+    /// A connection closed at accept (a limit, a shutdown): it never reaches ``run()``.
+    private struct Refused: Error {}
+
     /// - Parameters:
     ///   - listener: which port (its name in metrics and logs: `gateway`, `feedback`).
-    ///   - tasks: where the connections' async work runs (the client-certificate check).
+    ///   - tasks: where the connections' async work runs (the client-certificate check); run
+    ///     by ``run()``.
     ///   - allowHalfClosure: whether the port's handler deals with the end of a client's input
     ///     itself (`ChannelEvent.inputClosed`), keeping its output open until it is done.
     static func bind(
@@ -32,7 +77,7 @@ enum LegacyListener {
         group: any EventLoopGroup,
         logger: Logger,
         makeHandler: @escaping @Sendable (_ connectionLogger: Logger) -> any ChannelHandler
-    ) async throws -> any Channel {
+    ) async throws -> LegacyListener {
         let name = listener == .gateway ? "gateway" : "feedback"
         let refusals = RefusalLog(listener: name, metrics: metrics, logger: logger)
 
@@ -71,18 +116,18 @@ enum LegacyListener {
             }
         }
 
-        return try await ServerBootstrap(group: group)
+        let server = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelOption(.allowRemoteHalfClosure, value: allowHalfClosure)
-            .childChannelInitializer { channel in
+            .bind(host: host, port: port) { channel -> EventLoopFuture<any Channel> in
                 // A load balancer's connection names its client in a PROXY header first; until
                 // then it counts against the global limits only.
                 let fromLoadBalancer = proxyProtocol.expectsHeader(from: channel.remoteAddress)
                 if let refusal = registry.admit(channel, limits: admission, attributed: !fromLoadBalancer) {
                     refusals.refused(refusal, peer: channel.remoteAddress, admission: admission)
-                    return channel.close()
+                    return channel.close().flatMapThrowing { throw Refused() }
                 }
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
@@ -98,7 +143,7 @@ enum LegacyListener {
                             handshakeTimeout: handshakeTimeout,
                             after: detector
                         )
-                        return
+                        return channel
                     }
                     let loadBalancer = channel.remoteAddress
                     // The header and the TLS handshake share one timeout from the accept: a
@@ -124,10 +169,10 @@ enum LegacyListener {
                         }
                     }
                     try sync.addHandler(header)
+                    return channel
                 }
             }
-            .bind(host: host, port: port)
-            .get()
+        return LegacyListener(server: server, tasks: tasks, localAddress: server.channel.localAddress!)
     }
 }
 
