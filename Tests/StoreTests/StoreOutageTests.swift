@@ -42,7 +42,24 @@ struct StoreOutageTests {
         arguments: Cut.allCases
     )
     func outage(cut: Cut) async throws {
+        try await Self.reportingFully {
+            try await Self.outage(cut)
+        }
+    }
+
+    /// PSQLError's description hides the server's message: a failure records it whole.
+    static func reportingFully(_ body: () async throws -> Void) async throws {
+        do {
+            try await body()
+        } catch {
+            Issue.record("failed: \(String(reflecting: error))")
+            throw error
+        }
+    }
+
+    static func outage(_ cut: Cut) async throws {
         try await PostgresCluster.oneOutageAtATime {
+            Self.progress(cut, "starting a server")
             try await withResource(try await PostgresCluster.start()) { cluster in
                 var configuration = BridgeStoreConfiguration()
                 // Longer than a restart on a loaded machine can take: what is tested is that nothing
@@ -52,6 +69,7 @@ struct StoreOutageTests {
                 configuration.instanceHeartbeatInterval = .seconds(1)
                 // A statement on a connection to the killed server is given up (and retried) soon.
                 configuration.statementTimeout = .seconds(3)
+                Self.progress(cut, "opening the store")
                 let store = try await StoreKind.postgres.open(cluster.url, configuration: configuration)
                 do {
                     try await Self.cutThreeTimes(cut, cluster: cluster, store: store)
