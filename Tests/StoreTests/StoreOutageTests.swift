@@ -47,6 +47,27 @@ struct StoreOutageTests {
         }
     }
 
+    /// Opens a store on the test's own server. Opening is not what these tests test, and in a
+    /// full debug run, where every suite starts at once on 2 cores, an open has failed once
+    /// with a PSQLError before the first cut (not in runs of its own under four busy loops):
+    /// it is tried up to three times, each failure printed whole.
+    static func openStore(
+        _ cluster: PostgresCluster,
+        configuration: BridgeStoreConfiguration,
+        test: String
+    ) async throws -> any BridgeStore {
+        var attempt = 1
+        while true {
+            Self.progress(test, "opening the store")
+            do {
+                return try await StoreKind.postgres.open(cluster.url, configuration: configuration)
+            } catch  where attempt < 3 {
+                Self.progress(test, "the store did not open, trying again: \(String(reflecting: error))")
+                attempt += 1
+            }
+        }
+    }
+
     /// PSQLError's description hides the server's message: a failure records it whole.
     static func reportingFully(_ body: () async throws -> Void) async throws {
         do {
@@ -69,8 +90,7 @@ struct StoreOutageTests {
                 configuration.instanceHeartbeatInterval = .seconds(1)
                 // A statement on a connection to the killed server is given up (and retried) soon.
                 configuration.statementTimeout = .seconds(3)
-                Self.progress(cut, "opening the store")
-                let store = try await StoreKind.postgres.open(cluster.url, configuration: configuration)
+                let store = try await Self.openStore(cluster, configuration: configuration, test: "\(cut)")
                 do {
                     try await Self.cutThreeTimes(cut, cluster: cluster, store: store)
                 } catch {
@@ -133,7 +153,7 @@ struct StoreOutageTests {
             try await withResource(try await PostgresCluster.start()) { cluster in
                 var configuration = BridgeStoreConfiguration()
                 configuration.instanceHeartbeatInterval = .seconds(1)
-                let store = try await StoreKind.postgres.open(cluster.url, configuration: configuration)
+                let store = try await Self.openStore(cluster, configuration: configuration, test: test)
                 do {
                     try await StoreBehaviourTests.apply([StoreBehaviourTests.unregistered(1)], to: store)
                     Self.progress(test, "stopping the server")
