@@ -135,7 +135,10 @@ package final class MockAPNsServer: Sendable {
             channels: channels,
             shared: shared
         )
-        logger.info("mock APNs listening", metadata: ["address": "\(server.localAddress)"])
+        // As people write it (NIO's description is a debugging form).
+        let host = server.localAddress.ipAddress ?? "?"
+        let address = server.localAddress.protocol == .inet6 ? "[\(host)]:\(server.port)" : "\(host):\(server.port)"
+        logger.info("mock APNs listening", metadata: ["address": "\(address)"])
         return server
     }
 

@@ -268,7 +268,7 @@ final class RefusalLog: Sendable {
                 "listener": "\(self.listener)",
                 "reason": "\(refusal.rawValue)",
                 "detail": "\(detail.prefix(200))",
-                "load_balancer": "\(loadBalancer.map { "\($0)" } ?? "?")",
+                "load_balancer": "\(loadBalancer.hostAndPort)",
                 "refused_since_last_line": "\(suppressed)",
             ]
         )
