@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// Conventions the repository keeps, checked against the tree: a newcomer finds a public or
-/// package type by its name, in the folder docs/ARCHITECTURE.md gives for it.
+/// package type by its name, in the folder docs/internals.md gives for it ("Where each type lives").
 @Suite("Conventions")
 struct ConventionsTests {
     static let root = Repository.root
@@ -59,10 +59,10 @@ struct ConventionsTests {
         #expect(offenders.sorted() == [], "public API outside the library products: make it `package`")
     }
 
-    @Test("docs/ARCHITECTURE.md lists every public or package type under the folder it lives in, and no other")
+    @Test("docs/internals.md lists every public or package type under the folder it lives in, and no other")
     func architectureListsTypes() throws {
         let architecture = try String(
-            contentsOf: Self.root.appendingPathComponent("docs/ARCHITECTURE.md"),
+            contentsOf: Self.root.appendingPathComponent("docs/internals.md"),
             encoding: .utf8
         )
         var listed: Set<String> = []
@@ -75,7 +75,7 @@ struct ConventionsTests {
         let declared = Set(
             try Self.declaredTypes().map { ($0.path as NSString).deletingLastPathComponent + "/" + $0.type }
         )
-        #expect(declared.subtracting(listed).sorted() == [], "declared but not listed in docs/ARCHITECTURE.md")
-        #expect(listed.subtracting(declared).sorted() == [], "listed in docs/ARCHITECTURE.md but not declared there")
+        #expect(declared.subtracting(listed).sorted() == [], "declared but not listed in docs/internals.md")
+        #expect(listed.subtracting(declared).sorted() == [], "listed in docs/internals.md but not declared there")
     }
 }

@@ -6,7 +6,7 @@ import Testing
 import Glibc
 #endif
 
-/// The README's first command, `apns-bridge demo`, as a newcomer runs it (docs/ARCHITECTURE.md,
+/// The README's first command, `apns-bridge demo`, as a newcomer runs it (docs/internals.md,
 /// "The lifecycle of `serve`"): its round trip runs beside the bridge's services once they are up.
 /// `--keep-running` here; `.ci/run` runs plain `swift run apns-bridge demo` itself (one demo at
 /// a time: each is a mock, a bridge and its clients, heavy beside the other tests in a debug build).

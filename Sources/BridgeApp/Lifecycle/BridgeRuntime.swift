@@ -17,7 +17,7 @@ import UpstreamAPNs
 /// swift-service-lifecycle `ServiceGroup` that SIGTERM and SIGINT shut down gracefully
 /// (docs/protocol.md, "Shutdown") and SIGHUP reloads (``ConfigurationReloader``).
 ///
-/// The lifecycle (docs/ARCHITECTURE.md, "The lifecycle of `serve`"):
+/// The lifecycle (docs/internals.md, "The lifecycle of `serve`"):
 /// - the store is held in a scope (``BridgeStoreLocation/withStore(_:configuration:logger:_:)``)
 ///   around the group, and closed once, when every service has ended;
 /// - each service owns what it opens: the upstream clients' connections are opened in
