@@ -151,7 +151,7 @@ package enum BridgeRuntime {
     private static func run(_ group: ServiceGroup, logger: Logger) async throws {
         do {
             try await group.run()
-        } catch let failure as ReadyService.Failure {
+        } catch let failure as ReadyService<Running>.Failure {
             logger.info("stopped")
             throw failure.error
         } catch {

@@ -11,7 +11,7 @@ package struct ListeningAddresses: Sendable {
 
 extension ListeningAddresses {
     /// One listener bound, as its ``ListenerService`` reports it.
-    enum Listener: Sendable {
+    package enum Listener: Sendable {
         case gateway(SocketAddress)
         case feedback(SocketAddress)
         case admin(SocketAddress)

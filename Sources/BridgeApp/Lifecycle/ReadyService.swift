@@ -9,18 +9,33 @@ import ServiceLifecycle
 /// cancelled when this service's own turn comes, after every other service has ended. A
 /// `ready` that throws fails the service, so the group shuts down as on SIGTERM; its error
 /// leaves the group's `run()` as a ``Failure``.
-struct ReadyService: Service {
+///
+/// `Running` is what `ready` gets: ``BridgeRuntime/Running`` in the bridge, the addresses alone
+/// in its tests.
+package struct ReadyService<Running: Sendable>: Service {
     var listening: AsyncStream<ListeningAddresses.Listener>
     var expectsAdmin: Bool
-    var running: @Sendable (ListeningAddresses) -> BridgeRuntime.Running
-    var ready: @Sendable (BridgeRuntime.Running) async throws -> Void
+    var running: @Sendable (ListeningAddresses) -> Running
+    var ready: @Sendable (Running) async throws -> Void
 
-    /// What `ready` threw.
-    struct Failure: Error {
-        var error: any Error
+    package init(
+        listening: AsyncStream<ListeningAddresses.Listener>,
+        expectsAdmin: Bool,
+        running: @escaping @Sendable (ListeningAddresses) -> Running,
+        ready: @escaping @Sendable (Running) async throws -> Void
+    ) {
+        self.listening = listening
+        self.expectsAdmin = expectsAdmin
+        self.running = running
+        self.ready = ready
     }
 
-    func run() async throws {
+    /// What `ready` threw.
+    package struct Failure: Error {
+        package var error: any Error
+    }
+
+    package func run() async throws {
         var collector = ListeningAddresses.Collector(expectsAdmin: self.expectsAdmin)
         var addresses: ListeningAddresses?
         for await listener in self.listening.cancelOnGracefulShutdown() {
