@@ -21,10 +21,13 @@ import Synchronization
 /// (`pg_ctl stop -m fast`) or killed (SIGKILL to the postmaster) partway, stays down a while,
 /// and is started again on the same data.
 ///
+/// A cron job polls the first instance's feedback port every second all through the traffic,
+/// the outage included, and again after it until the list is empty.
+///
 /// Each run reports what the providers meant to send against what MockAPNs received (lost,
 /// delivered twice), the error-responses other than the bad tokens' status 8, what was still in
 /// flight after the traffic, whether `/healthz` showed the outage, and whether every 410 reached
-/// the feedback list exactly once.
+/// the feedback polls exactly once.
 struct StoreOutageRun: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "store-outage",
@@ -169,7 +172,36 @@ struct StoreOutageRun: AsyncParsableCommand {
         var providers: [ProviderOutcome] = []
         var healthz503 = false
         var restartedAt = started
+        var served: [String: Int] = [:]
+        var pollsDuringTraffic = 0
+        var pollsFailedDuringTraffic = 0
+        let feedbackAddress = try SocketAddress(ipAddress: "127.0.0.1", port: bridges[0].feedbackPort)
+        let trafficSeconds = self.seconds
         try await withThrowingTaskGroup(of: TaskResult.self) { group in
+            // The cron job, every second while the providers write: polls that meet the outage
+            // are closed with what they got (docs/operations.md#store-outage).
+            group.addTask {
+                var served: [String: Int] = [:]
+                var (polls, failed) = (0, 0)
+                while ContinuousClock.now < started + .seconds(trafficSeconds) {
+                    do {
+                        let poll = try await FeedbackPoller.poll(
+                            feedbackAddress,
+                            identity: workspace.provider,
+                            trusting: workspace.pki.caCertificate,
+                            timeout: .seconds(30)
+                        )
+                        for tuple in poll.tuples {
+                            served[tuple.deviceToken.hexDump(format: .compact), default: 0] += 1
+                        }
+                        polls += 1
+                    } catch {
+                        failed += 1
+                    }
+                    try await Task.sleep(for: .seconds(1))
+                }
+                return .polls(served: served, polls: polls, failed: failed)
+            }
             group.addTask {
                 try await Task.sleep(until: started + .seconds(cutAfter))
                 switch cut {
@@ -199,6 +231,9 @@ struct StoreOutageRun: AsyncParsableCommand {
                 case .provider(let outcome): providers.append(outcome)
                 case .outage(let seen503, let cut, let restarted):
                     (healthz503, cutAt, restartedAt) = (seen503, cut, restarted)
+                case .polls(let polled, let polls, let failed):
+                    served.merge(polled, uniquingKeysWith: +)
+                    (pollsDuringTraffic, pollsFailedDuringTraffic) = (polls, failed)
                 }
             }
         }
@@ -252,13 +287,13 @@ struct StoreOutageRun: AsyncParsableCommand {
             }
         }
 
-        // The feedback list: polled until every 410 is on it (or 60 s), then once more.
-        var served: [String: Int] = [:]
+        // The feedback list after the traffic: polled until every 410 is served (or 60 s), then
+        // once more.
+        let servedDuringTraffic = served.count
         let feedbackDeadline = ContinuousClock.now + .seconds(60)
-        let address = try SocketAddress(ipAddress: "127.0.0.1", port: bridges[0].feedbackPort)
         while true {
             let poll = try await FeedbackPoller.poll(
-                address,
+                feedbackAddress,
                 identity: workspace.provider,
                 trusting: workspace.pki.caCertificate,
                 timeout: .seconds(30)
@@ -295,6 +330,9 @@ struct StoreOutageRun: AsyncParsableCommand {
             "in_flight_cleared_after_seconds": inFlightClearedAfter,
             "healthz_503_seen": healthz503,
             "unregistered_answered": unregistered.count,
+            "feedback_polls_during_traffic": pollsDuringTraffic,
+            "feedback_polls_failed_during_traffic": pollsFailedDuringTraffic,
+            "feedback_served_during_traffic": servedDuringTraffic,
             "feedback_missing": unregistered.subtracting(served.keys).count,
             "feedback_twice": served.values.filter { $0 > 1 }.count,
             "feedback_unexpected": Set(served.keys).subtracting(unregistered).count,
@@ -367,6 +405,9 @@ final class AnswerTimes: Sendable {
 enum TaskResult: Sendable {
     case provider(ProviderOutcome)
     case outage(healthz503: Bool, cutAt: ContinuousClock.Instant, restartedAt: ContinuousClock.Instant)
+    /// The cron job's polls during the traffic: the tokens served, the polls that ended
+    /// normally and those that failed.
+    case polls(served: [String: Int], polls: Int, failed: Int)
 }
 
 struct ProviderOutcome: Sendable {
