@@ -208,20 +208,26 @@ struct StoreOutageTests {
         }
     }
 
+    /// A SQLite store on a new file, and the file's path for another connection to lock it.
+    /// Its outage budget is longer than a loaded machine can take between the lock and its
+    /// release.
+    static func sqliteStoreToLock() async throws -> (store: any BridgeStore, path: String) {
+        let location = try TestDatabases.sqliteLocation()
+        var configuration = BridgeStoreConfiguration()
+        configuration.outageBudget = .seconds(120)
+        let store = try await StoreKind.sqlite.open(location, configuration: configuration)
+        return (store, String(location.dropFirst("sqlite:".count)))
+    }
+
     @Test(
         "SQLite: the file locked by another writer (a shell, a backup) while a 410, an outcome and a lookup are on their way: each waits and goes through once the lock is gone"
     )
     func lockedSQLiteFile() async throws {
-        let location = try TestDatabases.sqliteLocation()
-        var configuration = BridgeStoreConfiguration()
-        // Longer than a loaded machine can take between the lock and its release.
-        configuration.outageBudget = .seconds(120)
-        let store = try await StoreKind.sqlite.open(location, configuration: configuration)
+        let (store, path) = try await Self.sqliteStoreToLock()
         try await store.remember([ResendRecord(key: Self.key(1), outcome: nil)], on: Self.eventLoop).get()
         try await StoreBehaviourTests.apply([StoreBehaviourTests.unregistered(0)], to: store)
 
         // Another connection to the file takes the write lock and keeps it.
-        let path = String(location.dropFirst("sqlite:".count))
         let other = try await SQLiteConnection.open(storage: .file(path: path))
         let entry: EventLoopFuture<Void>
         let resolved: EventLoopFuture<Void>
@@ -256,13 +262,8 @@ struct StoreOutageTests {
         "SQLite: the file locked by another writer between two batches of a poll: the next claim waits, the poller gets its whole list once, nothing stays pending"
     )
     func pollAcrossLockedSQLiteFile() async throws {
-        let location = try TestDatabases.sqliteLocation()
-        var configuration = BridgeStoreConfiguration()
-        // Longer than a loaded machine can take between the lock and its release.
-        configuration.outageBudget = .seconds(120)
-        let store = try await StoreKind.sqlite.open(location, configuration: configuration)
+        let (store, path) = try await Self.sqliteStoreToLock()
         try await StoreBehaviourTests.apply((0..<5).map { StoreBehaviourTests.unregistered($0) }, to: store)
-        let path = String(location.dropFirst("sqlite:".count))
         let other = try await SQLiteConnection.open(storage: .file(path: path))
         let received = Mutex<[FeedbackTuple]>([])
         let unlock = Mutex<Task<Void, any Error>?>(nil)
