@@ -21,7 +21,10 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
 
     private let configuration: GatewayConfiguration
     private let dependencies: Dependencies
-    private var connection: Machine
+    /// Every access is one call into the pure machine, never overlapping another: it skips the
+    /// runtime's exclusivity checks (docs/performance-log.md, "Exclusivity checks off for the
+    /// machines' state").
+    @exclusivity(unchecked) private var connection: Machine
     private var report: ProviderConnectionReport
     /// From the handshake on (outcomes, and so store writes, come only after it).
     private var store: ProviderStoreWrites?

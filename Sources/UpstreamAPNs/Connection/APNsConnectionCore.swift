@@ -30,14 +30,17 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
     private weak var transport: Transport?
     private var eventLoop: (any EventLoop)?
     private var events: APNsConnectionEvents?
-    private var state: StateMachine
+    // The machine and its buffers skip the runtime's exclusivity checks: every access is one
+    // call into the pure machine or a swap, on the event loop, never overlapping another
+    // (measured: docs/performance-log.md, "Exclusivity checks off for the machines' state").
+    @exclusivity(unchecked) private var state: StateMachine
     /// Requests the current batch ended, run at its end; kept between batches.
-    private var completions: [StateMachine.Completion] = []
+    @exclusivity(unchecked) private var completions: [StateMachine.Completion] = []
     /// The other buffer ``runPending()`` swaps with ``completions``, so running a batch
     /// allocates nothing (a copy of the array, then emptying it, allocated once per batch).
-    private var running: [StateMachine.Completion] = []
+    @exclusivity(unchecked) private var running: [StateMachine.Completion] = []
     /// What the current batch's events decided, beyond the completions.
-    private var pending = StateMachine.Action()
+    @exclusivity(unchecked) private var pending = StateMachine.Action()
     private var inBatch = false
     private var flushScheduled = false
     private var pingTask: Scheduled<Void>?
