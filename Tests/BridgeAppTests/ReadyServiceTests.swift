@@ -9,7 +9,7 @@ import Testing
 /// `serve`'s `ready` as a service of the group (``ReadyService``), under swift-service-lifecycle's
 /// test kit: when `ready` runs, what its failure becomes, and what a graceful shutdown does to
 /// it before and while it runs.
-@Suite("Ready service")
+@Suite("Ready service", .timeLimit(.minutes(2)))
 struct ReadyServiceTests {
     static let gateway = try! SocketAddress(ipAddress: "127.0.0.1", port: 2195)
     static let feedback = try! SocketAddress(ipAddress: "127.0.0.1", port: 2196)
@@ -27,20 +27,22 @@ struct ReadyServiceTests {
 
     @Test("ready runs once every listener has reported, with every address; the service then stays until its shutdown")
     func readyAfterEveryListener() async throws {
-        let got = Mutex<ListeningAddresses?>(nil)
-        let (service, listened) = Self.service { addresses in got.withLock { $0 = addresses } }
-        try await testGracefulShutdown { trigger in
+        let (readied, ran) = AsyncStream.makeStream(of: ListeningAddresses.self)
+        let (service, listened) = Self.service { addresses in ran.yield(addresses) }
+        let got = try await testGracefulShutdown { trigger in
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await service.run() }
                 listened.yield(.feedback(Self.feedback))
                 listened.yield(.admin(Self.admin))
                 listened.yield(.gateway(Self.gateway))
-                try await eventually("ready to run") { got.withLock { $0 != nil } }
+                var iterator = readied.makeAsyncIterator()
+                let got = await iterator.next()
                 trigger.triggerGracefulShutdown()
                 try await group.waitForAll()
+                return got
             }
         }
-        let addresses = try #require(got.withLock { $0 })
+        let addresses = try #require(got)
         #expect(addresses.gateway == Self.gateway)
         #expect(addresses.feedback == Self.feedback)
         #expect(addresses.admin == Self.admin, "the admin port was expected: ready waited for it")
@@ -79,9 +81,9 @@ struct ReadyServiceTests {
         .timeLimit(.minutes(1))
     )
     func shutdownCancelsReady() async throws {
-        let started = Mutex(false)
+        let (started, start) = AsyncStream.makeStream(of: Void.self)
         let (service, listened) = Self.service(expectsAdmin: false) { _ in
-            started.withLock { $0 = true }
+            start.yield()
             // Until cancelled: a demo's round trip when SIGTERM comes.
             try await Task.sleep(for: .seconds(3600))
         }
@@ -90,7 +92,8 @@ struct ReadyServiceTests {
         try await testGracefulShutdown { trigger in
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await service.run() }
-                try await eventually("ready to start") { started.withLock { $0 } }
+                var iterator = started.makeAsyncIterator()
+                await iterator.next()
                 trigger.triggerGracefulShutdown()
                 try await group.waitForAll()
             }

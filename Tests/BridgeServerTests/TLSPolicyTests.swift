@@ -53,13 +53,14 @@ struct TLSPolicyTests {
         }
     }
 
-    @Test("An idle connection with nothing in flight is closed after the idle timeout")
+    @Test("An idle connection with nothing in flight is closed after the idle timeout, without an error-response")
     func idleTimeout() async throws {
         try await withResource(try await GatewayHarness.start(configure: { $0.idleTimeout = .seconds(2) })) { harness in
+            // Nothing sent: a frame sent after the handshake could reach a loaded bridge after
+            // the 2 s, and the test would then be about the machine's speed.
             let client = try await harness.connect()
-            try await client.send(Self.frame)
-            try await harness.upstream.waitForLedgerCount(1, on: client.channel.eventLoop)
             #expect(try await client.bytesUntilClose().readableBytes == 0)
+            #expect(harness.upstream.ledger.isEmpty)
         }
     }
 }
