@@ -688,7 +688,7 @@ package final class PostgresBridgeStore: BridgeStore {
             pollerConnected: pollerConnected,
             deliver: deliver,
             finish: finish,
-            claim: { batch, deleting in
+            claim: { batch, deleting, retaking in
                 // Delivered batches go in the same statement (one transaction) as the next claim; the
                 // rows it deletes are claimed ones, the rows the claim takes unclaimed ones. (The
                 // release below leaves the deleted batches' rows to the DELETE: a row two parts of one
@@ -708,7 +708,9 @@ package final class PostgresBridgeStore: BridgeStore {
                         UPDATE feedback_entries SET claim = \(claim), claim_batch = \(Int32(batch)), claimed_at = \(self.configuration.nowSeconds)
                         WHERE id IN (
                             SELECT id FROM feedback_entries
-                            WHERE tenant = \(tenant) AND environment = \(environment.rawValue) AND claim IS NULL \(unescaped: lengthFilter)
+                            WHERE tenant = \(tenant) AND environment = \(environment.rawValue) \(unescaped: lengthFilter)
+                            AND (claim IS NULL OR (\(retaking) AND claim = \(claim)
+                                AND claim_batch NOT BETWEEN \(Int32(deleting?.lowerBound ?? 0)) AND \(Int32(deleting?.upperBound ?? 0))))
                             ORDER BY id LIMIT \(Int64(options.batchSize))
                             FOR UPDATE SKIP LOCKED
                         )

@@ -427,7 +427,7 @@ package final class SQLiteBridgeStore: BridgeStore {
             pollerConnected: pollerConnected,
             deliver: deliver,
             finish: finish,
-            claim: { batch, deleting in
+            claim: { batch, deleting, retaking in
                 let rows = try await self.lock.withLock {
                     guard pollerConnected() else { throw FeedbackDrainLoop.PollerGone() }
                     return try await Self.transaction(self.connection) {
@@ -439,14 +439,18 @@ package final class SQLiteBridgeStore: BridgeStore {
                             UPDATE feedback_entries SET claim = ?, claim_batch = ?, claimed_at = ?
                             WHERE id IN (
                                 SELECT id FROM feedback_entries
-                                WHERE tenant = ? AND environment = ? AND claim IS NULL \(lengthFilter)
+                                WHERE tenant = ? AND environment = ? \(lengthFilter)
+                                    AND (claim IS NULL OR (? AND claim = ? AND claim_batch NOT BETWEEN ? AND ?))
                                 ORDER BY id LIMIT ?
                             )
                             RETURNING id, token, timestamp
                             """,
                             [
                                 .text(claim), .integer(batch), .integer(Int(self.configuration.nowSeconds)),
-                                .text(tenant), .text(environment.rawValue), .integer(options.batchSize),
+                                .text(tenant), .text(environment.rawValue),
+                                .integer(retaking ? 1 : 0), .text(claim),
+                                .integer(deleting?.lowerBound ?? 0), .integer(deleting?.upperBound ?? 0),
+                                .integer(options.batchSize),
                             ]
                         )
                     }

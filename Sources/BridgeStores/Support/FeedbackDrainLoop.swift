@@ -13,7 +13,9 @@ import LegacyProtocol
 ///
 /// A claim or a release that fails is tried again within the outage budget, the claim only
 /// while its poller is connected (docs/operations.md#store-outage): a store that went away for
-/// a moment costs the poll a pause, not its list.
+/// a moment costs the poll a pause, not its list. A retried claim takes back what its failed
+/// attempt may have claimed: the store's claim, given `retaking`, also takes the entries this
+/// drain claimed in batches other than those it deletes.
 ///
 /// Delivered batches (their bytes written and flushed) are deleted as the stream goes: every
 /// ``batchesPerDelete`` batches, one statement by batch range in the same transaction as the
@@ -41,7 +43,7 @@ package enum FeedbackDrainLoop {
         pollerConnected: () -> Bool,
         deliver: ([FeedbackTuple]) async throws -> Void,
         finish: () async -> Void,
-        claim: (_ batch: Int, _ deleting: ClosedRange<Int>?) async throws -> [FeedbackTuple],
+        claim: (_ batch: Int, _ deleting: ClosedRange<Int>?, _ retaking: Bool) async throws -> [FeedbackTuple],
         release: (_ deleting: ClosedRange<Int>?) async throws -> Void
     ) async throws -> FeedbackDrainResult {
         var batch = 0
@@ -54,17 +56,18 @@ package enum FeedbackDrainLoop {
             var deleting = (undeleted?.count ?? 0) >= Self.batchesPerDelete ? undeleted : nil
             let tuples: [FeedbackTuple]
             // A claim that fails (the store went away under it: a PostgreSQL restart ends its
-            // connection, another writer locks the SQLite file) is tried again while the poller
-            // is connected, within the outage budget. Each attempt has a batch number of its
-            // own, and a retry deletes every delivered batch: a failed attempt may have
-            // committed without its answer arriving, and its batch number then stays outside
-            // every range deleted as delivered, so its rows are released at the end.
+            // connection, another writer locks the SQLite file, a statement past its timeout)
+            // is tried again while the poller is connected, within the outage budget. A failed
+            // attempt may have committed without its answer arriving: a retry deletes every
+            // delivered batch and takes back, beside unclaimed entries, whatever else this drain
+            // holds (`retaking`), under a batch number of its own. So a lost claim's entries are
+            // delivered by the retry, never deleted as delivered without being sent.
             let deadline = ContinuousClock.now + outageBudget
             var failures = 0
             while true {
                 batch += 1
                 do {
-                    tuples = try await claim(batch, deleting)
+                    tuples = try await claim(batch, deleting, failures > 0)
                     if failures > 0 { health.succeeded() }
                     if deleting != nil { undeleted = nil }
                     break
