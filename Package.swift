@@ -24,7 +24,7 @@ let package = Package(
         // `package`: the binary, its tests and the load generator are all in this package.
         .library(name: "LegacyProtocol", targets: ["LegacyProtocol"]),
         .library(name: "BridgeCore", targets: ["BridgeCore"]),
-        .library(name: "BridgeUpstream", targets: ["BridgeUpstream"]),
+        .library(name: "BridgeForwarding", targets: ["BridgeForwarding"]),
         .executable(name: "apns-bridge", targets: ["apns-bridge"]),
         .executable(name: "LegacyProtocolFuzzer", targets: ["LegacyProtocolFuzzer"]),
         .executable(name: "UpstreamEngineFuzzer", targets: ["UpstreamEngineFuzzer"]),
@@ -110,7 +110,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // An HTTP/2 client of Apple's provider API that stands on its own: connection pool,
-        // provider tokens, retries. Knows nothing of the legacy interface or the bridge.
+        // authentication tokens, retries. Knows nothing of the legacy interface or the bridge.
         .target(
             name: "UpstreamAPNs",
             dependencies: [
@@ -127,10 +127,10 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The bridge's side of the upstream: a legacy notification becomes an APNs request, and
-        // the client's final result a legacy outcome (docs/upstream.md#requests, #outcomes).
+        // Fills BridgeCore's forwarding seam: a legacy notification becomes an APNs request,
+        // and the client's final result a legacy outcome (docs/upstream.md#requests, #outcomes).
         .target(
-            name: "BridgeUpstream",
+            name: "BridgeForwarding",
             dependencies: [
                 "LegacyProtocol",
                 "BridgeCore",
@@ -209,7 +209,7 @@ let package = Package(
                 "BridgeCore",
                 "BridgeServer",
                 "UpstreamAPNs",
-                "BridgeUpstream",
+                "BridgeForwarding",
                 "MockAPNs",
                 "BridgeStores",
                 .product(name: "Logging", package: "swift-log"),
@@ -243,7 +243,7 @@ let package = Package(
                 "BridgeServer",
                 "BridgeStores",
                 "UpstreamAPNs",
-                "BridgeUpstream",
+                "BridgeForwarding",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -274,7 +274,7 @@ let package = Package(
                 "LegacyClient",
                 "DevelopmentPKI",
                 "UpstreamAPNs",
-                "BridgeUpstream",
+                "BridgeForwarding",
                 "MockAPNs",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -331,7 +331,7 @@ let package = Package(
                 "LegacyProtocol",
                 "BridgeCore",
                 "UpstreamAPNs",
-                "BridgeUpstream",
+                "BridgeForwarding",
                 "MockAPNs",
                 "BridgeTestSupport",
                 "LegacyClient",
@@ -388,7 +388,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "BridgeUpstreamTests",
+            name: "BridgeForwardingTests",
             dependencies: [
                 "LegacyProtocol",
                 "BridgeCore",
@@ -398,7 +398,7 @@ let package = Package(
                 "LegacyClient",
                 "MockAPNs",
                 "UpstreamAPNs",
-                "BridgeUpstream",
+                "BridgeForwarding",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
@@ -456,7 +456,7 @@ let package = Package(
                 "BridgeServer",
                 "BridgeStores",
                 "BridgeTestSupport",
-                "BridgeUpstream",
+                "BridgeForwarding",
                 "BridgeApp",
                 "DevelopmentPKI",
                 "LegacyClient",
@@ -482,7 +482,7 @@ let package = Package(
                 "LegacyClient",
                 "DevelopmentPKI",
                 "UpstreamAPNs",
-                "BridgeUpstream",
+                "BridgeForwarding",
                 "MockAPNs",
                 "BridgeStores",
                 "BridgeApp",

@@ -44,7 +44,7 @@ let package = Package(
             path: "Benchmarks/LegacyCodec",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
-        // One upstream request: path, apns-id, header block; provider-token reuse; reasons.
+        // One upstream request: path, apns-id, header block; authentication-token reuse; reasons.
         .executableTarget(
             name: "UpstreamRequest",
             dependencies: [
@@ -53,7 +53,7 @@ let package = Package(
                 .product(name: "LegacyProtocol", package: "apns-bridge"),
                 .product(name: "BridgeCore", package: "apns-bridge"),
                 .product(name: "UpstreamAPNs", package: "apns-bridge"),
-                .product(name: "BridgeUpstream", package: "apns-bridge"),
+                .product(name: "BridgeForwarding", package: "apns-bridge"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -17,7 +17,7 @@ def module_of(symbol):
     length = int(match.group(1))
     return symbol[match.end():match.end() + length]
 
-BRIDGE = ("BridgeCore", "BridgeServer", "BridgeUpstream", "BridgeApp", "BridgeStores", "CoreMetrics", "Prometheus")
+BRIDGE = ("BridgeCore", "BridgeServer", "BridgeForwarding", "BridgeApp", "BridgeStores", "CoreMetrics", "Prometheus")
 NIO = ("NIOCore", "NIOPosix", "NIOConcurrencyHelpers", "_NIODataStructures", "NIOEmbedded")
 
 def category(symbol, dso):

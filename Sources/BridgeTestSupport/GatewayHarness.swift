@@ -7,25 +7,25 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 
-/// A gateway on 127.0.0.1 (port 0) with a throwaway PKI, a scripted upstream and in-memory
+/// A gateway on 127.0.0.1 (port 0) with a throwaway PKI, a scripted forwarder and in-memory
 /// stores: what the integration tests and the fuzzer's replay drive over real TLS.
 /// `resendStore` may put a store of the test's own in front of the in-memory one.
 package final class GatewayHarness: Sendable {
     package let pki: DevelopmentCA
-    package let upstream: ScriptedUpstream
+    package let forwarder: ScriptedForwarder
     package let resendRecords: InMemoryResendRecordStore
     package let feedback: InMemoryFeedbackRecorder
     package let server: GatewayServer
 
     private init(
         pki: DevelopmentCA,
-        upstream: ScriptedUpstream,
+        forwarder: ScriptedForwarder,
         resendRecords: InMemoryResendRecordStore,
         feedback: InMemoryFeedbackRecorder,
         server: GatewayServer
     ) {
         self.pki = pki
-        self.upstream = upstream
+        self.forwarder = forwarder
         self.resendRecords = resendRecords
         self.feedback = feedback
         self.server = server
@@ -33,7 +33,7 @@ package final class GatewayHarness: Sendable {
 
     package static func start(
         resendStore: (InMemoryResendRecordStore) -> any ResendRecordStore = { $0 },
-        script: @escaping ScriptedUpstream.Script = { _, _ in .init(.accepted) },
+        script: @escaping ScriptedForwarder.Script = { _, _ in .init(.accepted) },
         environment: APNsEnvironment = .sandbox,
         pki: DevelopmentCA? = nil,
         tenantResolver: (any TenantResolver)? = nil,
@@ -45,14 +45,14 @@ package final class GatewayHarness: Sendable {
         let pki = try pki ?? DevelopmentCA()
         var configuration = GatewayConfiguration.loopback(pki: pki)
         configure(&configuration)
-        let upstream = ScriptedUpstream(script: script)
+        let forwarder = ScriptedForwarder(script: script)
         let resendRecords = InMemoryResendRecordStore()
         let feedback = InMemoryFeedbackRecorder()
         var logger = log?.logger ?? Logger(label: "apns-bridge.test")
         logger.logLevel = .warning
         let server = try await GatewayServer.start(
             configuration: configuration,
-            upstream: upstream,
+            forwarder: forwarder,
             resendRecords: resendStore(resendRecords),
             feedback: feedback,
             tenantResolver: tenantResolver ?? CertificateSubjectTenantResolver(environment: environment),
@@ -62,7 +62,7 @@ package final class GatewayHarness: Sendable {
         )
         return GatewayHarness(
             pki: pki,
-            upstream: upstream,
+            forwarder: forwarder,
             resendRecords: resendRecords,
             feedback: feedback,
             server: server

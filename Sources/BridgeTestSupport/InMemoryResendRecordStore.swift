@@ -14,12 +14,12 @@ package final class InMemoryResendRecordStore: ResendRecordStore {
         var serial: UInt64
         var expiry: NIODeadline
         var outcome: NotificationOutcome?
-        var notificationID: UpstreamNotification.ID?
+        var notificationID: ForwardedNotification.ID?
     }
 
     private struct Waiter {
         var serial: UInt64
-        var notificationID: UpstreamNotification.ID?
+        var notificationID: ForwardedNotification.ID?
         var promise: EventLoopPromise<ResendClaim>
     }
 
@@ -124,7 +124,7 @@ package final class InMemoryResendRecordStore: ResendRecordStore {
         let now = self.now()
         enum Claim {
             case none
-            case resolved(NotificationOutcome, firstSentAs: UpstreamNotification.ID?)
+            case resolved(NotificationOutcome, firstSentAs: ForwardedNotification.ID?)
             case pending(EventLoopPromise<ResendClaim>, serial: UInt64)
         }
         let claim: Claim = self.records.withLock { records in

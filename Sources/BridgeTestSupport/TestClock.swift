@@ -1,5 +1,5 @@
 import BridgeCore
-import BridgeUpstream
+import BridgeForwarding
 import Crypto
 import DevelopmentPKI
 import Foundation
@@ -14,7 +14,7 @@ import NIOSSL
 import Synchronization
 import UpstreamAPNs
 
-/// A clock tests move by hand (provider-token ages, 410 timestamps).
+/// A clock tests move by hand (authentication-token ages, 410 timestamps).
 package final class TestClock: Sendable {
     private let current: Mutex<Date>
 

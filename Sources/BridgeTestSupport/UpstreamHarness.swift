@@ -1,5 +1,5 @@
 import BridgeCore
-import BridgeUpstream
+import BridgeForwarding
 import Crypto
 import DevelopmentPKI
 import Foundation
@@ -26,7 +26,7 @@ extension Logger {
 }
 
 /// A ``MockAPNsServer`` on 127.0.0.1 with a throwaway PKI and signing key, and the bridge's
-/// upstream (``APNsNotificationUpstream``, its ``APNsClient``s) using provider tokens against it:
+/// upstream (``APNsForwarder``, its ``APNsClient``s) using authentication tokens against it:
 /// the upstream tests drive this over real TLS and HTTP/2. The client's and the upstream's
 /// metrics go to ``metrics``, a test factory of the harness's own.
 package final class UpstreamHarness: Sendable {
@@ -36,16 +36,16 @@ package final class UpstreamHarness: Sendable {
 
     package let pki: DevelopmentCA
     package let mock: MockAPNsServer
-    package let client: APNsNotificationUpstream
-    package let tokens: ProviderTokenSource
+    package let client: APNsForwarder
+    package let tokens: AuthenticationTokenSource
     package let clock: TestClock
     package let metrics: TestMetrics
 
     private init(
         pki: DevelopmentCA,
         mock: MockAPNsServer,
-        client: APNsNotificationUpstream,
-        tokens: ProviderTokenSource,
+        client: APNsForwarder,
+        tokens: AuthenticationTokenSource,
         clock: TestClock,
         metrics: TestMetrics
     ) {
@@ -82,13 +82,13 @@ package final class UpstreamHarness: Sendable {
         let mock = try await MockAPNsServer.start(configuration: mockConfiguration, logger: quiet)
 
         let metrics = TestMetrics()
-        let tokens = ProviderTokenSource(
-            signer: ProviderTokenSigner(key: signingKey, keyID: keyID, teamID: teamID),
+        let tokens = AuthenticationTokenSource(
+            signer: AuthenticationTokenSigner(key: signingKey, keyID: keyID, teamID: teamID),
             logger: quiet,
             metricsFactory: metrics,
             now: clock.function
         )
-        var upstreamConfiguration = APNsNotificationUpstream.Configuration()
+        var upstreamConfiguration = APNsForwarder.Configuration()
         var clientConfiguration = APNsClient.Configuration()
         let endpoint = APNsEndpoint(
             host: "127.0.0.1",
@@ -112,7 +112,7 @@ package final class UpstreamHarness: Sendable {
         clientConfiguration.retryBudget = Self.retryBudget
         configureClient(&clientConfiguration)
         upstreamConfiguration.client = clientConfiguration
-        let client = try APNsNotificationUpstream(
+        let client = try APNsForwarder(
             configuration: upstreamConfiguration,
             credentials: .token(tokens),
             logger: quiet,
@@ -127,11 +127,11 @@ package final class UpstreamHarness: Sendable {
 
     package static let tenant = Tenant(name: topic, topic: topic, environment: .sandbox)
 
-    /// Provider-token credentials with a throwaway key, for an upstream no key is checked by
+    /// Authentication-token credentials with a throwaway key, for an upstream no key is checked by
     /// (``HostileHTTP2Server``).
     package static func throwawayTokenCredentials() -> APNsCredentials {
-        let signer = ProviderTokenSigner(key: P256.Signing.PrivateKey(), keyID: keyID, teamID: teamID)
-        return .token(ProviderTokenSource(signer: signer, logger: Logger.forTests()))
+        let signer = AuthenticationTokenSigner(key: P256.Signing.PrivateKey(), keyID: keyID, teamID: teamID)
+        return .token(AuthenticationTokenSource(signer: signer, logger: Logger.forTests()))
     }
 
     /// A notification for the harness's tenant; token `seed` is unique per seed.
@@ -140,8 +140,8 @@ package final class UpstreamHarness: Sendable {
         payload: ByteBuffer = FrameBuilder.payload(),
         expiration: UInt32 = 0,
         tenant: Tenant = UpstreamHarness.tenant
-    ) -> UpstreamNotification {
-        UpstreamNotification(
+    ) -> ForwardedNotification {
+        ForwardedNotification(
             tenant: tenant,
             frame: NotificationFrame(
                 command: .itemized,
@@ -164,7 +164,7 @@ package final class UpstreamHarness: Sendable {
     }
 
     /// Sends `notification` and waits for its outcome.
-    package func send(_ notification: UpstreamNotification) async throws -> NotificationOutcome {
+    package func send(_ notification: ForwardedNotification) async throws -> NotificationOutcome {
         try await self.client.send(notification, on: MultiThreadedEventLoopGroup.singleton.any()).get()
     }
 

@@ -119,7 +119,7 @@ package struct LegacyStreamFuzzRun {
             let outcomes: [NotificationOutcome] = [
                 .accepted, .accepted, .unregistered(timestamp: 1), .rejected(.invalidToken), .dropped,
             ]
-            let completion = machine.upstreamCompleted(sequence, outcome: outcomes[step % outcomes.count])
+            let completion = machine.outcomeArrived(sequence, outcome: outcomes[step % outcomes.count])
             if case .add(_, let stored) = completion.feedback {
                 precondition(stored == sequence, "a 410 reports its own notification")
             }

@@ -64,7 +64,7 @@ struct MockAPNsAnswer {
     var body: String?
     /// The channel the request named.
     var channelID: String?
-    var claims: ProviderTokenVerifier.Claims?
+    var claims: AuthenticationTokenVerifier.Claims?
 }
 
 /// The broadcast push API (`POST /4/broadcasts/apps/<bundle id>`) and the channel management API
@@ -91,7 +91,7 @@ struct MockAPNsBroadcastAPI {
         let path = headers.first(name: ":path") ?? ""
         let bundleID = String(path.dropFirst(Self.broadcastPrefix.count))
         guard !bundleID.isEmpty, !bundleID.contains("/") else { return refuse(404, .badPath) }
-        let claims: ProviderTokenVerifier.Claims?
+        let claims: AuthenticationTokenVerifier.Claims?
         switch self.admit(headers, bundleID: bundleID, hasClientCertificate: hasClientCertificate, now: now) {
         case .success(let verified): claims = verified
         case .failure(let refused): return refused
@@ -143,7 +143,7 @@ struct MockAPNsBroadcastAPI {
         let bundleID = String(parts[0])
         let allowed = parts[1] == "channels" ? ["POST", "GET", "DELETE"] : ["GET"]
         guard allowed.contains(method) else { return refuse(405, .methodNotAllowed) }
-        let claims: ProviderTokenVerifier.Claims?
+        let claims: AuthenticationTokenVerifier.Claims?
         switch self.admit(headers, bundleID: bundleID, hasClientCertificate: hasClientCertificate, now: now) {
         case .success(let verified): claims = verified
         case .failure(let refused): return refused
@@ -207,8 +207,8 @@ struct MockAPNsBroadcastAPI {
         bundleID: String,
         hasClientCertificate: Bool,
         now: Date
-    ) -> Result<ProviderTokenVerifier.Claims?, MockAPNsAnswer> {
-        let claims: ProviderTokenVerifier.Claims?
+    ) -> Result<AuthenticationTokenVerifier.Claims?, MockAPNsAnswer> {
+        let claims: AuthenticationTokenVerifier.Claims?
         switch self.validator.authenticate(headers: headers, hasClientCertificate: hasClientCertificate, now: now) {
         case .success(let verified): claims = verified
         case .failure(let refused): return .failure(self.refuse(refused.status, refused.reason))

@@ -5,7 +5,7 @@ import NIOSSL
 
 /// How a ``MockAPNsServer`` listens and what it accepts.
 package struct MockAPNsConfiguration: Sendable {
-    /// A signing key the mock accepts provider tokens from: its `kid`, the team (`iss`) and the
+    /// A signing key the mock accepts authentication tokens from: its `kid`, the team (`iss`) and the
     /// public half of the `.p8` key.
     package struct SigningKey: Sendable {
         package var keyID: String
@@ -25,18 +25,18 @@ package struct MockAPNsConfiguration: Sendable {
     package var certificateChain: [NIOSSLCertificate]
     package var privateKey: NIOSSLPrivateKey
     /// Client certificates (certificate auth) are checked against these; a connection without
-    /// one must send provider tokens.
+    /// one must send authentication tokens.
     package var clientCertificateTrustRoots: NIOSSLTrustRoots?
     package var signingKeys: [SigningKey] = []
     /// Topics the mock accepts; `nil` accepts any.
     package var topics: Set<String>?
     /// `MAX_CONCURRENT_STREAMS` sent to new connections (APNs sends 1000 or fewer).
     package var maximumConcurrentStreams: Int = 1000
-    /// Provider tokens older than this are refused with `ExpiredProviderToken`.
+    /// Authentication tokens older than this are refused with `ExpiredProviderToken`.
     package var providerTokenMaximumAge: TimeInterval = 3600
     /// Keep every request in the ledger (tests); `false` keeps counters only (load tests).
     package var recordsRequests: Bool = true
-    /// The clock used for provider-token ages and 410 timestamps.
+    /// The clock used for authentication-token ages and 410 timestamps.
     package var now: @Sendable () -> Date = { Date() }
     /// Called on the connection's event loop for each request answered, as it is answered
     /// (benchmarks time arrivals with it). Keep it short: it runs on the mock's hot path.

@@ -19,7 +19,7 @@ package struct MockAPNsRequestRecord: Sendable {
     package var priority: String?
     package var expiration: String?
     package var payload: ByteBuffer
-    /// `kid` and `iat` of the provider token, when one was used.
+    /// `kid` and `iat` of the authentication token, when one was used.
     package var keyID: String?
     package var tokenIssuedAt: Int64?
     /// How the HPACK encoder sent `:path` and `authorization` (Apple asks for no indexing).

@@ -8,7 +8,7 @@ import NIOHPACK
 struct MockAPNsRequestValidator {
     struct Accepted {
         var token: String
-        var claims: ProviderTokenVerifier.Claims?
+        var claims: AuthenticationTokenVerifier.Claims?
     }
 
     struct Refused: Error {
@@ -17,7 +17,7 @@ struct MockAPNsRequestValidator {
         var token: String?
     }
 
-    let verifier: ProviderTokenVerifier
+    let verifier: AuthenticationTokenVerifier
     let topics: Set<String>?
     let providerTokenMaximumAge: TimeInterval
 
@@ -51,7 +51,7 @@ struct MockAPNsRequestValidator {
             return tokenBytes.count
         }
 
-        let claims: ProviderTokenVerifier.Claims?
+        let claims: AuthenticationTokenVerifier.Claims?
         switch self.authenticate(headers: headers, hasClientCertificate: hasClientCertificate, now: now) {
         case .success(let verified): claims = verified
         case .failure(let refused): return refuse(refused.status, refused.reason, token)
@@ -80,12 +80,12 @@ struct MockAPNsRequestValidator {
         return .success(Accepted(token: token, claims: claims))
     }
 
-    /// A provider token, or a client certificate: the check every API of APNs makes first.
+    /// A authentication token, or a client certificate: the check every API of APNs makes first.
     func authenticate(
         headers: HPACKHeaders,
         hasClientCertificate: Bool,
         now: Date
-    ) -> Result<ProviderTokenVerifier.Claims?, Refused> {
+    ) -> Result<AuthenticationTokenVerifier.Claims?, Refused> {
         if let authorization = headers.first(name: "authorization") {
             guard authorization.hasPrefix("bearer ") else {
                 return .failure(Refused(status: 403, reason: .invalidProviderToken))

@@ -70,7 +70,7 @@ package final class MockAPNsServer: Sendable {
         let channels = MockAPNsChannels()
         let ledger = MockAPNsLedger(keepsRecords: configuration.recordsRequests, onAnswer: configuration.onAnswer)
         let validator = MockAPNsRequestValidator(
-            verifier: ProviderTokenVerifier(keys: configuration.signingKeys),
+            verifier: AuthenticationTokenVerifier(keys: configuration.signingKeys),
             topics: configuration.topics,
             providerTokenMaximumAge: configuration.providerTokenMaximumAge
         )

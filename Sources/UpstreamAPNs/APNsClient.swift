@@ -17,7 +17,7 @@ import Synchronization
 /// request goes to a pool that has one. Each attempt's
 /// answer or failure is fed to the request's retry state machine, which decides between finishing
 /// and trying again (429 and 5xx after a backoff, unprocessed streams at once, an expired
-/// provider token with a fresh one), within the retry budget. The client reports one
+/// authentication token with a fresh one), within the retry budget. The client reports one
 /// ``APNsSendResult`` per request; what an answer means to the caller is the caller's business.
 ///
 /// It depends on NIO, NIOHTTP2, NIOSSL, swift-crypto, swift-log and swift-metrics only.
@@ -97,7 +97,7 @@ public final class APNsClient: Sendable {
     /// - Parameters:
     ///   - endpoint: the host and port of one environment (``APNsEndpoint``).
     ///   - configuration: connections, streams, timeouts, the retry budget and the metric names.
-    ///   - credentials: a provider token signer or a client certificate.
+    ///   - credentials: a authentication token signer or a client certificate.
     ///   - group: the event loops the connections run on.
     ///   - logger: where the client logs (connections, GOAWAYs, credential problems).
     ///   - metricsFactory: where the client's metrics go; swift-metrics' global factory unless
@@ -128,7 +128,7 @@ public final class APNsClient: Sendable {
         let connection = APNsConnectionConfiguration(
             authority: endpoint.authority,
             client: configuration,
-            usesProviderTokens: credentials.usesProviderTokens,
+            usesAuthenticationTokens: credentials.usesAuthenticationTokens,
             metrics: self.metrics
         )
         let sslContext = try NIOSSLContext(configuration: tls)
@@ -301,7 +301,7 @@ public final class APNsClient: Sendable {
 
     // MARK: Attempts
 
-    /// Starts an attempt: a provider token, the deadlines, a pool. The request is the pool's
+    /// Starts an attempt: a authentication token, the deadlines, a pool. The request is the pool's
     /// from here on, until it is called back (``attemptEnded(_:_:)``). `now`: the clock read
     /// that starts it (the first attempt's is the request's own).
     private func attempt(_ inFlight: APNsRequestInFlight, freshToken: Bool, now started: NIODeadline) {
@@ -325,8 +325,8 @@ public final class APNsClient: Sendable {
                 inFlight.authorization = token.authorization
                 inFlight.tokenGeneration = token.generation
             } catch {
-                self.logger.critical("cannot sign a provider token", metadata: ["error": "\(error)"])
-                let failure = APNsSendFailure(kind: .cannotSignProviderToken, detail: "\(error)")
+                self.logger.critical("cannot sign a authentication token", metadata: ["error": "\(error)"])
+                let failure = APNsSendFailure(kind: .cannotSignAuthenticationToken, detail: "\(error)")
                 inFlight.completion(.unanswered(failure, lastResponse: nil))
                 return
             }

@@ -1,7 +1,7 @@
 import NIOCore
 
 /// One request from ``APNsClient/send(_:on:completion:)`` to its result: its retry state
-/// between attempts, and the attempt under way (its provider token, deadlines, pool and
+/// between attempts, and the attempt under way (its authentication token, deadlines, pool and
 /// connection).
 ///
 /// One object per request goes down the layers: the pool queues and places it, the connection
@@ -25,7 +25,7 @@ final class APNsRequestInFlight: APNsStreamOwner, @unchecked Sendable {
     var machine: RequestRetryStateMachine
     /// The pool and connection of the last attempt: a retry goes elsewhere where possible.
     var avoid: (pool: Int, connection: Int)?
-    /// The provider token generation, and the header, of the current attempt.
+    /// The authentication token generation, and the header, of the current attempt.
     var tokenGeneration: Int?
     var authorization: String?
     /// The current attempt's start, deadlines and pool.

@@ -40,7 +40,7 @@ package final class UpstreamEngineHarness {
         let configuration = APNsConnectionConfiguration(
             authority: "api.sandbox.push.apple.com",
             client: client,
-            usesProviderTokens: oneStreamUntilFirstSuccess,
+            usesAuthenticationTokens: oneStreamUntilFirstSuccess,
             metrics: APNsClientMetrics()
         )
         var logger = Logger(label: "apns-bridge.engine-harness")

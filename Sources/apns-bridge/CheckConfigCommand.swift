@@ -1,9 +1,9 @@
 import ArgumentParser
 import BridgeApp
 import BridgeCore
+import BridgeForwarding
 import BridgeServer
 import BridgeStores
-import BridgeUpstream
 import Foundation
 import NIOCore
 import UpstreamAPNs

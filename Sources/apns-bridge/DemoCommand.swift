@@ -72,8 +72,8 @@ struct DemoCommand: AsyncParsableCommand {
                 trustRoots: .certificates([pki.caCertificate])
             ),
             credentials: .token(
-                ProviderTokenSource(
-                    signer: ProviderTokenSigner(key: signingKey, keyID: "DEMOKEY123", teamID: "DEMOTEAM12"),
+                AuthenticationTokenSource(
+                    signer: AuthenticationTokenSigner(key: signingKey, keyID: "DEMOKEY123", teamID: "DEMOTEAM12"),
                     logger: logger
                 )
             ),

@@ -16,7 +16,7 @@ struct MockAPNsCommand: AsyncParsableCommand {
         discussion: """
             For staging a migration without an Apple account: point the bridge's upstream at it \
             (with its CA). Without --certificate it makes a throwaway CA and server certificate \
-            for localhost and 127.0.0.1 and writes the CA to --write-ca. Provider tokens are \
+            for localhost and 127.0.0.1 and writes the CA to --write-ca. Authentication tokens are \
             checked against the keys given with --signing-key; a connection with a client \
             certificate from --client-ca needs none. It also serves the broadcast push API \
             (/4/broadcasts/apps/…) and the channel management API (/1/apps/…/channels), so \
@@ -39,7 +39,7 @@ struct MockAPNsCommand: AsyncParsableCommand {
     @Option(
         name: .customLong("signing-key"),
         help:
-            "KEYID:TEAMID:PATH of a key whose provider tokens are accepted; PATH is the .p8 file or its public key (PEM). Repeatable."
+            "KEYID:TEAMID:PATH of a key whose authentication tokens are accepted; PATH is the .p8 file or its public key (PEM). Repeatable."
     )
     var signingKeys: [String] = []
     @Option(name: .customLong("topic"), help: "A topic to accept (repeatable; none: any topic).") var topics: [String] =
@@ -110,7 +110,7 @@ struct MockAPNsCommand: AsyncParsableCommand {
         }
         configuration.signingKeys = try self.signingKeys.map(Self.signingKey)
         if configuration.signingKeys.isEmpty {
-            Self.say("no --signing-key: provider tokens will be refused (InvalidProviderToken)")
+            Self.say("no --signing-key: authentication tokens will be refused (InvalidProviderToken)")
         }
 
         let server = try await MockAPNsServer.start(configuration: configuration, logger: logger)

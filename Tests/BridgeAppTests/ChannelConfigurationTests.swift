@@ -1,8 +1,8 @@
 import BridgeApp
 import BridgeCore
+import BridgeForwarding
 import BridgeServer
 import BridgeTestSupport
-import BridgeUpstream
 import NIOCore
 import Testing
 import UpstreamAPNs

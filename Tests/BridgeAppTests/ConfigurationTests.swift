@@ -1,9 +1,9 @@
 import BridgeApp
 import BridgeCore
+import BridgeForwarding
 import BridgeServer
 import BridgeStores
 import BridgeTestSupport
-import BridgeUpstream
 import Crypto
 import DevelopmentPKI
 import Foundation

@@ -32,7 +32,7 @@ struct ServeInProcessTests {
         return try BridgeSettings.load(from: try await SettingsReader(flags: flags, environment: [:], file: nil))
     }
 
-    /// A mock APNs that takes the provider tokens `files`' signing key makes.
+    /// A mock APNs that takes the authentication tokens `files`' signing key makes.
     static func mock(_ files: ConfigurationFiles) async throws -> MockAPNsServer {
         let key = try P256.Signing.PrivateKey(
             pemRepresentation: try String(contentsOfFile: files.directory + "/AuthKey.p8", encoding: .utf8)

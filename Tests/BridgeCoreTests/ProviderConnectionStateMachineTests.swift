@@ -166,19 +166,19 @@ struct ProviderConnectionStateMachineTests {
         #expect(reads == .none, "paused: the socket is not read")
         let resumes1 = machine.decodingPaused()
         #expect(resumes1 == .none)
-        let completed = machine.upstreamCompleted(0, outcome: .accepted)
+        let completed = machine.outcomeArrived(0, outcome: .accepted)
         #expect(completed.then == .decode, "no farewell, no close: decode again")
         let steps2 = Self.drain(&machine)
         #expect(Self.forwardedSequences(steps2) == [2], "room for one more")
         let resumes2 = machine.decodingPaused()
         #expect(resumes2 == .none, "full again")
-        _ = machine.upstreamCompleted(1, outcome: .accepted)
-        _ = machine.upstreamCompleted(2, outcome: .accepted)
+        _ = machine.outcomeArrived(1, outcome: .accepted)
+        _ = machine.outcomeArrived(2, outcome: .accepted)
         let steps3 = Self.drain(&machine)
         #expect(Self.forwardedSequences(steps3) == [3, 4])
         let resumes3 = machine.decodingPaused()
         #expect(resumes3 == .none, "the window is full again")
-        _ = machine.upstreamCompleted(3, outcome: .accepted)
+        _ = machine.outcomeArrived(3, outcome: .accepted)
         let steps4 = Self.drain(&machine)
         #expect(steps4.isEmpty, "everything received is forwarded")
         let resumes4 = machine.decodingPaused()
@@ -204,7 +204,7 @@ struct ProviderConnectionStateMachineTests {
         #expect(refusal.malformed?.status == .protocolError && refusal.status == .protocolError)
         #expect(refusal.command == nil, "the stream could not be decoded")
         #expect(machine.bufferedBytes == 0, "what follows a malformed frame is dropped")
-        let action = machine.upstreamCompleted(0, outcome: .accepted)
+        let action = machine.outcomeArrived(0, outcome: .accepted)
         guard case .farewell(let farewell) = action.then else {
             Issue.record("expected the farewell, got \(action.then)")
             return
@@ -235,22 +235,22 @@ struct ProviderConnectionStateMachineTests {
         #expect(machine.bufferedBytes > 20, "frame 3 and the cut one")
         let steps2 = Self.drain(&machine)
         #expect(steps2.isEmpty, "the window is full")
-        _ = machine.upstreamCompleted(0, outcome: .accepted)
+        _ = machine.outcomeArrived(0, outcome: .accepted)
         let steps3 = Self.drain(&machine)
         #expect(
             steps3 == [
                 .forward(
                     2,
-                    UpstreamNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(3)),
+                    ForwardedNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(3)),
                     command: .itemized,
                     claimFirst: false
                 )
             ]
         )
-        _ = machine.upstreamCompleted(1, outcome: .accepted)
+        _ = machine.outcomeArrived(1, outcome: .accepted)
         let steps4 = Self.drain(&machine)
         #expect(steps4 == [.partialFrameDropped(bytes: 20)], "no complete frame left: the cut one is dropped")
-        let last = machine.upstreamCompleted(2, outcome: .accepted)
+        let last = machine.outcomeArrived(2, outcome: .accepted)
         #expect(last.then == .close(.drained))
         let step = machine.nextFrameStep()
         #expect(step == nil)
@@ -284,11 +284,11 @@ struct ProviderConnectionStateMachineTests {
         #expect(machine.bufferedBytes > 0)
         let steps2 = Self.drain(&machine)
         #expect(steps2.isEmpty, "the window is full")
-        _ = machine.upstreamCompleted(0, outcome: .accepted)
+        _ = machine.outcomeArrived(0, outcome: .accepted)
         let steps3 = Self.drain(&machine)
         #expect(Self.forwardedSequences(steps3) == [1])
         // The session learns that the input is exhausted when the next decode finds nothing.
-        _ = machine.upstreamCompleted(1, outcome: .accepted)
+        _ = machine.outcomeArrived(1, outcome: .accepted)
         let steps4 = Self.drain(&machine)
         #expect(steps4 == [.close(.drained)])
     }
@@ -323,7 +323,7 @@ struct ProviderConnectionStateMachineTests {
         #expect(shutdown3 == .startGraceTimer)
         let steps2 = Self.drain(&busy)
         #expect(steps2.isEmpty, "no more reading")
-        let completed = busy.upstreamCompleted(0, outcome: .accepted)
+        let completed = busy.outcomeArrived(0, outcome: .accepted)
         #expect(completed.then == .decode, "no farewell yet")
         #expect(Self.drain(&busy).isEmpty, "shutting down: the session reads nothing more")
         guard case .farewell(let expired) = busy.shutdownGraceExpired() else {
@@ -351,7 +351,7 @@ struct ProviderConnectionStateMachineTests {
         #expect(decodesNow == .decode)
         _ = Self.drain(&machine)
         #expect(machine.idleTimeout() == .none)
-        _ = machine.upstreamCompleted(0, outcome: .accepted)
+        _ = machine.outcomeArrived(0, outcome: .accepted)
         #expect(machine.idleTimeout() == .close(.idle))
     }
 
@@ -377,9 +377,9 @@ struct ProviderConnectionStateMachineTests {
         _ = machine.bytesReceived(bytes)
         #expect(Self.forwardedSequences(Self.drain(&machine)) == [0, 1, 2])
 
-        let unlisted = machine.upstreamCompleted(0, outcome: .accepted)
+        let unlisted = machine.outcomeArrived(0, outcome: .accepted)
         #expect(unlisted.feedback == nil, "a 200 for a token on no feedback list changes nothing in the store")
-        let onList = machine.upstreamCompleted(1, outcome: .accepted)
+        let onList = machine.outcomeArrived(1, outcome: .accepted)
         #expect(
             onList.feedback
                 == .remove(
@@ -387,7 +387,7 @@ struct ProviderConnectionStateMachineTests {
                 )
         )
 
-        let gone = machine.upstreamCompleted(2, outcome: .unregistered(timestamp: 7))
+        let gone = machine.outcomeArrived(2, outcome: .unregistered(timestamp: 7))
         guard case .add(let entry, let sequence) = gone.feedback else {
             Issue.record("a 410 adds the token to the list, got \(String(describing: gone.feedback))")
             return
@@ -418,7 +418,7 @@ struct ProviderConnectionStateMachineTests {
             straight == [
                 .forward(
                     0,
-                    UpstreamNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(1)),
+                    ForwardedNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(1)),
                     command: .itemized,
                     claimFirst: false
                 )
@@ -432,7 +432,7 @@ struct ProviderConnectionStateMachineTests {
             checked == [
                 .forward(
                     1,
-                    UpstreamNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(2)),
+                    ForwardedNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(2)),
                     command: .itemized,
                     claimFirst: true
                 )
@@ -510,7 +510,7 @@ struct ProviderConnectionStateMachineTests {
         _ = open.bytesReceived(Self.bytes(1...1))
         _ = Self.drain(&open)
         #expect(open.readRequested() == .none, "the window is full: the read is held back")
-        let failed = open.upstreamCompleted(0, outcome: .rejected(.invalidToken))
+        let failed = open.outcomeArrived(0, outcome: .rejected(.invalidToken))
         guard case .farewell(let failedFarewell) = failed.then else {
             Issue.record("a failure's farewell, got \(failed.then)")
             return
@@ -524,7 +524,7 @@ struct ProviderConnectionStateMachineTests {
         _ = machine.bytesReceived(Self.bytes(1...2))
         #expect(Self.forwardedSequences(Self.drain(&machine)) == [0])
         #expect(machine.channelInactive() == .decodeRemaining(bufferedBytes: machine.bufferedBytes, channelGone: true))
-        let failed = machine.upstreamCompleted(0, outcome: .rejected(.invalidToken))
+        let failed = machine.outcomeArrived(0, outcome: .rejected(.invalidToken))
         guard case .unannounced(let farewell) = failed.then else {
             Issue.record("nobody to tell, got \(failed.then)")
             return
@@ -546,13 +546,13 @@ struct ProviderConnectionStateMachineTests {
         }
         #expect(farewell.resendRecords.count == 2)
 
-        let early = machine.upstreamCompleted(0, outcome: .accepted)
+        let early = machine.outcomeArrived(0, outcome: .accepted)
         #expect(early.resolution == nil, "its record may not be stored yet")
         let stored = machine.farewellRecordsStored()
         #expect(stored.resolutions.map(\.frame.identifier.rawValue) == [1], "the early outcome, now")
         #expect(stored.resolutions.first?.outcome == .accepted)
 
-        let late = machine.upstreamCompleted(1, outcome: .rejected(.invalidToken))
+        let late = machine.outcomeArrived(1, outcome: .rejected(.invalidToken))
         let resolution = try #require(late.resolution, "the records are stored: at once")
         #expect(resolution.frame.identifier.rawValue == 2 && resolution.outcome == .rejected(.invalidToken))
     }
@@ -581,7 +581,7 @@ struct ProviderConnectionStateMachineTests {
         _ = late.bytesReceived(Self.bytes(1...2))
         #expect(Self.forwardedSequences(Self.drain(&late)) == [0, 1])
         #expect(late.shutdownRequested() == .startGraceTimer)
-        _ = late.upstreamCompleted(0, outcome: .accepted)
+        _ = late.outcomeArrived(0, outcome: .accepted)
         guard case .farewell(let decided, let delivery) = late.shutdownDeadlinePassed() else {
             Issue.record("the deadline says goodbye")
             return

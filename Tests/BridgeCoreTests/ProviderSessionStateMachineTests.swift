@@ -21,8 +21,8 @@ struct ProviderSessionStateMachineTests {
     }
 
     /// What a 200 for frame `identifier` does: its token leaves the feedback list.
-    static func registered(_ identifier: UInt32) -> ProviderSessionStateMachine.UpstreamCompletedAction {
-        var action = ProviderSessionStateMachine.UpstreamCompletedAction()
+    static func registered(_ identifier: UInt32) -> ProviderSessionStateMachine.OutcomeAction {
+        var action = ProviderSessionStateMachine.OutcomeAction()
         action.feedback = .registered(
             .init(tenant: tenant.name, environment: tenant.environment, deviceToken: frame(identifier).deviceToken)
         )
@@ -67,7 +67,7 @@ struct ProviderSessionStateMachineTests {
     func forwards() {
         var machine = Self.machine()
         let action = machine.frameReceived(Self.frame(1))
-        #expect(action == .forward(0, UpstreamNotification(tenant: Self.tenant, frame: Self.frame(1))))
+        #expect(action == .forward(0, ForwardedNotification(tenant: Self.tenant, frame: Self.frame(1))))
     }
 
     @Test("Bad token size with nothing in flight: error-response at once")
@@ -103,8 +103,8 @@ struct ProviderSessionStateMachineTests {
         #expect(machine.frameReceived(Self.frame(3, tokenLength: 5)) == .waitForPredecessors(.invalidTokenSize))
         #expect(!machine.isReading)
         #expect(machine.frameReceived(Self.frame(4)) == .ignore)
-        #expect(machine.upstreamCompleted(second, outcome: .accepted) == Self.registered(2))
-        let action = machine.upstreamCompleted(first, outcome: .rejected(.invalidToken))
+        #expect(machine.outcomeArrived(second, outcome: .accepted) == Self.registered(2))
+        let action = machine.outcomeArrived(first, outcome: .rejected(.invalidToken))
         // 1 failed: 2 was forwarded after it and is remembered with its outcome.
         #expect(action.farewell?.packet == .init(status: .invalidToken, identifier: .init(rawValue: 1)))
         #expect(action.farewell?.status == .invalidToken)
@@ -117,9 +117,9 @@ struct ProviderSessionStateMachineTests {
     func upstreamFailureWithPendingSuccessors() {
         var machine = Self.machine()
         let sequences = (1...5).map { Self.forward(&machine, UInt32($0)) }
-        #expect(machine.upstreamCompleted(sequences[0], outcome: .accepted) == Self.registered(1))
-        #expect(machine.upstreamCompleted(sequences[3], outcome: .accepted).farewell == nil)
-        let failed = machine.upstreamCompleted(sequences[1], outcome: .rejected(.invalidToken))
+        #expect(machine.outcomeArrived(sequences[0], outcome: .accepted) == Self.registered(1))
+        #expect(machine.outcomeArrived(sequences[3], outcome: .accepted).farewell == nil)
+        let failed = machine.outcomeArrived(sequences[1], outcome: .rejected(.invalidToken))
         #expect(failed.farewell?.packet == .init(status: .invalidToken, identifier: .init(rawValue: 2)))
         #expect(
             failed.farewell?.resendRecords.map(Remembered.init(_:)) == [
@@ -128,13 +128,13 @@ struct ProviderSessionStateMachineTests {
                 .init(frame: Self.frame(5), outcome: nil),
             ]
         )
-        let resolved = machine.upstreamCompleted(sequences[4], outcome: .rejected(.invalidToken))
+        let resolved = machine.outcomeArrived(sequences[4], outcome: .rejected(.invalidToken))
         #expect(
             resolved.resolvedRecord.map(Remembered.init(_:))
                 == .init(frame: Self.frame(5), outcome: .rejected(.invalidToken))
         )
         #expect(resolved.farewell == nil)
-        let unregistered = machine.upstreamCompleted(sequences[2], outcome: .unregistered(timestamp: 42))
+        let unregistered = machine.outcomeArrived(sequences[2], outcome: .unregistered(timestamp: 42))
         #expect(
             unregistered.resolvedRecord.map(Remembered.init(_:))
                 == .init(frame: Self.frame(3), outcome: .unregistered(timestamp: 42))
@@ -155,7 +155,7 @@ struct ProviderSessionStateMachineTests {
     @Test("A record keeps the id its notification went upstream with, for a resend to reuse")
     func recordsKeepTheForwardedIDs() {
         var machine = Self.machine()
-        var ids: [UpstreamNotification.ID] = []
+        var ids: [ForwardedNotification.ID] = []
         var sequences: [ProviderSessionStateMachine.Sequence] = []
         for identifier in UInt32(1)...3 {
             guard case .forward(let sequence, let notification) = machine.frameReceived(Self.frame(identifier)) else {
@@ -166,9 +166,9 @@ struct ProviderSessionStateMachineTests {
             ids.append(notification.id)
         }
         #expect(Set(ids).count == 3, "every notification has an id of its own")
-        let failed = machine.upstreamCompleted(sequences[0], outcome: .rejected(.invalidToken))
+        let failed = machine.outcomeArrived(sequences[0], outcome: .rejected(.invalidToken))
         #expect(failed.farewell?.resendRecords.map(\.id) == [ids[1], ids[2]])
-        let resolved = machine.upstreamCompleted(sequences[2], outcome: .accepted)
+        let resolved = machine.outcomeArrived(sequences[2], outcome: .accepted)
         #expect(resolved.resolvedRecord?.id == ids[2])
     }
 
@@ -177,9 +177,9 @@ struct ProviderSessionStateMachineTests {
         var machine = Self.machine(maximumInFlight: 3)
         let sequences = (1...3).map { Self.forward(&machine, UInt32($0)) }
         #expect(!machine.isReading)
-        _ = machine.upstreamCompleted(sequences[2], outcome: .accepted)
+        _ = machine.outcomeArrived(sequences[2], outcome: .accepted)
         #expect(!machine.isReading, "completed behind a slow head still counts against the bound")
-        _ = machine.upstreamCompleted(sequences[0], outcome: .accepted)
+        _ = machine.outcomeArrived(sequences[0], outcome: .accepted)
         #expect(machine.isReading)
         #expect(machine.inFlightCount == 1)
     }
@@ -188,7 +188,7 @@ struct ProviderSessionStateMachineTests {
     func shutdownIdle() {
         var machine = Self.machine()
         let sequence = Self.forward(&machine, 7)
-        _ = machine.upstreamCompleted(sequence, outcome: .accepted)
+        _ = machine.outcomeArrived(sequence, outcome: .accepted)
         let farewell = machine.shutdownRequested()
         #expect(farewell?.packet == .init(status: .shutdown, identifier: .init(rawValue: 7)))
         #expect(farewell?.resendRecords.map(Remembered.init(_:)) == [.init(frame: Self.frame(7), outcome: .accepted)])
@@ -201,8 +201,8 @@ struct ProviderSessionStateMachineTests {
         let second = Self.forward(&machine, 2)
         #expect(machine.shutdownRequested() == nil)
         #expect(!machine.isReading)
-        #expect(machine.upstreamCompleted(first, outcome: .accepted).farewell == nil)
-        let action = machine.upstreamCompleted(second, outcome: .rejected(.invalidToken))
+        #expect(machine.outcomeArrived(first, outcome: .accepted).farewell == nil)
+        let action = machine.outcomeArrived(second, outcome: .rejected(.invalidToken))
         #expect(action.farewell?.packet == .init(status: .invalidToken, identifier: .init(rawValue: 2)))
     }
 
@@ -210,8 +210,8 @@ struct ProviderSessionStateMachineTests {
     func shutdownGraceExpiry() {
         var machine = Self.machine()
         let sequences = (1...4).map { Self.forward(&machine, UInt32($0)) }
-        _ = machine.upstreamCompleted(sequences[0], outcome: .accepted)
-        _ = machine.upstreamCompleted(sequences[2], outcome: .accepted)
+        _ = machine.outcomeArrived(sequences[0], outcome: .accepted)
+        _ = machine.outcomeArrived(sequences[2], outcome: .accepted)
         #expect(machine.shutdownRequested() == nil)
         let farewell = machine.shutdownGraceExpired()
         #expect(farewell?.packet == .init(status: .shutdown, identifier: .init(rawValue: 1)))
@@ -224,7 +224,7 @@ struct ProviderSessionStateMachineTests {
         var machine = Self.machine()
         let sequence = Self.forward(&machine, 1)
         machine.inputClosed()
-        let action = machine.upstreamCompleted(sequence, outcome: .unregistered(timestamp: 9))
+        let action = machine.outcomeArrived(sequence, outcome: .unregistered(timestamp: 9))
         #expect(action.feedback?.key.deviceToken == Self.frame(1).deviceToken)
         #expect(action.feedback?.key.tenant == "com.example.app")
         #expect(action.farewell == nil)
@@ -240,13 +240,13 @@ struct ProviderSessionStateMachineTests {
         machine.inputClosed()
         #expect(machine.isInputClosed)
         // The window drains; the frames still buffered are forwarded.
-        #expect(machine.upstreamCompleted(first, outcome: .accepted).closeDrained == false)
+        #expect(machine.outcomeArrived(first, outcome: .accepted).closeDrained == false)
         #expect(machine.isReading)
         let third = Self.forward(&machine, 3)
         let closesNow = machine.inputExhausted()
         #expect(!closesNow, "two still in flight")
-        #expect(machine.upstreamCompleted(third, outcome: .accepted).closeDrained == false)
-        let last = machine.upstreamCompleted(second, outcome: .accepted)
+        #expect(machine.outcomeArrived(third, outcome: .accepted).closeDrained == false)
+        let last = machine.outcomeArrived(second, outcome: .accepted)
         #expect(last.closeDrained)
         #expect(last.farewell == nil)
     }
@@ -255,7 +255,7 @@ struct ProviderSessionStateMachineTests {
     func endOfInputIdle() {
         var machine = Self.machine()
         let sequence = Self.forward(&machine, 1)
-        _ = machine.upstreamCompleted(sequence, outcome: .accepted)
+        _ = machine.outcomeArrived(sequence, outcome: .accepted)
         machine.inputClosed()
         let closesNow = machine.inputExhausted()
         #expect(closesNow)
@@ -269,11 +269,11 @@ struct ProviderSessionStateMachineTests {
         machine.inputClosed()
         let closesNow = machine.inputExhausted()
         #expect(!closesNow)
-        let action = machine.upstreamCompleted(first, outcome: .rejected(.invalidToken))
+        let action = machine.outcomeArrived(first, outcome: .rejected(.invalidToken))
         #expect(action.farewell?.packet == .init(status: .invalidToken, identifier: .init(rawValue: 1)))
         #expect(action.farewell?.resendRecords.map(\.frame.identifier.rawValue) == [2])
         #expect(
-            machine.upstreamCompleted(second, outcome: .accepted).closeDrained == false,
+            machine.outcomeArrived(second, outcome: .accepted).closeDrained == false,
             "the farewell closes, not the drain"
         )
     }
@@ -285,12 +285,12 @@ struct ProviderSessionStateMachineTests {
         machine.inputClosed()
         let farewell = machine.shutdownRequested()
         #expect(farewell == nil)
-        _ = machine.upstreamCompleted(first, outcome: .accepted)
+        _ = machine.outcomeArrived(first, outcome: .accepted)
         #expect(machine.isReading, "what is buffered is still forwarded")
         let second = Self.forward(&machine, 2)
         let closesNow = machine.inputExhausted()
         #expect(!closesNow)
-        #expect(machine.upstreamCompleted(second, outcome: .accepted).closeDrained)
+        #expect(machine.outcomeArrived(second, outcome: .accepted).closeDrained)
     }
 
     @Test("A 410 is done only once its feedback entry is stored: status 10 does not name it before")
@@ -298,8 +298,8 @@ struct ProviderSessionStateMachineTests {
         var machine = Self.machine()
         let first = Self.forward(&machine, 1)
         let second = Self.forward(&machine, 2)
-        _ = machine.upstreamCompleted(first, outcome: .accepted)
-        let gone = machine.upstreamCompleted(second, outcome: .unregistered(timestamp: 7))
+        _ = machine.outcomeArrived(first, outcome: .accepted)
+        let gone = machine.outcomeArrived(second, outcome: .unregistered(timestamp: 7))
         #expect(gone.feedback != nil)
         #expect(machine.inFlightCount == 0)
         let farewellBefore = machine.shutdownRequested()
@@ -315,7 +315,7 @@ struct ProviderSessionStateMachineTests {
         machine.inputClosed()
         let closesNow = machine.inputExhausted()
         #expect(!closesNow)
-        #expect(machine.upstreamCompleted(sequence, outcome: .unregistered(timestamp: 1)).closeDrained == false)
+        #expect(machine.outcomeArrived(sequence, outcome: .unregistered(timestamp: 1)).closeDrained == false)
         #expect(machine.feedbackStored(sequence).closeDrained)
     }
 

@@ -63,8 +63,8 @@ struct ResendRecordStoreTests {
     func bridgeDecidedOutcome() throws {
         let loop = EmbeddedEventLoop()
         let store = InMemoryResendRecordStore()
-        let first = UpstreamNotification.ID(high: 1, low: 2)
-        let second = UpstreamNotification.ID(high: 3, low: 4)
+        let first = ForwardedNotification.ID(high: 1, low: 2)
+        let second = ForwardedNotification.ID(high: 3, low: 4)
         try store.remember(
             [
                 ResendRecord(key: Self.key(1), outcome: nil, notificationID: first),
@@ -84,7 +84,7 @@ struct ResendRecordStoreTests {
         "A claim's step: a new notification is sent, an answered one reported, one whose outcome is unknown sent again under its first id"
     )
     func claimSteps() throws {
-        let notification = UpstreamNotification(
+        let notification = ForwardedNotification(
             tenant: Tenant(name: "t", topic: "com.example.app", environment: .sandbox),
             frame: NotificationFrame(
                 command: .itemized,
@@ -93,9 +93,9 @@ struct ResendRecordStoreTests {
                 payload: ByteBuffer(string: "{}")
             )
         )
-        let first = UpstreamNotification.ID(high: 1, low: 2)
+        let first = ForwardedNotification.ID(high: 1, low: 2)
         // The id a step sends under (a notification's equality leaves its id out).
-        func sentID(_ step: ResendClaim.Step) -> UpstreamNotification.ID? {
+        func sentID(_ step: ResendClaim.Step) -> ForwardedNotification.ID? {
             guard case .send(let sent, _) = step else { return nil }
             return sent.id
         }
@@ -121,7 +121,7 @@ struct ResendRecordStoreTests {
     func pendingNeverResolved() throws {
         let loop = EmbeddedEventLoop()
         let store = InMemoryResendRecordStore(window: .minutes(2))
-        let id = UpstreamNotification.ID.next()
+        let id = ForwardedNotification.ID.next()
         try store.remember([ResendRecord(key: Self.key(1), outcome: nil, notificationID: id)], on: loop).wait()
         let claim = store.claim(Self.key(1), on: loop)
         loop.advanceTime(by: .minutes(2))

@@ -124,7 +124,7 @@ struct CloseWaitTests {
             // 1 s (drain + wait) is expected; NIOSSL's default wait would make it 5.5 s. The
             // margin is for a loaded machine, not a speed requirement.
             #expect(failedAfter < 4.5, "the first failed write came \(failedAfter) s after the bad frame")
-            #expect(harness.upstream.ledger.isEmpty, "a frame written after the error was forwarded")
+            #expect(harness.forwarder.ledger.isEmpty, "a frame written after the error was forwarded")
         }
     }
 }

@@ -25,7 +25,7 @@ struct EndOfInputTests {
     /// Each identifier in the ledger, how many times.
     static func deliveries(_ harness: GatewayHarness) -> [UInt32: Int] {
         var seen: [UInt32: Int] = [:]
-        for notification in harness.upstream.ledger {
+        for notification in harness.forwarder.ledger {
             seen[notification.frame.identifier.rawValue, default: 0] += 1
         }
         return seen
@@ -37,7 +37,7 @@ struct EndOfInputTests {
             let client = try await harness.connect()
             try await client.send(ResendTests.frames(1...5_000))
             await client.close()
-            try await harness.upstream.waitForLedgerCount(5_000, timeout: .seconds(120), on: client.channel.eventLoop)
+            try await harness.forwarder.waitForLedgerCount(5_000, timeout: .seconds(120), on: client.channel.eventLoop)
             let seen = Self.deliveries(harness)
             #expect(seen.count == 5_000)
             #expect(seen.values.allSatisfy { $0 == 1 })
@@ -105,7 +105,7 @@ struct EndOfInputTests {
                 received.readErrorResponse()
                     == ErrorResponsePacket(status: .invalidToken, identifier: .init(rawValue: 300))
             )
-            let forwarded = Set(harness.upstream.ledger.map(\.frame.identifier.rawValue))
+            let forwarded = Set(harness.forwarder.ledger.map(\.frame.identifier.rawValue))
             #expect(forwarded.isSuperset(of: Set(1...300)))
             #expect(forwarded.allSatisfy { $0 < 300 + 32 }, "nothing read after the failure was decided went upstream")
         }
@@ -148,7 +148,7 @@ struct HandshakeAdmissionTests {
             // A provider from another address is admitted and delivers.
             let provider = try await harness.connect()
             try await provider.send(ResendTests.frames(1...10))
-            try await harness.upstream.waitForLedgerCount(10, on: provider.channel.eventLoop)
+            try await harness.forwarder.waitForLedgerCount(10, on: provider.channel.eventLoop)
             #expect(provider.isActive)
             #expect(harness.server.handshakingCount == 8, "a completed handshake no longer counts")
             await provider.close()
@@ -178,7 +178,7 @@ struct HandshakeAdmissionTests {
             try await eventually { harness.server.handshakingCount == 3 }
             let provider = try await harness.connect()
             try await provider.send(ResendTests.frames(1...3))
-            try await harness.upstream.waitForLedgerCount(3, on: provider.channel.eventLoop)
+            try await harness.forwarder.waitForLedgerCount(3, on: provider.channel.eventLoop)
             await provider.close()
             for channel in stalled { try? await channel.close() }
         }

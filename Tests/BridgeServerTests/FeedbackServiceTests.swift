@@ -32,7 +32,7 @@ struct FeedbackServiceTests {
             let resolver = CertificateSubjectTenantResolver(environment: .sandbox)
             let gateway = try await GatewayServer.start(
                 configuration: .loopback(pki: upstream.pki),
-                upstream: upstream.client,
+                forwarder: upstream.client,
                 resendRecords: store,
                 feedback: store,
                 tenantResolver: resolver,

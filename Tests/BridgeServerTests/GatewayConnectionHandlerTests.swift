@@ -18,14 +18,14 @@ import Testing
 struct GatewayConnectionHandlerTests {
     static let tenant = Tenant(name: "com.example.app", topic: "com.example.app", environment: .sandbox)
 
-    /// An upstream that answers each notification only when the test says which outcome.
-    final class HeldUpstream: NotificationUpstream {
+    /// A forwarder that answers each notification only when the test says which outcome.
+    final class HeldForwarder: NotificationForwarder {
         private let received = NIOLockedValueBox(
-            [(notification: UpstreamNotification, answer: EventLoopPromise<NotificationOutcome>)]()
+            [(notification: ForwardedNotification, answer: EventLoopPromise<NotificationOutcome>)]()
         )
 
         func send(
-            _ notification: UpstreamNotification,
+            _ notification: ForwardedNotification,
             on eventLoop: any EventLoop,
             completion: @escaping @Sendable (NotificationOutcome) -> Void
         ) {
@@ -34,7 +34,7 @@ struct GatewayConnectionHandlerTests {
             promise.futureResult.whenSuccess(completion)
         }
 
-        var ledger: [UpstreamNotification] {
+        var ledger: [ForwardedNotification] {
             self.received.withLockedValue { $0.map(\.notification) }
         }
 
@@ -59,10 +59,10 @@ struct GatewayConnectionHandlerTests {
         }
     }
 
-    /// One handler on an embedded channel, its upstream answering only when a test says so.
+    /// One handler on an embedded channel, its forwarder answering only when a test says so.
     final class Connection {
         let channel = EmbeddedChannel()
-        let upstream = HeldUpstream()
+        let forwarder = HeldForwarder()
         let feedback = InMemoryFeedbackRecorder()
         let resendRecords = InMemoryResendRecordStore()
         let inFlight = InFlightWork()
@@ -83,7 +83,7 @@ struct GatewayConnectionHandlerTests {
             let handler = GatewayConnectionHandler(
                 configuration: configuration,
                 dependencies: .init(
-                    upstream: self.upstream,
+                    forwarder: self.forwarder,
                     resendRecords: self.resendRecords,
                     feedback: self.feedback,
                     tenantResolver: CertificateSubjectTenantResolver(environment: .sandbox),
@@ -120,9 +120,9 @@ struct GatewayConnectionHandlerTests {
             try self.channel.writeInbound(bytes)
         }
 
-        /// Answers the `index`th notification the upstream received.
+        /// Answers the `index`th notification the forwarder received.
         func answer(_ index: Int, _ outcome: NotificationOutcome) {
-            self.upstream.answer(index, outcome)
+            self.forwarder.answer(index, outcome)
             self.channel.embeddedEventLoop.run()
         }
 
@@ -148,7 +148,7 @@ struct GatewayConnectionHandlerTests {
     func failureFarewellAndDrain() throws {
         let connection = try Connection()
         try connection.send(1...2)
-        #expect(connection.upstream.ledger.count == 2)
+        #expect(connection.forwarder.ledger.count == 2)
         connection.answer(0, .accepted)
         #expect(try connection.written().readableBytes == 0, "an accepted notification gets no answer")
         connection.answer(1, .rejected(.invalidToken))
@@ -160,13 +160,13 @@ struct GatewayConnectionHandlerTests {
         #expect(connection.closes.modes == [], "no close_notify beside the packet (docs/protocol.md#closing)")
         #expect(connection.channel.isActive, "still reading and dropping for the drain time")
         try connection.send(3...3)
-        #expect(connection.upstream.ledger.count == 2, "nothing is forwarded after the failure")
+        #expect(connection.forwarder.ledger.count == 2, "nothing is forwarded after the failure")
         connection.channel.embeddedEventLoop.advanceTime(by: connection.configuration.errorDrainTime - .milliseconds(1))
         #expect(connection.closes.modes == [])
         connection.channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
         #expect(connection.closes.modes == [.output], "close_notify and FIN at the drain's end; still reading")
         try connection.send(4...4)
-        #expect(connection.upstream.ledger.count == 2)
+        #expect(connection.forwarder.ledger.count == 2)
         connection.channel.embeddedEventLoop.advanceTime(
             by: connection.configuration.tls.closeNotifyWait - .milliseconds(1)
         )
@@ -309,7 +309,7 @@ struct GatewayConnectionHandlerTests {
         ).wait()
         try connection.send(7...7)
         connection.channel.embeddedEventLoop.run()
-        #expect(connection.upstream.ledger.isEmpty, "answered from the record")
+        #expect(connection.forwarder.ledger.isEmpty, "answered from the record")
         #expect(connection.feedback.allEntries.isEmpty, "the first answer wrote the entry; this one does not")
         #expect(connection.inFlight.count == 0, "the notification is done")
         #expect(connection.metrics.counterTotal(label: "apns_bridge_resends_deduplicated_total") == 1)

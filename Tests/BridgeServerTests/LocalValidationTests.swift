@@ -268,14 +268,14 @@ struct LocalValidationTests {
             case .plainClose:
                 #expect(received.readableBytes == 0)
             }
-            let forwarded = harness.upstream.ledger.map(\.frame.identifier.rawValue)
+            let forwarded = harness.forwarder.ledger.map(\.frame.identifier.rawValue)
             #expect(forwarded == (testCase.bundleID == nil ? [] : [1]))
 
             // The server keeps serving everyone else.
             let next = try await harness.connect()
             try await next.send(FrameBuilder.frame(.itemized, identifier: 2, token: Self.token, payload: Self.payload))
-            try await harness.upstream.waitForLedgerCount(forwarded.count + 1, on: next.channel.eventLoop)
-            #expect(harness.upstream.ledger.last?.frame.identifier.rawValue == 2)
+            try await harness.forwarder.waitForLedgerCount(forwarded.count + 1, on: next.channel.eventLoop)
+            #expect(harness.forwarder.ledger.last?.frame.identifier.rawValue == 2)
             #expect(next.isActive)
             await next.close()
         }
@@ -293,9 +293,9 @@ struct LocalValidationTests {
                     payload: FrameBuilder.payload(length: 5120)
                 )
             )
-            try await harness.upstream.waitForLedgerCount(1, on: client.channel.eventLoop)
-            #expect(harness.upstream.ledger[0].frame.payload.readableBytes == 5120)
-            #expect(harness.upstream.ledger[0].tenant.topic == "com.example.app.voip")
+            try await harness.forwarder.waitForLedgerCount(1, on: client.channel.eventLoop)
+            #expect(harness.forwarder.ledger[0].frame.payload.readableBytes == 5120)
+            #expect(harness.forwarder.ledger[0].tenant.topic == "com.example.app.voip")
             await client.close()
         }
     }
@@ -308,11 +308,11 @@ struct LocalValidationTests {
             let whole = FrameBuilder.frame(.enhanced, identifier: 2, token: Self.token, payload: Self.payload)
             bytes.writeImmutableBuffer(whole.getSlice(at: 0, length: whole.readableBytes - 3)!)
             try await client.send(bytes)
-            try await harness.upstream.waitForLedgerCount(1, on: client.channel.eventLoop)
+            try await harness.forwarder.waitForLedgerCount(1, on: client.channel.eventLoop)
             await client.close()
             // Wait for the server to see the close, then check nothing more was forwarded.
             try await eventually { harness.server.connectionCount == 0 }
-            #expect(harness.upstream.ledger.map(\.frame.identifier.rawValue) == [1])
+            #expect(harness.forwarder.ledger.map(\.frame.identifier.rawValue) == [1])
         }
     }
 
@@ -329,7 +329,7 @@ struct LocalValidationTests {
             )
             let received = try await client.bytesUntilClose()
             #expect(received.readableBytes == 0)
-            #expect(harness.upstream.ledger.isEmpty)
+            #expect(harness.forwarder.ledger.isEmpty)
         }
     }
 
@@ -347,7 +347,7 @@ struct LocalValidationTests {
             )
             let received = try await client.bytesUntilClose()
             #expect(received.readableBytes == 0)
-            #expect(harness.upstream.ledger.isEmpty)
+            #expect(harness.forwarder.ledger.isEmpty)
         }
     }
 }

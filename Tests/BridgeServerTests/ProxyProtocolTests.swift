@@ -72,7 +72,7 @@ struct ProxyProtocolTests {
         preamble: ByteBuffer?,
         from localAddress: String = "127.0.0.1"
     ) async throws -> Bool {
-        let before = harness.upstream.ledger.count
+        let before = harness.forwarder.ledger.count
         guard let client = try? await Self.connect(harness, preamble: preamble, from: localAddress) else {
             return false
         }
@@ -84,7 +84,7 @@ struct ProxyProtocolTests {
         // connection closes without a byte, and nothing reached the upstream.
         let outcome = try await eventually("the frame to arrive or the connection to close", timeout: .seconds(30)) {
             () -> Bool? in
-            if harness.upstream.ledger.count > before { return true }
+            if harness.forwarder.ledger.count > before { return true }
             if !client.isActive { return false }
             return nil
         }
@@ -105,7 +105,7 @@ struct ProxyProtocolTests {
         try await withResource(try await Self.start(loadBalancers: ["127.0.0.0/8"])) { harness throws in
             #expect(try await !Self.served(harness, preamble: nil))
             #expect(try await !Self.served(harness, preamble: ByteBuffer(string: "PROXY TCP4 nonsense\r\n")))
-            #expect(harness.upstream.ledger.isEmpty)
+            #expect(harness.forwarder.ledger.isEmpty)
         }
     }
 

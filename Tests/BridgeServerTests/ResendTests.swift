@@ -60,7 +60,7 @@ struct ResendTests {
             )
             #expect(received == expected)
 
-            let forwardedOnFirst = harness.upstream.ledger.map(\.frame.identifier.rawValue)
+            let forwardedOnFirst = harness.forwarder.ledger.map(\.frame.identifier.rawValue)
             // In order up to the bound of in-flight notifications: nothing read after the failure
             // was decided went upstream.
             #expect(forwardedOnFirst.count == Set(forwardedOnFirst).count)
@@ -77,21 +77,21 @@ struct ResendTests {
             var resend = Self.frames((k + 1)...count, command: command)
             resend.writeImmutableBuffer(Self.frames((count + 1)...(count + 1), command: command))
             try await second.send(resend)
-            try await harness.upstream.waitForLedgerCount(Int(count) + 1, on: second.channel.eventLoop)
+            try await harness.forwarder.waitForLedgerCount(Int(count) + 1, on: second.channel.eventLoop)
             // Notifications are dispatched in order, so the sentinel arriving means every resend was
             // handled: nothing more is on its way.
-            let sentinelSeen = harness.upstream.ledger.contains { $0.frame.identifier.rawValue == count + 1 }
+            let sentinelSeen = harness.forwarder.ledger.contains { $0.frame.identifier.rawValue == count + 1 }
             #expect(sentinelSeen)
 
             var seen: [UInt32: Int] = [:]
-            for notification in harness.upstream.ledger {
+            for notification in harness.forwarder.ledger {
                 seen[notification.frame.identifier.rawValue, default: 0] += 1
             }
             let duplicated = seen.filter { $0.value > 1 }.map(\.key).sorted()
             let lost = (1...count + 1).filter { seen[$0] == nil }
             #expect(duplicated == [])
             #expect(lost == [])
-            #expect(harness.upstream.ledger.count == Int(count) + 1)
+            #expect(harness.forwarder.ledger.count == Int(count) + 1)
             #expect(second.isActive)
             await second.close()
         }
@@ -122,11 +122,11 @@ struct ResendTests {
             #expect(secondReceived.readErrorResponse() == .init(status: .invalidToken, identifier: .init(rawValue: 2)))
             // 3 went upstream while the resent 2 waited for its remembered outcome; it was forwarded
             // before the failure was known, so it is itself remembered and not sent again.
-            #expect(harness.upstream.ledger.map(\.frame.identifier.rawValue) == [1, 2, 3])
+            #expect(harness.forwarder.ledger.map(\.frame.identifier.rawValue) == [1, 2, 3])
             let third = try await harness.connect()
             try await third.send(Self.frames(3...4))
-            try await harness.upstream.waitForLedgerCount(4, on: third.channel.eventLoop)
-            #expect(harness.upstream.ledger.map(\.frame.identifier.rawValue) == [1, 2, 3, 4])
+            try await harness.forwarder.waitForLedgerCount(4, on: third.channel.eventLoop)
+            #expect(harness.forwarder.ledger.map(\.frame.identifier.rawValue) == [1, 2, 3, 4])
             #expect(third.isActive)
             await third.close()
         }
@@ -165,7 +165,7 @@ struct ResendTests {
             var secondReceived = try await second.bytesUntilClose()
             #expect(secondReceived.readErrorResponse() == .init(status: .invalidToken, identifier: .init(rawValue: 0)))
             #expect(
-                harness.upstream.ledger.map(\.frame.identifier.rawValue) == [1, 2],
+                harness.forwarder.ledger.map(\.frame.identifier.rawValue) == [1, 2],
                 "the resend was not sent again"
             )
         }
@@ -181,7 +181,7 @@ struct ResendTests {
         ) { harness in
             let client = try await harness.connect()
             try await client.send(Self.frames(1...3))
-            try await harness.upstream.waitForLedgerCount(3, on: client.channel.eventLoop)
+            try await harness.forwarder.waitForLedgerCount(3, on: client.channel.eventLoop)
             try await eventually { harness.feedback.allEntries.count == 1 }
             let entry = harness.feedback.allEntries[0]
             #expect(entry.deviceToken == FrameBuilder.token(2))

@@ -19,7 +19,7 @@ struct ShutdownAndBackpressureTests {
         ) { harness in
             let client = try await harness.connect()
             try await client.send(ResendTests.frames(1...50))
-            try await harness.upstream.waitForLedgerCount(50, on: client.channel.eventLoop)
+            try await harness.forwarder.waitForLedgerCount(50, on: client.channel.eventLoop)
             await harness.server.shutdownGracefully()
             let received = try await client.bytesUntilClose()
             var reader = received
@@ -45,7 +45,7 @@ struct ShutdownAndBackpressureTests {
         ) { harness in
             let client = try await harness.connect()
             try await client.send(ResendTests.frames(1...6))
-            try await harness.upstream.waitForLedgerCount(6, on: client.channel.eventLoop)
+            try await harness.forwarder.waitForLedgerCount(6, on: client.channel.eventLoop)
             await harness.server.shutdownGracefully()
             let received = try await client.bytesUntilClose()
             var reader = received
@@ -76,7 +76,7 @@ struct ShutdownAndBackpressureTests {
             defer { stalled.release() }
             let client = try await harness.connect()
             try await client.send(ResendTests.frames(1...6))
-            try await harness.upstream.waitForLedgerCount(6, on: client.channel.eventLoop)
+            try await harness.forwarder.waitForLedgerCount(6, on: client.channel.eventLoop)
             // The records of 3...6 are never stored before the bound (grace, drain, margin).
             await harness.server.shutdownGracefully()
             var received = try await client.bytesUntilClose()
@@ -103,13 +103,13 @@ struct ShutdownAndBackpressureTests {
         ) { harness in
             let client = try await harness.connect()
             try await client.send(ResendTests.frames(1...400))
-            try await harness.upstream.waitForLedgerCount(16, on: client.channel.eventLoop)
+            try await harness.forwarder.waitForLedgerCount(16, on: client.channel.eventLoop)
             // While the first 16 are outstanding nothing more is forwarded.
             try await Task.sleep(for: .milliseconds(300))
-            #expect(harness.upstream.ledger.count == 16)
+            #expect(harness.forwarder.ledger.count == 16)
             release.open()
-            try await harness.upstream.waitForLedgerCount(400, timeout: .seconds(20), on: client.channel.eventLoop)
-            #expect(Set(harness.upstream.ledger.map(\.frame.identifier.rawValue)) == Set(1...400))
+            try await harness.forwarder.waitForLedgerCount(400, timeout: .seconds(20), on: client.channel.eventLoop)
+            #expect(Set(harness.forwarder.ledger.map(\.frame.identifier.rawValue)) == Set(1...400))
             #expect(client.isActive)
             await client.close()
         }

@@ -22,7 +22,7 @@ struct TLSPolicyTests {
             let client = try await harness.connect(minimumTLSVersion: .tlsv13, maximumTLSVersion: .tlsv13)
             try? await client.send(Self.frame)
             #expect(try await client.bytesUntilClose().readableBytes == 0)
-            #expect(harness.upstream.ledger.isEmpty)
+            #expect(harness.forwarder.ledger.isEmpty)
         }
     }
 
@@ -31,7 +31,7 @@ struct TLSPolicyTests {
         try await withResource(try await GatewayHarness.start(configure: { $0.tls.allowTLS13 = true })) { harness in
             let client = try await harness.connect(minimumTLSVersion: .tlsv13, maximumTLSVersion: .tlsv13)
             try await client.send(Self.frame)
-            try await harness.upstream.waitForLedgerCount(1, on: client.channel.eventLoop)
+            try await harness.forwarder.waitForLedgerCount(1, on: client.channel.eventLoop)
             await client.close()
         }
     }
@@ -43,12 +43,12 @@ struct TLSPolicyTests {
             let client = try await harness.connect(minimumTLSVersion: .tlsv11, maximumTLSVersion: .tlsv11)
             try? await client.send(Self.frame)
             if allowed {
-                try await harness.upstream.waitForLedgerCount(1, on: client.channel.eventLoop)
+                try await harness.forwarder.waitForLedgerCount(1, on: client.channel.eventLoop)
                 #expect(client.isActive)
                 await client.close()
             } else {
                 #expect(try await client.bytesUntilClose().readableBytes == 0)
-                #expect(harness.upstream.ledger.isEmpty)
+                #expect(harness.forwarder.ledger.isEmpty)
             }
         }
     }
@@ -60,7 +60,7 @@ struct TLSPolicyTests {
             // the 2 s, and the test would then be about the machine's speed.
             let client = try await harness.connect()
             #expect(try await client.bytesUntilClose().readableBytes == 0)
-            #expect(harness.upstream.ledger.isEmpty)
+            #expect(harness.forwarder.ledger.isEmpty)
         }
     }
 }

@@ -123,8 +123,8 @@ struct TenantTests {
                 trusting: pki.caCertificate
             )
             try await known.send(Self.frame)
-            try await harness.upstream.waitForLedgerCount(1, on: known.channel.eventLoop)
-            let tenant = try #require(harness.upstream.ledger.first?.tenant)
+            try await harness.forwarder.waitForLedgerCount(1, on: known.channel.eventLoop)
+            let tenant = try #require(harness.forwarder.ledger.first?.tenant)
             #expect(tenant.name == "shop")
             #expect(tenant.topic == "com.example.shop.topic")
             #expect(tenant.environment == .sandbox)
@@ -138,7 +138,7 @@ struct TenantTests {
             )
             try? await unknown.send(Self.frame)
             #expect(try await unknown.bytesUntilClose().readableBytes == 0)
-            #expect(harness.upstream.ledger.count == 1)
+            #expect(harness.forwarder.ledger.count == 1)
         }
     }
 
@@ -168,12 +168,12 @@ struct TenantTests {
                 )
                 try? await client.send(Self.frame)
                 if pinned {
-                    try await harness.upstream.waitForLedgerCount(1, on: client.channel.eventLoop)
+                    try await harness.forwarder.waitForLedgerCount(1, on: client.channel.eventLoop)
                     #expect(client.isActive)
                     await client.close()
                 } else {
                     #expect(try await client.bytesUntilClose().readableBytes == 0)
-                    #expect(harness.upstream.ledger.isEmpty)
+                    #expect(harness.forwarder.ledger.isEmpty)
                 }
             }
         }
@@ -194,7 +194,7 @@ struct TenantTests {
             harness in
             let before = try await harness.connect()
             try await before.send(Self.frame)
-            try await harness.upstream.waitForLedgerCount(1, on: before.channel.eventLoop)
+            try await harness.forwarder.waitForLedgerCount(1, on: before.channel.eventLoop)
 
             // A new server certificate from a new CA, which also issues the providers' certificates.
             let renewed = try DevelopmentCA(name: "renewed CA")
@@ -208,7 +208,7 @@ struct TenantTests {
                     payload: FrameBuilder.payload()
                 )
             )
-            try await harness.upstream.waitForLedgerCount(2, on: before.channel.eventLoop)
+            try await harness.forwarder.waitForLedgerCount(2, on: before.channel.eventLoop)
             #expect(before.isActive)
 
             let after = try await LegacyConnection.connect(
@@ -224,13 +224,13 @@ struct TenantTests {
                     payload: FrameBuilder.payload()
                 )
             )
-            try await harness.upstream.waitForLedgerCount(3, on: after.channel.eventLoop)
+            try await harness.forwarder.waitForLedgerCount(3, on: after.channel.eventLoop)
 
             // A client that trusts only the old CA no longer completes a handshake.
             let stale = try await harness.connect()
             try? await stale.send(Self.frame)
             #expect(try await stale.bytesUntilClose().readableBytes == 0)
-            #expect(harness.upstream.ledger.count == 3)
+            #expect(harness.forwarder.ledger.count == 3)
             await before.close()
             await after.close()
         }

@@ -1,6 +1,6 @@
 import BridgeCore
+import BridgeForwarding
 import BridgeTestSupport
-import BridgeUpstream
 import Crypto
 import Foundation
 import NIOCore
@@ -49,7 +49,7 @@ struct MockAPNsProcessTests {
         }
         let mockPort = try #require(port.flatMap { $0 < 0 ? nil : $0 }, "the mock did not say where it listens")
 
-        var configuration = APNsNotificationUpstream.Configuration()
+        var configuration = APNsForwarder.Configuration()
         let endpoint = APNsEndpoint(
             host: "127.0.0.1",
             port: mockPort,
@@ -58,11 +58,15 @@ struct MockAPNsProcessTests {
         )
         configuration.endpoints = [.sandbox: endpoint, .production: endpoint]
         configuration.client.connectionsPerPool = 4
-        let tokens = ProviderTokenSource(
-            signer: ProviderTokenSigner(key: signingKey, keyID: UpstreamHarness.keyID, teamID: UpstreamHarness.teamID),
+        let tokens = AuthenticationTokenSource(
+            signer: AuthenticationTokenSigner(
+                key: signingKey,
+                keyID: UpstreamHarness.keyID,
+                teamID: UpstreamHarness.teamID
+            ),
             logger: .forTests()
         )
-        let client = try APNsNotificationUpstream(
+        let client = try APNsForwarder(
             configuration: configuration,
             credentials: .token(tokens),
             logger: .forTests()

@@ -34,8 +34,8 @@ struct StoreBehaviourTests {
     }
 
     /// An id whose 128 bits all matter: a store that kept half of it would not give it back.
-    static func notificationID(_ n: Int) -> UpstreamNotification.ID {
-        UpstreamNotification.ID(high: 0x0123_4567_89AB_4DEF ^ UInt64(n) << 32, low: 0x8000_0000_0000_0000 | UInt64(n))
+    static func notificationID(_ n: Int) -> ForwardedNotification.ID {
+        ForwardedNotification.ID(high: 0x0123_4567_89AB_4DEF ^ UInt64(n) << 32, low: 0x8000_0000_0000_0000 | UInt64(n))
     }
 
     static func unregistered(

@@ -186,8 +186,8 @@ struct APNsRequestHeaderEncoderTests {
     }
 }
 
-@Suite("Provider tokens")
-struct ProviderTokenSourceTests {
+@Suite("Authentication tokens")
+struct AuthenticationTokenSourceTests {
     final class Clock: Sendable {
         let value = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
         func advance(_ seconds: TimeInterval) { self.value.withLock { $0 += seconds } }
@@ -197,8 +197,8 @@ struct ProviderTokenSourceTests {
     func refreshPolicy() throws {
         let clock = Clock()
         let key = P256.Signing.PrivateKey()
-        let source = ProviderTokenSource(
-            signer: ProviderTokenSigner(key: key, keyID: "KEY", teamID: "TEAM"),
+        let source = AuthenticationTokenSource(
+            signer: AuthenticationTokenSigner(key: key, keyID: "KEY", teamID: "TEAM"),
             logger: Logger(label: "test"),
             now: { clock.value.withLock { $0 } }
         )
@@ -220,7 +220,7 @@ struct ProviderTokenSourceTests {
     @Test("The JWT is ES256 with kid, iss and iat, and verifies with the key")
     func tokenShape() throws {
         let key = P256.Signing.PrivateKey()
-        let jwt = try ProviderTokenSigner(key: key, keyID: "ABC123DEFG", teamID: "DEF123GHIJ").sign(
+        let jwt = try AuthenticationTokenSigner(key: key, keyID: "ABC123DEFG", teamID: "DEF123GHIJ").sign(
             issuedAt: Date(timeIntervalSince1970: 1_700_000_000)
         )
         let parts = jwt.split(separator: ".")

@@ -1,7 +1,7 @@
 import Benchmark
 import BenchmarkSupport
 import BridgeCore
-import BridgeUpstream
+import BridgeForwarding
 import Crypto
 import Foundation
 import LegacyProtocol
@@ -11,19 +11,19 @@ import NIOHPACK
 @_spi(Benchmarks) import UpstreamAPNs
 
 // The upstream half of one notification, without I/O: the request built from a decoded frame
-// (path, apns-id, push type), its HTTP/2 header block, the provider token taken from the cache,
+// (path, apns-id, push type), its HTTP/2 header block, the authentication token taken from the cache,
 // and the mapping of an APNs answer back to a legacy status.
 //
 // Allocation counts are checked against Thresholds/ (`mallocCountTotal`, p90).
 
-private func sampleNotification() -> UpstreamNotification {
+private func sampleNotification() -> ForwardedNotification {
     var token = ByteBuffer()
     token.writeInteger(UInt64(0x0123_4567_89AB_CDEF))
     token.writeRepeatingByte(0xAB, count: 24)
     var payload = ByteBuffer(string: #"{"aps":{"alert":""#)
     payload.writeRepeatingByte(UInt8(ascii: "x"), count: 200 - payload.readableBytes - 3)
     payload.writeString(#""}}"#)
-    return UpstreamNotification(
+    return ForwardedNotification(
         tenant: Tenant(name: "bench", topic: "com.example.app", environment: .sandbox),
         frame: NotificationFrame(
             command: .itemized,
@@ -36,9 +36,9 @@ private func sampleNotification() -> UpstreamNotification {
     )
 }
 
-private func tokenSource() -> ProviderTokenSource {
-    let signer = ProviderTokenSigner(key: P256.Signing.PrivateKey(), keyID: "KEY1234567", teamID: "TEAM123456")
-    return ProviderTokenSource(
+private func tokenSource() -> AuthenticationTokenSource {
+    let signer = AuthenticationTokenSigner(key: P256.Signing.PrivateKey(), keyID: "KEY1234567", teamID: "TEAM123456")
+    return AuthenticationTokenSource(
         signer: signer,
         logger: Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })
     )
@@ -57,11 +57,11 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark("Request from a frame (path, apns-id, push type)", configuration: apnsBridgeBenchmarkConfiguration()) {
         benchmark in
         for _ in benchmark.scaledIterations {
-            blackHole(APNsNotificationUpstream.request(for: notification))
+            blackHole(APNsForwarder.request(for: notification))
         }
     }
 
-    let request = APNsNotificationUpstream.request(for: notification)
+    let request = APNsForwarder.request(for: notification)
     let authorization = "bearer " + (try! tokenSource().currentToken().value)
     Benchmark("Header block of one request", configuration: apnsBridgeBenchmarkConfiguration()) { benchmark in
         var encoder = APNsRequestHeaderEncoder(authority: "api.sandbox.push.apple.com")
@@ -75,16 +75,17 @@ let benchmarks: @Sendable () -> Void = {
 
     let source = tokenSource()
     _ = try! source.currentToken()
-    Benchmark("Provider token reused from the cache", configuration: apnsBridgeBenchmarkConfiguration()) { benchmark in
+    Benchmark("Authentication token reused from the cache", configuration: apnsBridgeBenchmarkConfiguration()) {
+        benchmark in
         for _ in benchmark.scaledIterations {
             blackHole(try source.currentToken())
         }
         precondition(source.mintCount == 1, "the cached token was minted again")
     }
 
-    let signer = ProviderTokenSigner(key: P256.Signing.PrivateKey(), keyID: "KEY1234567", teamID: "TEAM123456")
+    let signer = AuthenticationTokenSigner(key: P256.Signing.PrivateKey(), keyID: "KEY1234567", teamID: "TEAM123456")
     Benchmark(
-        "Provider token minted (ES256), for comparison",
+        "Authentication token minted (ES256), for comparison",
         configuration: apnsBridgeBenchmarkConfiguration(scaling: .one)
     ) { benchmark in
         for _ in benchmark.scaledIterations {

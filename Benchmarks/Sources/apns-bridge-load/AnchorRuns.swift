@@ -63,7 +63,11 @@ struct ClientRun: AsyncParsableCommand {
         logger.logLevel = .warning
         var configuration = APNsClient.Configuration()
         configuration.connectionsPerPool = self.upstreamConnections
-        let signer = ProviderTokenSigner(key: workspace.signingKey, keyID: Workspace.keyID, teamID: Workspace.teamID)
+        let signer = AuthenticationTokenSigner(
+            key: workspace.signingKey,
+            keyID: Workspace.keyID,
+            teamID: Workspace.teamID
+        )
         let client = try APNsClient(
             endpoint: APNsEndpoint(
                 host: "127.0.0.1",
@@ -72,7 +76,7 @@ struct ClientRun: AsyncParsableCommand {
                 trustRoots: .certificates([workspace.pki.caCertificate])
             ),
             configuration: configuration,
-            credentials: .token(ProviderTokenSource(signer: signer, logger: logger)),
+            credentials: .token(AuthenticationTokenSource(signer: signer, logger: logger)),
             logger: logger
         )
         client.warmUp()
@@ -233,7 +237,11 @@ struct H2LoadRun: AsyncParsableCommand {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let upstream = try await RunningUpstream.start(.nghttpd, workspace: workspace, tracker: nil)
-        let signer = ProviderTokenSigner(key: workspace.signingKey, keyID: Workspace.keyID, teamID: Workspace.teamID)
+        let signer = AuthenticationTokenSigner(
+            key: workspace.signingKey,
+            keyID: Workspace.keyID,
+            teamID: Workspace.teamID
+        )
         let jwt = try signer.sign(issuedAt: Date())
         let bodyPath = workspace.directory + "/body.json"
         try loadPayload(size: self.payloadSize).write(toFile: bodyPath, atomically: true, encoding: .utf8)

@@ -1,4 +1,4 @@
-import BridgeUpstream
+import BridgeForwarding
 import Crypto
 import Foundation
 import Logging
@@ -128,7 +128,7 @@ extension BridgeSettings {
         return (try? NIOSSLContext(configuration: tls)) != nil
     }
 
-    /// Opens the credentials: signing keys become provider-token sources (one per key, shared by
+    /// Opens the credentials: signing keys become authentication-token sources (one per key, shared by
     /// its connections).
     package func makeCredentials(logger: Logger) throws -> [String: APNsCredentials] {
         try self.credentials.mapValues { source in
@@ -138,8 +138,8 @@ extension BridgeSettings {
                     pemRepresentation: try String(contentsOfFile: keyFile, encoding: .utf8)
                 )
                 return .token(
-                    ProviderTokenSource(
-                        signer: ProviderTokenSigner(key: key, keyID: keyID, teamID: teamID),
+                    AuthenticationTokenSource(
+                        signer: AuthenticationTokenSigner(key: key, keyID: keyID, teamID: teamID),
                         logger: logger
                     )
                 )

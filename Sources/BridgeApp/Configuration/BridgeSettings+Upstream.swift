@@ -1,5 +1,5 @@
 import BridgeCore
-import BridgeUpstream
+import BridgeForwarding
 import NIOSSL
 import UpstreamAPNs
 
@@ -8,8 +8,8 @@ import UpstreamAPNs
 extension BridgeSettings {
     static func readUpstream(
         _ settings: SettingsReader
-    ) throws -> (APNsNotificationUpstream.Configuration, [APNsEnvironment: APNsEndpoint]) {
-        var upstream = APNsNotificationUpstream.Configuration()
+    ) throws -> (APNsForwarder.Configuration, [APNsEnvironment: APNsEndpoint]) {
+        var upstream = APNsForwarder.Configuration()
         let trustRoots: NIOSSLTrustRoots? = try settings.file(.upstreamCA).map { path in
             do {
                 return .certificates(try NIOSSLCertificate.fromPEMFile(path))

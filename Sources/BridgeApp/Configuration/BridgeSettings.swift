@@ -1,7 +1,7 @@
 import BridgeCore
+import BridgeForwarding
 import BridgeServer
 import BridgeStores
-import BridgeUpstream
 import Crypto
 import Foundation
 import Logging
@@ -57,7 +57,7 @@ package struct BridgeSettings: Sendable {
     package var tenants: ConfiguredTenantResolver
     package var credentials: [String: CredentialSource]
     package var defaultCredentials: String
-    package var upstream: APNsNotificationUpstream.Configuration
+    package var upstream: APNsForwarder.Configuration
     /// Where `apns-bridge channels` reaches each environment's channel management API.
     package var channelManagementEndpoints: [APNsEnvironment: APNsEndpoint]
     package var storeLocation: String

@@ -72,7 +72,7 @@ extension ConfigurationKey {
         "credential.NAME.keyFile",
         .file,
         .live,
-        "a .p8 signing key (provider tokens), with keyId and teamId"
+        "a .p8 signing key (authentication tokens), with keyId and teamId"
     )
     static let credentialKeyID = Self(
         "credential.NAME.keyId",

@@ -1,7 +1,7 @@
 import BridgeCore
+import BridgeForwarding
 import BridgeServer
 import BridgeStores
-import BridgeUpstream
 import Configuration
 import Foundation
 import Logging
@@ -174,7 +174,7 @@ package enum BridgeRuntime {
         onListening: @escaping @Sendable (ListeningAddresses.Listener) -> Void,
         logger: Logger
     ) async throws -> [any Service] {
-        let upstream = try Self.makeUpstream(settings, credentials: credentialSet, logger: logger)
+        let forwarding = try Self.makeForwarder(settings, credentials: credentialSet, logger: logger)
         // The process's own metrics, made once (after the metrics system's bootstrap) and handed
         // to what counts into them.
         let gatewayMetrics = GatewayMetrics()
@@ -203,9 +203,9 @@ package enum BridgeRuntime {
             settings: settings,
             tenants: tenants,
             tls: tls,
-            upstream: upstream.reloadable,
+            forwarder: forwarding.reloadable,
             logLevel: logLevel,
-            makeClient: upstream.makeClient,
+            makeClient: forwarding.makeClient,
             expiry: expiry,
             logger: logger
         )
@@ -213,16 +213,21 @@ package enum BridgeRuntime {
             StatusPage(
                 registry: $0,
                 reloader: reloader,
-                upstream: upstream.reloadable,
+                forwarder: forwarding.reloadable,
                 store: store,
                 migration: migration,
                 expiry: expiry
             )
         }
-        let readiness = Readiness(upstream: upstream.reloadable, tenants: tenants, store: store.health, gauges: gauges)
+        let readiness = Readiness(
+            forwarder: forwarding.reloadable,
+            tenants: tenants,
+            store: store.health,
+            gauges: gauges
+        )
 
         var services: [any Service] = [
-            UpstreamService(upstream: upstream.reloadable, readiness: readiness, logger: logger)
+            UpstreamService(forwarder: forwarding.reloadable, readiness: readiness, logger: logger)
         ]
         services += Self.jobs(
             store: store,
@@ -269,7 +274,7 @@ package enum BridgeRuntime {
                 bind: {
                     try await GatewayServer.start(
                         configuration: settings.gateway,
-                        upstream: upstream.reloadable,
+                        forwarder: forwarding.reloadable,
                         resendRecords: store,
                         feedback: store,
                         tenantResolver: tenants,
@@ -314,27 +319,27 @@ package enum BridgeRuntime {
         return services
     }
 
-    /// One upstream client per credential, behind the reloadable upstream the gateway sends
+    /// One upstream client per credential, behind the reloadable forwarder the gateway sends
     /// through; `makeClient` makes a reload's new ones. A client opens no connection before
     /// its first request (or ``UpstreamService``'s warm-up).
-    private static func makeUpstream(
+    private static func makeForwarder(
         _ settings: BridgeSettings,
         credentials credentialSet: [String: APNsCredentials],
         logger: Logger
     ) throws -> (
-        reloadable: ReloadableUpstream,
-        makeClient: @Sendable (String, APNsCredentials) throws -> APNsNotificationUpstream
+        reloadable: ReloadableForwarder,
+        makeClient: @Sendable (String, APNsCredentials) throws -> APNsForwarder
     ) {
-        let makeClient: @Sendable (String, APNsCredentials) throws -> APNsNotificationUpstream = { name, credentials in
+        let makeClient: @Sendable (String, APNsCredentials) throws -> APNsForwarder = { name, credentials in
             var clientLogger = logger
             clientLogger[metadataKey: "credentials"] = "\(name)"
-            return try APNsNotificationUpstream(
+            return try APNsForwarder(
                 configuration: settings.upstream,
                 credentials: credentials,
                 logger: clientLogger
             )
         }
-        var clients: [String: APNsNotificationUpstream] = [:]
+        var clients: [String: APNsForwarder] = [:]
         for (name, credentials) in credentialSet {
             clients[name] = try makeClient(name, credentials)
         }
@@ -342,7 +347,7 @@ package enum BridgeRuntime {
             "upstream HTTP/2 engine",
             metadata: ["engine": "\(settings.upstream.client.engine)", "available": "\(BridgeVersion.engines)"]
         )
-        return (ReloadableUpstream(clients: clients, defaultCredentials: settings.defaultCredentials), makeClient)
+        return (ReloadableForwarder(clients: clients, defaultCredentials: settings.defaultCredentials), makeClient)
     }
 
     /// The periodic jobs: the usage writer (the last of them to stop, and once more at

@@ -1,4 +1,4 @@
-import BridgeUpstream
+import BridgeForwarding
 import Logging
 import ServiceLifecycle
 
@@ -10,7 +10,7 @@ import ServiceLifecycle
 /// at shutdown (after the listeners, so every notification in flight has had its answer or its
 /// farewell) their connections close, and it returns once they have.
 struct UpstreamService: Service {
-    var upstream: ReloadableUpstream
+    var forwarder: ReloadableForwarder
     var readiness: Readiness
     var logger: Logger
 
@@ -18,7 +18,7 @@ struct UpstreamService: Service {
         self.readiness.warmUp()
         try? await gracefulShutdown()
         self.logger.debug("closing the upstream connections")
-        await self.upstream.shutdownAndWait()
+        await self.forwarder.shutdownAndWait()
     }
 }
 

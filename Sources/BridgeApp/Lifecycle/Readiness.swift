@@ -1,13 +1,13 @@
 import BridgeCore
+import BridgeForwarding
 import BridgeServer
 import BridgeStores
-import BridgeUpstream
 import UpstreamAPNs
 
 /// Readiness (`/readyz`: a usable upstream connection), health (`/healthz`: the store answers)
 /// and the gauges read at each scrape.
 struct Readiness: Sendable {
-    var upstream: ReloadableUpstream
+    var forwarder: ReloadableForwarder
     var tenants: ReloadableTenantResolver
     var store: StoreHealth
     var gauges: BridgeGauges
@@ -22,7 +22,7 @@ struct Readiness: Sendable {
     /// Opens the upstream connections readiness depends on.
     func warmUp() {
         let environments = self.environments
-        for member in self.upstream.members.values {
+        for member in self.forwarder.members.values {
             for environment in environments {
                 member.client.warmUp(environment)
             }
@@ -31,7 +31,7 @@ struct Readiness: Sendable {
 
     var isReady: Bool {
         let environments = self.environments
-        return self.upstream.members.values.allSatisfy { member in
+        return self.forwarder.members.values.allSatisfy { member in
             environments.allSatisfy { member.client.hasUsableConnection($0) }
         }
     }
@@ -68,7 +68,7 @@ struct Readiness: Sendable {
     func updateGauges() {
         self.gauges.store(reachable: self.store.currentOutage == nil, writesWaiting: self.store.writesWaiting)
         for environment in APNsEnvironment.allCases {
-            let counts = self.upstream.members.values.reduce(APNsClient.ConnectionCounts()) {
+            let counts = self.forwarder.members.values.reduce(APNsClient.ConnectionCounts()) {
                 $0 + $1.client.connectionCounts(environment)
             }
             self.gauges.upstreamConnections(environment, counts)

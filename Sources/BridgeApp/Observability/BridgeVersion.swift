@@ -1,7 +1,7 @@
 import BridgeCore
+import BridgeForwarding
 import BridgeServer
 import BridgeStores
-import BridgeUpstream
 import Foundation
 import LegacyProtocol
 import Prometheus

@@ -1,7 +1,7 @@
 import BridgeCore
+import BridgeForwarding
 import BridgeServer
 import BridgeStores
-import BridgeUpstream
 import Foundation
 import LegacyProtocol
 import Prometheus
@@ -56,7 +56,7 @@ final class StatusPage: Sendable {
 
     private let registry: PrometheusCollectorRegistry
     private let reloader: ConfigurationReloader
-    private let upstream: ReloadableUpstream
+    private let forwarder: ReloadableForwarder
     private let store: any BridgeStore
     private let migration: MigrationView
     private let expiry: CertificateExpiry
@@ -66,14 +66,14 @@ final class StatusPage: Sendable {
     init(
         registry: PrometheusCollectorRegistry,
         reloader: ConfigurationReloader,
-        upstream: ReloadableUpstream,
+        forwarder: ReloadableForwarder,
         store: any BridgeStore,
         migration: MigrationView,
         expiry: CertificateExpiry
     ) {
         self.registry = registry
         self.reloader = reloader
-        self.upstream = upstream
+        self.forwarder = forwarder
         self.store = store
         self.migration = migration
         self.expiry = expiry
@@ -167,7 +167,7 @@ final class StatusPage: Sendable {
         html += "</table>\n"
 
         // Tenants and credentials.
-        let members = self.upstream.members
+        let members = self.forwarder.members
         html +=
             "<h2>Tenants</h2>\n<table><tr><th>tenant</th><th>certificate UID</th><th>topic</th><th>environment</th><th>credentials</th><th>credential health</th></tr>\n"
         let tenants = settings.tenants
@@ -332,7 +332,7 @@ final class StatusPage: Sendable {
         return html + "</table>\n"
     }
 
-    private static func health(_ member: ReloadableUpstream.Member?, _ environment: APNsEnvironment) -> String {
+    private static func health(_ member: ReloadableForwarder.Member?, _ environment: APNsEnvironment) -> String {
         guard let member else { return "<span class=bad>credentials missing</span>" }
         let usable = member.client.usableConnectionCount(environment)
         return usable > 0

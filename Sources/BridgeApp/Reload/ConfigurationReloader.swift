@@ -1,6 +1,6 @@
 import BridgeCore
+import BridgeForwarding
 import BridgeServer
-import BridgeUpstream
 import CoreMetrics
 import Crypto
 import Foundation
@@ -30,12 +30,12 @@ package actor ConfigurationReloader {
     private var fileDigests: [String: String]
     private let tenants: ReloadableTenantResolver
     private let tls: LegacyTLSContext
-    private let upstream: ReloadableUpstream
+    private let forwarder: ReloadableForwarder
     /// The gateway, once its service has bound it (``gatewayListening(_:)``): a reload reviews
     /// its open connections.
     private var gateway: GatewayServer?
     private let logLevel: LiveLogLevel?
-    private let makeClient: @Sendable (String, APNsCredentials) throws -> APNsNotificationUpstream
+    private let makeClient: @Sendable (String, APNsCredentials) throws -> APNsForwarder
     private let logger: Logger
     /// The expiry dates of the certificates in use, updated by every reload.
     private let expiry: CertificateExpiry
@@ -55,9 +55,9 @@ package actor ConfigurationReloader {
         settings: BridgeSettings,
         tenants: ReloadableTenantResolver,
         tls: LegacyTLSContext,
-        upstream: ReloadableUpstream,
+        forwarder: ReloadableForwarder,
         logLevel: LiveLogLevel?,
-        makeClient: @escaping @Sendable (String, APNsCredentials) throws -> APNsNotificationUpstream,
+        makeClient: @escaping @Sendable (String, APNsCredentials) throws -> APNsForwarder,
         expiry: CertificateExpiry,
         metricsFactory: any MetricsFactory = MetricsSystem.factory,
         logger: Logger
@@ -68,7 +68,7 @@ package actor ConfigurationReloader {
         self.fileDigests = Self.digests(of: settings.namedFiles)
         self.tenants = tenants
         self.tls = tls
-        self.upstream = upstream
+        self.forwarder = forwarder
         self.logLevel = logLevel
         self.makeClient = makeClient
         self.logger = logger
@@ -163,7 +163,7 @@ package actor ConfigurationReloader {
         }.keys.sorted()
         let removedCredentials = Set(self.running.credentials.keys).subtracting(next.credentials.keys)
         var opened: [String: APNsCredentials] = [:]
-        var clients: [String: APNsNotificationUpstream] = [:]
+        var clients: [String: APNsForwarder] = [:]
         do {
             let credentials = try next.makeCredentials(logger: self.logger)
             for name in replacedCredentials {
@@ -196,7 +196,7 @@ package actor ConfigurationReloader {
             outcome.applied.append("legacy listener TLS replaced (new handshakes)")
         }
         await self.gateway?.reviewTenants(credentials: Set(next.credentials.keys))
-        self.upstream.update(
+        self.forwarder.update(
             replacing: clients,
             removing: removedCredentials,
             defaultCredentials: next.defaultCredentials

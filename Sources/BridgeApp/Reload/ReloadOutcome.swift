@@ -1,6 +1,6 @@
 import BridgeCore
+import BridgeForwarding
 import BridgeServer
-import BridgeUpstream
 import CoreMetrics
 import Crypto
 import Foundation

@@ -127,7 +127,7 @@ extension ProviderConnectionStateMachine {
         /// if no outcome is remembered (docs/protocol.md#resend-records).
         case forward(
             ProviderSessionStateMachine.Sequence,
-            UpstreamNotification,
+            ForwardedNotification,
             command: NotificationFrame.Command,
             claimFirst: Bool
         )

@@ -323,13 +323,13 @@ public struct ProviderConnectionStateMachine {
 
     /// A forwarded notification's outcome: what to do next, and what to store after that.
     /// `remembered`: a resend's outcome taken from its record, which changes no feedback list
-    /// (``ProviderSessionStateMachine/upstreamCompleted(_:outcome:remembered:)``).
-    public mutating func upstreamCompleted(
+    /// (``ProviderSessionStateMachine/outcomeArrived(_:outcome:remembered:)``).
+    public mutating func outcomeArrived(
         _ sequence: ProviderSessionStateMachine.Sequence,
         outcome: NotificationOutcome,
         remembered: Bool = false
     ) -> OutcomeAction {
-        let action = self.withSession { $0.upstreamCompleted(sequence, outcome: outcome, remembered: remembered) }
+        let action = self.withSession { $0.outcomeArrived(sequence, outcome: outcome, remembered: remembered) }
         var completion = OutcomeAction(then: self.next(after: action))
         switch action.feedback {
         case .registered(let key) where !self.mayBeOnFeedbackList(key):
@@ -567,7 +567,7 @@ public struct ProviderConnectionStateMachine {
 
     /// After a notification became done: the farewell it decided, the close of a drained
     /// connection, or more frames from the buffer.
-    private mutating func next(after action: ProviderSessionStateMachine.UpstreamCompletedAction) -> NextAction {
+    private mutating func next(after action: ProviderSessionStateMachine.OutcomeAction) -> NextAction {
         if let farewell = action.farewell {
             return self.say(farewell)
         }

@@ -36,10 +36,10 @@ extension ProviderSessionStateMachine {
     public struct RecordDraft: Hashable, Sendable {
         public var frame: NotificationFrame
         /// The id the notification went upstream with.
-        public var id: UpstreamNotification.ID
+        public var id: ForwardedNotification.ID
         public var outcome: NotificationOutcome?
 
-        public init(frame: NotificationFrame, id: UpstreamNotification.ID, outcome: NotificationOutcome?) {
+        public init(frame: NotificationFrame, id: ForwardedNotification.ID, outcome: NotificationOutcome?) {
             self.frame = frame
             self.id = id
             self.outcome = outcome
@@ -48,7 +48,7 @@ extension ProviderSessionStateMachine {
 
     public enum FrameReceivedAction: Hashable, Sendable {
         /// Send this notification upstream and report its outcome with this sequence number.
-        case forward(Sequence, UpstreamNotification)
+        case forward(Sequence, ForwardedNotification)
         /// The frame failed; the farewell is decided now.
         case close(Farewell)
         /// The frame failed, but earlier notifications are still in flight: stop reading and
@@ -58,7 +58,7 @@ extension ProviderSessionStateMachine {
         case ignore
     }
 
-    public struct UpstreamCompletedAction: Hashable, Sendable {
+    public struct OutcomeAction: Hashable, Sendable {
         /// A 410 puts the token on the tenant's feedback list; a 200 takes it off. For a 410,
         /// the notification is done only once the entry is stored: report that with
         /// ``ProviderSessionStateMachine/feedbackStored(_:)``.
@@ -71,7 +71,7 @@ extension ProviderSessionStateMachine {
         /// connection.
         public var closeDrained = false
 
-        public static let none = UpstreamCompletedAction()
+        public static let none = OutcomeAction()
 
         public init() {}
     }

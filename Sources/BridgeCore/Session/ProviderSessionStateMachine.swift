@@ -25,7 +25,7 @@ import NIOCore
 /// still a farewell: the packet reaches a provider that only half-closed.
 ///
 /// ## Events
-/// `frameReceived`, `decodeFailed`, `upstreamCompleted`, `feedbackStored` (a 410's notification
+/// `frameReceived`, `decodeFailed`, `outcomeArrived`, `feedbackStored` (a 410's notification
 /// is done only once its feedback entry is stored), `shutdownRequested`, `shutdownGraceExpired`,
 /// `inputClosed`, `inputExhausted`: one `mutating func` each, returning what to do.
 ///
@@ -41,7 +41,7 @@ public struct ProviderSessionStateMachine {
         var sequence: Sequence
         var frame: NotificationFrame
         /// The id it went upstream with: a resend record keeps it (docs/upstream.md#collapse-id).
-        var id: UpstreamNotification.ID
+        var id: ForwardedNotification.ID
         var outcome: NotificationOutcome?
         /// Whether this notification became a resend record when the farewell was decided.
         var isRecorded = false
@@ -124,7 +124,7 @@ public struct ProviderSessionStateMachine {
     public mutating func frameReceived(_ frame: NotificationFrame) -> FrameReceivedAction {
         switch self.state {
         case .active:
-            let notification = UpstreamNotification(tenant: self.tenant, frame: frame)  // device or broadcast, once
+            let notification = ForwardedNotification(tenant: self.tenant, frame: frame)  // device or broadcast, once
             if let status = frame.validationFailure(
                 hasTopic: self.tenant.topic != nil,
                 maximumPayloadLength: notification.maximumPayloadLength
@@ -182,11 +182,11 @@ public struct ProviderSessionStateMachine {
     /// A forwarded notification's outcome. `remembered`: a resend's outcome taken from its
     /// record, not a new answer: it changes no feedback list (its first answer did; writing a
     /// 410 again would put back an entry a poller may have taken since).
-    public mutating func upstreamCompleted(
+    public mutating func outcomeArrived(
         _ sequence: Sequence,
         outcome: NotificationOutcome,
         remembered: Bool = false
-    ) -> UpstreamCompletedAction {
+    ) -> OutcomeAction {
         guard sequence >= self.headSequence, sequence - self.headSequence < UInt64(self.entries.count) else {
             preconditionFailure("outcome for unknown notification \(sequence)")
         }
@@ -201,7 +201,7 @@ public struct ProviderSessionStateMachine {
         let identifier = self.entries[index].frame.identifier
         let command = self.entries[index].frame.command
 
-        var action = UpstreamCompletedAction()
+        var action = OutcomeAction()
         switch outcome {
         case .unregistered(let timestamp) where !remembered:
             self.entries[index].awaitingStore = true
@@ -265,7 +265,7 @@ public struct ProviderSessionStateMachine {
 
     /// The feedback entry of a 410 is stored (or could not be: that was logged): the
     /// notification is done.
-    public mutating func feedbackStored(_ sequence: Sequence) -> UpstreamCompletedAction {
+    public mutating func feedbackStored(_ sequence: Sequence) -> OutcomeAction {
         precondition(sequence < self.nextSequence, "feedback stored for unknown notification \(sequence)")
         guard sequence >= self.headSequence else {
             // A failure was decided meanwhile: deciding it took this notification off the window
@@ -275,7 +275,7 @@ public struct ProviderSessionStateMachine {
         let index = self.entries.index(self.entries.startIndex, offsetBy: Int(sequence - self.headSequence))
         precondition(self.entries[index].awaitingStore, "feedback stored twice for notification \(sequence)")
         self.entries[index].awaitingStore = false
-        var action = UpstreamCompletedAction()
+        var action = OutcomeAction()
         switch self.state {
         case .active:
             self.popCompletedHead()
@@ -340,7 +340,7 @@ public struct ProviderSessionStateMachine {
     /// if anything, is a frame cut off by the end of input, which is not forwarded).
     ///
     /// - Returns: whether the connection can close now: everything forwarded has an outcome.
-    ///   Otherwise ``UpstreamCompletedAction/closeDrained`` says when.
+    ///   Otherwise ``OutcomeAction/closeDrained`` says when.
     public mutating func inputExhausted() -> Bool {
         precondition(self.input != .open, "input exhausted before it closed")
         self.input = .exhausted

@@ -12,10 +12,10 @@ public enum ResendClaim: Hashable, Sendable, CustomStringConvertible {
     /// (at-least-once, as if there were no bridge); never wait, never invent a failure. The id
     /// is the one the record kept (`nil` for a record written before ids were kept): the resend
     /// goes upstream under it, so APNs coalesces it with the first attempt on the device.
-    case outcomeUnknown(firstSentAs: UpstreamNotification.ID?)
+    case outcomeUnknown(firstSentAs: ForwardedNotification.ID?)
 
     /// The claim of a record that holds `outcome`.
-    public init(recorded outcome: NotificationOutcome, firstSentAs id: UpstreamNotification.ID?) {
+    public init(recorded outcome: NotificationOutcome, firstSentAs id: ForwardedNotification.ID?) {
         self = outcome.isUpstreamAnswer ? .answered(outcome) : .outcomeUnknown(firstSentAs: id)
     }
 
@@ -25,13 +25,13 @@ public enum ResendClaim: Hashable, Sendable, CustomStringConvertible {
         case report(NotificationOutcome)
         /// Send `notification`; `forwardedAgain` for a resend whose first outcome can no longer
         /// arrive.
-        case send(UpstreamNotification, forwardedAgain: Bool)
+        case send(ForwardedNotification, forwardedAgain: Bool)
     }
 
     /// The step for `notification`: a resend forwarded again goes upstream under its first
     /// attempt's id when the record kept it, so APNs coalesces the two on the device
     /// (docs/upstream.md#collapse-id).
-    public func step(for notification: UpstreamNotification) -> Step {
+    public func step(for notification: ForwardedNotification) -> Step {
         switch self {
         case .new:
             .send(notification, forwardedAgain: false)

@@ -11,9 +11,9 @@ import NIOCore
 public struct ResendRecord: Hashable, Sendable {
     public var key: ResendRecordKey
     public var outcome: NotificationOutcome?
-    public var notificationID: UpstreamNotification.ID?
+    public var notificationID: ForwardedNotification.ID?
 
-    public init(key: ResendRecordKey, outcome: NotificationOutcome?, notificationID: UpstreamNotification.ID? = nil) {
+    public init(key: ResendRecordKey, outcome: NotificationOutcome?, notificationID: ForwardedNotification.ID? = nil) {
         self.key = key
         self.outcome = outcome
         self.notificationID = notificationID

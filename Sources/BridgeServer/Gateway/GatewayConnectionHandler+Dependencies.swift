@@ -4,7 +4,7 @@ import NIOCore
 extension GatewayConnectionHandler {
     /// What a provider connection works with, shared by every connection of the gateway.
     package struct Dependencies: Sendable {
-        var upstream: any NotificationUpstream
+        var forwarder: any NotificationForwarder
         var resendRecords: any ResendRecordStore
         var feedback: any FeedbackRecorder
         var tenantResolver: any TenantResolver
@@ -18,7 +18,7 @@ extension GatewayConnectionHandler {
         var closeNotifyWait: @Sendable () -> TimeAmount
 
         package init(
-            upstream: any NotificationUpstream,
+            forwarder: any NotificationForwarder,
             resendRecords: any ResendRecordStore,
             feedback: any FeedbackRecorder,
             tenantResolver: any TenantResolver,
@@ -27,7 +27,7 @@ extension GatewayConnectionHandler {
             metrics: GatewayMetrics,
             closeNotifyWait: @escaping @Sendable () -> TimeAmount
         ) {
-            self.upstream = upstream
+            self.forwarder = forwarder
             self.resendRecords = resendRecords
             self.feedback = feedback
             self.tenantResolver = tenantResolver

@@ -254,7 +254,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
 
     /// Sends a notification upstream (after its resend record's claim when `claimFirst`), and
     /// gives the machine its outcome on this handler's event loop.
-    private func forward(_ notification: UpstreamNotification, _ forwarded: Forwarded, claimFirst: Bool) {
+    private func forward(_ notification: ForwardedNotification, _ forwarded: Forwarded, claimFirst: Bool) {
         self.dependencies.metrics.forwardStarted()
         // Finished only after the outcome was handled: handling it may forward the next
         // frame, so the count never touches zero while a closed connection still drains.
@@ -262,10 +262,10 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         let eventLoop = self.eventLoop!
         let handler = NIOLoopBound(self, eventLoop: eventLoop)
         guard !claimFirst else {
-            let upstream = self.dependencies.upstream
+            let forwarder = self.dependencies.forwarder
             self.dependencies.resendRecords.forwardUnlessAnswered(
                 notification,
-                to: upstream,
+                to: forwarder,
                 metrics: self.dependencies.metrics,
                 on: eventLoop
             )
@@ -275,7 +275,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         }
         // A callback, not a future: no promise, future or callback list per notification. It
         // comes on the upstream connection's event loop (this one, while its pool has room).
-        self.dependencies.upstream.send(notification, on: eventLoop) { outcome in
+        self.dependencies.forwarder.send(notification, on: eventLoop) { outcome in
             if eventLoop.inEventLoop {
                 handler.value.outcomeArrived(outcome, forwarded, remembered: false)
             } else {
@@ -289,7 +289,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
     /// taken from its record, counted and stored at its first answer.
     private func outcomeArrived(_ outcome: NotificationOutcome, _ forwarded: Forwarded, remembered: Bool) {
         self.report.outcome(outcome, command: forwarded.command, broadcast: forwarded.broadcast, remembered: remembered)
-        let completion = self.connection.upstreamCompleted(forwarded.sequence, outcome: outcome, remembered: remembered)
+        let completion = self.connection.outcomeArrived(forwarded.sequence, outcome: outcome, remembered: remembered)
         self.execute(completion.then)
         let eventLoop = self.eventLoop!
         if let write = completion.feedback, let stored = self.store?.apply(write, on: eventLoop),

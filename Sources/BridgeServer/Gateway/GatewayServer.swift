@@ -6,7 +6,7 @@ import NIOSSL
 
 /// The gateway listener: TLS on port 2195 for legacy providers.
 ///
-/// Start it with ``start(configuration:upstream:resendRecords:feedback:tenantResolver:tlsContext:usage:metrics:group:logger:)``,
+/// Start it with ``start(configuration:forwarder:resendRecords:feedback:tenantResolver:tlsContext:usage:metrics:group:logger:)``,
 /// run ``run()`` while it serves (it accepts; each connection, and each handshake's
 /// client-certificate check, is one of its child tasks), and stop it with
 /// ``shutdownGracefully()`` (docs/protocol.md#shutdown) or ``close()``, which end ``run()``.
@@ -70,7 +70,7 @@ package final class GatewayServer: Sendable {
 
     package static func start(
         configuration: GatewayConfiguration,
-        upstream: any NotificationUpstream,
+        forwarder: any NotificationForwarder,
         resendRecords: any ResendRecordStore,
         feedback: any FeedbackRecorder,
         tenantResolver: any TenantResolver,
@@ -85,7 +85,7 @@ package final class GatewayServer: Sendable {
             ?? LegacyTLSContext(configuration: configuration.tls, tenantResolver: tenantResolver, logger: logger)
         let inFlight = InFlightWork()
         let dependencies = GatewayConnectionHandler.Dependencies(
-            upstream: upstream,
+            forwarder: forwarder,
             resendRecords: resendRecords,
             feedback: feedback,
             tenantResolver: tenantResolver,

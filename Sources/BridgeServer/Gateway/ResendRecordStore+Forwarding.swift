@@ -12,8 +12,8 @@ extension ResendRecordStore {
     /// `.forward` with `claimFirst`): otherwise the notification goes straight upstream, with no
     /// digest and no claim.
     func forwardUnlessAnswered(
-        _ notification: UpstreamNotification,
-        to upstream: any NotificationUpstream,
+        _ notification: ForwardedNotification,
+        to forwarder: any NotificationForwarder,
         metrics: GatewayMetrics,
         on eventLoop: any EventLoop
     ) -> EventLoopFuture<(outcome: NotificationOutcome, remembered: Bool)> {
@@ -26,7 +26,7 @@ extension ResendRecordStore {
                     return eventLoop.makeSucceededFuture((remembered, true))
                 case .send(let notification, let forwardedAgain):
                     if forwardedAgain { metrics.resendForwardedAgain() }
-                    return upstream.send(notification, on: eventLoop).map { ($0, false) }
+                    return forwarder.send(notification, on: eventLoop).map { ($0, false) }
                 }
             }
             .flatMapErrorThrowing { _ in

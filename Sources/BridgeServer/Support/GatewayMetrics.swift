@@ -31,7 +31,7 @@ package final class GatewayMetrics: Sendable {
     /// `apns_bridge_notifications_failed_total{status, reason}` for the failures the gateway
     /// decides: `reason` is `local` (a validation rule) or `malformed` (an unreadable frame).
     /// The upstream counts the failures APNs decides into a series of the same name, with APNs'
-    /// reason (`APNsNotificationUpstream`).
+    /// reason (`APNsForwarder`).
     private let failed: LabelledCounters
     /// Connections closed at accept: `reason` is `connections` (the connection cap),
     /// `handshakes` (too many handshakes in progress) or `handshakes_per_address`.

@@ -938,7 +938,7 @@ package final class PostgresBridgeStore: BridgeStore {
         var expiresAt: Int64
         var kind: Int64?
         var value: Int64?
-        var firstSentAs: UpstreamNotification.ID?
+        var firstSentAs: ForwardedNotification.ID?
     }
 
     private struct CheckedOutcome: Sendable {
@@ -983,7 +983,7 @@ package final class PostgresBridgeStore: BridgeStore {
                         expiresAt: row.1,
                         kind: row.2,
                         value: row.3,
-                        firstSentAs: row.4.flatMap(UpstreamNotification.ID.init(stored:))
+                        firstSentAs: row.4.flatMap(ForwardedNotification.ID.init(stored:))
                     )
                 }
                 return nil

@@ -621,7 +621,7 @@ package final class SQLiteBridgeStore: BridgeStore {
                 }
             }
             guard let row, let id = row.column("id")?.storedInteger else { return .new }
-            let firstSentAs = row.column("notification_id")?.blob.flatMap(UpstreamNotification.ID.init(stored:))
+            let firstSentAs = row.column("notification_id")?.blob.flatMap(ForwardedNotification.ID.init(stored:))
             var outcomeRow = row
             let expiresAt = Int64(row.storedInteger("expires_at", corrupt: self.health.corruptValues) ?? 0)
             // A pending record is this process's (records of a previous run were marked unknown

@@ -26,7 +26,7 @@ enum StoredOutcome {
     /// What a claim of a row with this outcome answers. A kind this code does not know (a newer
     /// schema's) reads as unknown: forwarding again is at-least-once, and a failure the upstream
     /// did not give is never invented (docs/protocol.md#resend-records).
-    static func claim(kind: Int64, value: Int64, firstSentAs id: UpstreamNotification.ID?) -> ResendClaim {
+    static func claim(kind: Int64, value: Int64, firstSentAs id: ForwardedNotification.ID?) -> ResendClaim {
         switch kind {
         case Self.accepted: .answered(.accepted)
         case Self.unregistered: .answered(.unregistered(timestamp: UInt32(clamping: value)))
@@ -36,7 +36,7 @@ enum StoredOutcome {
     }
 }
 
-extension UpstreamNotification.ID {
+extension ForwardedNotification.ID {
     /// A resend record's `notification_id` column: the id's 16 bytes, big-endian.
     var stored: ByteBuffer {
         var bytes = ByteBuffer()

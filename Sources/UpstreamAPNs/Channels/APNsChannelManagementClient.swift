@@ -8,7 +8,7 @@ import NIOPosix
 /// Activity channels of an app (`/1/apps/<bundle id>/channels` and `/all-channels`).
 ///
 /// One ``APNsClient`` on the management endpoint does the HTTP/2 work, with a retry budget of
-/// one request timeout: a refreshed provider token, a stream APNs did not process, a quick 429
+/// one request timeout: a refreshed authentication token, a stream APNs did not process, a quick 429
 /// or 5xx, or a connection lost early are tried again within it; an attempt that timed out is
 /// not. A create that got no answer may still have created a channel: the caller lists, then
 /// decides.

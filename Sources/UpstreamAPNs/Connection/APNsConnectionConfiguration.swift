@@ -16,11 +16,11 @@ package struct APNsConnectionConfiguration: Sendable {
     package init(
         authority: String,
         client: APNsClient.Configuration = .init(),
-        usesProviderTokens: Bool = true,
+        usesAuthenticationTokens: Bool = true,
         metrics: APNsClientMetrics
     ) {
         self.authority = authority
-        self.stateMachine = .init(client, usesProviderTokens: usesProviderTokens)
+        self.stateMachine = .init(client, usesAuthenticationTokens: usesAuthenticationTokens)
         self.pingInterval = client.pingInterval
         self.metrics = metrics
         self.engine = client.engine.isAvailable ? client.engine : .nio

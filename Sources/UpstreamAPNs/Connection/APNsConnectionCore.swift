@@ -256,7 +256,7 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
         var action = StateMachine.Action()
         swap(&action, &self.pending)  // taken, not copied
         if let limit = action.limitChanged {
-            // Told before the answers that came with it free their streams: a provider-token
+            // Told before the answers that came with it free their streams: a authentication-token
             // connection's first 200 raises its one stream to the server's limit, and the pool
             // must not see it full at one stream then (it would open a connection for that
             // moment; docs/upstream.md#connections).

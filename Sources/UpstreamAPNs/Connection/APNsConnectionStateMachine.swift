@@ -25,7 +25,7 @@ import NIOHTTP2
 /// ```
 ///
 /// - **Stream credits** (``streamLimit``): 0 unless active; 1 until the first 200 on a
-///   provider-token connection (Apple asks for that); then the server's
+///   authentication-token connection (Apple asks for that); then the server's
 ///   `MAX_CONCURRENT_STREAMS`, capped by our own bound (NIOHTTP2 would buffer streams above the
 ///   server's limit without a bound of its own).
 /// - **GOAWAY**: streams above its last stream id were not processed and fail as
@@ -44,7 +44,7 @@ package struct APNsConnectionStateMachine<Request> {
     package struct Configuration: Sendable, Hashable {
         /// Our own bound on open streams, whatever the server allows.
         package var maximumStreams: Int
-        /// Apple's rule for provider-token connections.
+        /// Apple's rule for authentication-token connections.
         package var oneStreamUntilFirstSuccess: Bool
         /// More `REFUSED_STREAM` resets than this within `refusedStreamWindow` and the
         /// connection drains.
@@ -55,9 +55,9 @@ package struct APNsConnectionStateMachine<Request> {
         /// Stream ids are 31 bits; this many before the end, the connection hands over.
         package var streamIDReserve: Int32 = 4096
 
-        package init(_ client: APNsClient.Configuration = .init(), usesProviderTokens: Bool = true) {
+        package init(_ client: APNsClient.Configuration = .init(), usesAuthenticationTokens: Bool = true) {
             self.maximumStreams = client.maximumStreamsPerConnection
-            self.oneStreamUntilFirstSuccess = usesProviderTokens
+            self.oneStreamUntilFirstSuccess = usesAuthenticationTokens
             self.refusedStreamLimit = client.refusedStreamLimit
             self.maximumResponseBodyLength = client.maximumResponseBodyLength
         }

@@ -1,9 +1,9 @@
 import NIOSSL
 
-/// How the provider proves who it is to APNs: a provider token (JWT) signed with a `.p8` key, or
+/// How the provider proves who it is to APNs: a authentication token (JWT) signed with a `.p8` key, or
 /// a client certificate.
 public enum APNsCredentials: Sendable {
-    case token(ProviderTokenSource)
+    case token(AuthenticationTokenSource)
     case certificate(chain: [NIOSSLCertificate], privateKey: NIOSSLPrivateKey)
 
     /// Loads a certificate and key from PEM files.
@@ -20,7 +20,7 @@ public enum APNsCredentials: Sendable {
         return .certificate(chain: bundle.certificateChain, privateKey: bundle.privateKey)
     }
 
-    public var usesProviderTokens: Bool {
+    public var usesAuthenticationTokens: Bool {
         if case .token = self { return true }
         return false
     }

@@ -6,8 +6,8 @@ public struct APNsSendFailure: Error, Hashable, Sendable, CustomStringConvertibl
         /// The retry budget (or the notification's expiration) ran out while attempts went
         /// unanswered.
         case retryBudgetExhausted
-        /// A provider token could not be signed: the request was never sent.
-        case cannotSignProviderToken
+        /// A authentication token could not be signed: the request was never sent.
+        case cannotSignAuthenticationToken
         /// A header value of the request cannot be sent in HTTP/2 (a control character, or
         /// leading or trailing white space, RFC 9113 §8.2.1): the request was never sent, so it
         /// can neither fail other requests' streams nor close their connection.

@@ -19,7 +19,7 @@ import NIOCore
 ///
 /// APNs' rules behind it (seeds `000_…`, `004_…`): 429 and 5xx are temporary and may be retried
 /// later; a request above a GOAWAY's last stream id or refused with `REFUSED_STREAM` was not
-/// processed and may go again at once; an expired provider token is replaced (at most once per
+/// processed and may go again at once; an expired authentication token is replaced (at most once per
 /// 20 minutes, which the token source enforces) and the request sent again. A notification
 /// whose `apns-expiration` has passed is not retried: APNs would not deliver it anyway.
 package struct RequestRetryStateMachine: Sendable {
@@ -58,7 +58,7 @@ package struct RequestRetryStateMachine: Sendable {
         case final
         /// Temporary (429, 5xx): again after a backoff, within the budget.
         case temporary
-        /// A provider-token answer that one more attempt may cure; `freshToken` when the token
+        /// A authentication-token answer that one more attempt may cure; `freshToken` when the token
         /// itself expired.
         case retryOnce(freshToken: Bool)
 

@@ -2,13 +2,13 @@ import LegacyProtocol
 import NIOCore
 import Synchronization
 
-/// One notification on its way upstream: the decoded frame, the tenant it belongs to, and where
+/// One notification on its way to APNs: the decoded frame, the tenant it belongs to, and where
 /// it goes. Where it goes is decided once, here, as the frame enters (a channel token of the
 /// tenant's makes it a broadcast, docs/broadcast.md): the payload limit, the upstream request
 /// and the migration view's counting all read ``destination``. Its ``id`` is made here too: the
 /// upstream sends it as the `apns-id` and `apns-collapse-id` of every attempt, and a resend record
 /// keeps it for a resend forwarded again (docs/upstream.md#collapse-id).
-public struct UpstreamNotification: Hashable, Sendable {
+public struct ForwardedNotification: Hashable, Sendable {
     /// A device (`POST /3/device/<token>`), or one of the tenant's Live Activity channels
     /// (Apple's broadcast push API).
     public enum Destination: Hashable, Sendable {
@@ -17,7 +17,7 @@ public struct UpstreamNotification: Hashable, Sendable {
     }
 
     /// The fields, in one immutable box every copy shares. A notification is held by the
-    /// session's action, the gateway's closure and each upstream layer's: a copy is then one
+    /// session's action, the gateway's closure and each forwarding layer's: a copy is then one
     /// retain of the box, where a copy of the tenant's strings and the frame's buffers was one
     /// each (docs/performance-log.md, "Copies of a request and of its answer").
     @usableFromInline
@@ -60,8 +60,8 @@ public struct UpstreamNotification: Hashable, Sendable {
 
     /// The same notification under the id an earlier attempt of it was sent with: a resend the
     /// resend records forward again (docs/protocol.md#resend-records) coalesces with that attempt.
-    public func resent(as id: ID) -> UpstreamNotification {
-        UpstreamNotification(
+    public func resent(as id: ID) -> ForwardedNotification {
+        ForwardedNotification(
             fields: Fields(tenant: self.tenant, frame: self.frame, destination: self.destination, id: id)
         )
     }
@@ -72,7 +72,7 @@ public struct UpstreamNotification: Hashable, Sendable {
 
     /// Equal when they send the same thing (tenant, frame, destination): the id names an
     /// attempt upstream, and a resend under an earlier attempt's id is the same notification.
-    public static func == (lhs: UpstreamNotification, rhs: UpstreamNotification) -> Bool {
+    public static func == (lhs: ForwardedNotification, rhs: ForwardedNotification) -> Bool {
         lhs.fields === rhs.fields
             || (lhs.tenant == rhs.tenant && lhs.frame == rhs.frame && lhs.destination == rhs.destination)
     }
@@ -96,7 +96,7 @@ public struct UpstreamNotification: Hashable, Sendable {
     }
 }
 
-extension UpstreamNotification {
+extension ForwardedNotification {
     /// A notification's id upstream, unique across processes and instances: a UUID (version 4
     /// layout) whose upper 64 bits are random once per process and whose lower 62 bits count.
     /// An id only has to be unique, not secret: `/dev/urandom` once per process, not once per

@@ -1,7 +1,7 @@
 import BridgeCore
+import BridgeForwarding
 import BridgeServer
 import BridgeTestSupport
-import BridgeUpstream
 import DevelopmentPKI
 import LegacyClient
 import LegacyProtocol
@@ -138,7 +138,7 @@ struct TenantIsolationTests {
             try await withResource(
                 try await GatewayServer.start(
                     configuration: .loopback(pki: harness.pki),
-                    upstream: harness.client,
+                    forwarder: harness.client,
                     resendRecords: InMemoryResendRecordStore(),
                     feedback: InMemoryFeedbackRecorder(),
                     tenantResolver: resolver,

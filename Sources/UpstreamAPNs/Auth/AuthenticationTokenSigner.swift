@@ -1,9 +1,9 @@
 import Crypto
 import Foundation
 
-/// Signs APNs provider tokens: JWTs with header `{"alg":"ES256","kid":…}` and claims
+/// Signs APNs authentication tokens: JWTs with header `{"alg":"ES256","kid":…}` and claims
 /// `{"iss":<team id>,"iat":<seconds>}`, signed with the `.p8` key Apple issues.
-public struct ProviderTokenSigner: Sendable {
+public struct AuthenticationTokenSigner: Sendable {
     public var keyID: String
     public var teamID: String
     private let key: P256.Signing.PrivateKey

@@ -1,6 +1,6 @@
 import BridgeCore
+import BridgeForwarding
 import BridgeTestSupport
-import BridgeUpstream
 import Crypto
 import DevelopmentPKI
 import LegacyProtocol
@@ -16,7 +16,7 @@ import UpstreamAPNs
 /// flight. Each one finishes on the client it started on; what is sent afterwards goes with the
 /// new credentials; the old client is shut down once its last notification is answered.
 @Suite("Reload: upstream credentials replaced in flight")
-struct ReloadableUpstreamTests {
+struct ReloadableForwarderTests {
     static let newKeyID = "KEY7654321"
 
     @Test("Nothing in flight is lost when the signing key is replaced; new notifications use the new key")
@@ -32,17 +32,17 @@ struct ReloadableUpstreamTests {
             // Answers wait a moment, so the first notifications are still in flight at the reload.
             harness.mock.script.delayResponses(by: .milliseconds(200))
 
-            let upstream = ReloadableUpstream(clients: ["main": harness.client], defaultCredentials: "main")
+            let upstream = ReloadableForwarder(clients: ["main": harness.client], defaultCredentials: "main")
             let old = try #require(upstream.members["main"])
             let eventLoop = MultiThreadedEventLoopGroup.singleton.any()
             let before = (1...20).map { upstream.send(UpstreamHarness.notification($0), on: eventLoop) }
             #expect(old.inFlight == 20)
 
-            let tokens = ProviderTokenSource(
-                signer: ProviderTokenSigner(key: newKey, keyID: Self.newKeyID, teamID: UpstreamHarness.teamID),
+            let tokens = AuthenticationTokenSource(
+                signer: AuthenticationTokenSigner(key: newKey, keyID: Self.newKeyID, teamID: UpstreamHarness.teamID),
                 logger: .forTests()
             )
-            var configuration = APNsNotificationUpstream.Configuration()
+            var configuration = APNsForwarder.Configuration()
             let endpoint = APNsEndpoint(
                 host: "127.0.0.1",
                 port: harness.mock.port,
@@ -50,7 +50,7 @@ struct ReloadableUpstreamTests {
                 trustRoots: .certificates([harness.pki.caCertificate])
             )
             configuration.endpoints = [.sandbox: endpoint, .production: endpoint]
-            let replacement = try APNsNotificationUpstream(
+            let replacement = try APNsForwarder(
                 configuration: configuration,
                 credentials: .token(tokens),
                 logger: .forTests()

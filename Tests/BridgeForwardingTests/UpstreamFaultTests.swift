@@ -1,6 +1,6 @@
 import BridgeCore
+import BridgeForwarding
 import BridgeTestSupport
-import BridgeUpstream
 import Foundation
 import LegacyClient
 import LegacyProtocol
@@ -170,7 +170,7 @@ struct UpstreamFaultTests {
 
     @Test("APNs answering after 5 s: 1,000 notifications through fresh connections, each delivered once")
     func slowUpstreamDeliversOnce() async throws {
-        // A new connection carries one stream until its first 200 (provider tokens), so 998 of
+        // A new connection carries one stream until its first 200 (authentication tokens), so 998 of
         // these wait 5 s for room, then 5 s for their answers: 10 s after their attempt began,
         // which is the request timeout. Counted from the queue, it reset them just as their
         // answers came and sent them again (1,022 of 4,000 delivered twice); counted from the

@@ -12,22 +12,22 @@ import UpstreamAPNs
 // result as a legacy outcome, with the log line and the counter each failure deserves), kept
 // together because both directions read the same tenant, request and answer.
 
-extension UpstreamNotification.ID {
+extension ForwardedNotification.ID {
     /// The id as the client sends it: kept as its 128 bits, written as text only on the wire.
     fileprivate var apnsRequestID: APNsRequestID {
         APNsRequestID(high: self.high, low: self.low)
     }
 }
 
-/// The bridge's side of the upstream: fills the gateway's ``NotificationUpstream`` seam with
-/// one ``APNsClient`` per APNs environment, for one set of credentials.
+/// Fills the gateway's ``NotificationForwarder`` seam with one ``APNsClient`` per APNs
+/// environment, for one set of credentials.
 ///
 /// For each legacy notification it builds the HTTP/2 request (docs/upstream.md#requests: the tenant's topic,
 /// the push type inferred, background notifications at priority 5, the notification's id as
 /// `apns-id` and `apns-collapse-id`), sends it with the client of the tenant's environment, and reads the client's final result as a
 /// legacy outcome (``LegacyOutcomeMapping``, docs/upstream.md#outcomes), with the log line and the alarm
 /// each kind of failure deserves.
-public final class APNsNotificationUpstream: NotificationUpstream {
+public final class APNsForwarder: NotificationForwarder {
     public struct Configuration: Sendable {
         /// Where each environment is reached (Apple's hosts by default).
         public var endpoints: [APNsEnvironment: APNsEndpoint] = [
@@ -161,7 +161,7 @@ public final class APNsNotificationUpstream: NotificationUpstream {
 
     /// The HTTP/2 request of a legacy notification (docs/upstream.md#requests), under the
     /// notification's id (its `apns-id` and collapse id).
-    public static func request(for notification: UpstreamNotification) -> APNsRequest {
+    public static func request(for notification: ForwardedNotification) -> APNsRequest {
         let frame = notification.frame
         let pushType = APNsPushType.infer(topic: notification.tenant.topic, payload: frame.payload)
         return APNsRequest(
@@ -179,7 +179,7 @@ public final class APNsNotificationUpstream: NotificationUpstream {
     /// (1 is valid here) and expiry (0 for a channel that stores no messages), the
     /// notification's id as its `apns-request-id`, the payload as it is.
     public static func broadcastRequest(
-        for notification: UpstreamNotification,
+        for notification: ForwardedNotification,
         channel: BroadcastChannel,
         bundleID: String
     ) -> APNsRequest {
@@ -194,10 +194,10 @@ public final class APNsNotificationUpstream: NotificationUpstream {
         )
     }
 
-    // MARK: NotificationUpstream
+    // MARK: NotificationForwarder
 
     public func send(
-        _ notification: UpstreamNotification,
+        _ notification: ForwardedNotification,
         on eventLoop: any EventLoop,
         completion: @escaping @Sendable (NotificationOutcome) -> Void
     ) {
@@ -235,7 +235,7 @@ public final class APNsNotificationUpstream: NotificationUpstream {
 
     /// A frame to a channel token, as a broadcast (Apple's broadcast push API).
     private func broadcast(
-        _ notification: UpstreamNotification,
+        _ notification: ForwardedNotification,
         to channel: BroadcastChannel,
         on eventLoop: any EventLoop,
         completion: @escaping @Sendable (NotificationOutcome) -> Void

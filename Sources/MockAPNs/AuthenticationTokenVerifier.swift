@@ -2,10 +2,10 @@ import Crypto
 import Foundation
 import Synchronization
 
-/// Checks provider tokens the way APNs does: a JWT signed ES256 by a known key (`kid`), issued by
+/// Checks authentication tokens the way APNs does: a JWT signed ES256 by a known key (`kid`), issued by
 /// that key's team (`iss`), not older than the maximum age (`iat`). Signatures already checked
 /// are remembered, so each token costs one verification.
-final class ProviderTokenVerifier: Sendable {
+final class AuthenticationTokenVerifier: Sendable {
     struct Claims: Sendable, Hashable {
         var keyID: String
         var teamID: String

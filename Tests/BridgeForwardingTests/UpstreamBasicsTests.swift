@@ -1,6 +1,6 @@
 import BridgeCore
+import BridgeForwarding
 import BridgeTestSupport
-import BridgeUpstream
 import Crypto
 import DevelopmentPKI
 import Foundation
@@ -49,8 +49,8 @@ struct UpstreamBasicsTests {
         try await withResource(try await UpstreamHarness.start()) { harness throws in
             let client = try #require(harness.client.client(.sandbox))
             let notification = UpstreamHarness.notification(7)
-                .resent(as: UpstreamNotification.ID(high: 0x4c2e_0a18_5b3d_4e6f, low: 0x8a9b_0c1d_2e3f_4a5b))
-            let request = APNsNotificationUpstream.request(for: notification)
+                .resent(as: ForwardedNotification.ID(high: 0x4c2e_0a18_5b3d_4e6f, low: 0x8a9b_0c1d_2e3f_4a5b))
+            let request = APNsForwarder.request(for: notification)
             guard case .answered(let response) = await client.send(request) else {
                 Issue.record("no answer")
                 return
@@ -226,7 +226,7 @@ struct UpstreamFlowControlTests {
 @Suite("Upstream client against MockAPNs: certificate credentials")
 struct UpstreamCertificateTests {
     @Test(
-        "A client certificate stands in for provider tokens; a token from an unknown key is a credential failure (status 1)"
+        "A client certificate stands in for authentication tokens; a token from an unknown key is a credential failure (status 1)"
     )
     func certificateCredentials() async throws {
         let pki = try DevelopmentCA()
@@ -240,8 +240,8 @@ struct UpstreamCertificateTests {
             mock in
 
             let metrics = TestMetrics()
-            func client(certificate: Bool) throws -> APNsNotificationUpstream {
-                var configuration = APNsNotificationUpstream.Configuration()
+            func client(certificate: Bool) throws -> APNsForwarder {
+                var configuration = APNsForwarder.Configuration()
                 configuration.endpoints = [
                     .sandbox: APNsEndpoint(
                         host: "127.0.0.1",
@@ -255,12 +255,12 @@ struct UpstreamCertificateTests {
                     certificate
                     ? .certificate(chain: [identity.certificate], privateKey: identity.privateKey)
                     : .token(
-                        ProviderTokenSource(
-                            signer: ProviderTokenSigner(key: .init(), keyID: "UNKNOWNKEY", teamID: "TEAM123456"),
+                        AuthenticationTokenSource(
+                            signer: AuthenticationTokenSigner(key: .init(), keyID: "UNKNOWNKEY", teamID: "TEAM123456"),
                             logger: .forTests()
                         )
                     )
-                return try APNsNotificationUpstream(
+                return try APNsForwarder(
                     configuration: configuration,
                     credentials: credentials,
                     logger: .forTests(),
@@ -277,7 +277,7 @@ struct UpstreamCertificateTests {
                 ).get() == .accepted
             )
             let record = try #require(mock.ledger.accepted.first)
-            #expect(record.keyID == nil && record.authorizationIndexing == nil, "no provider token was sent")
+            #expect(record.keyID == nil && record.authorizationIndexing == nil, "no authentication token was sent")
 
             // A token signed by a key the server does not know: a credential failure, status 1.
             let withUnknownKey = try client(certificate: false)

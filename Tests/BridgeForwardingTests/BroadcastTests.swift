@@ -1,7 +1,7 @@
 import BridgeCore
+import BridgeForwarding
 import BridgeServer
 import BridgeTestSupport
-import BridgeUpstream
 import DevelopmentPKI
 import Foundation
 import LegacyClient
@@ -48,8 +48,8 @@ struct BroadcastTests {
         expiration: UInt32 = 0,
         priority: UInt8 = 10,
         payload: ByteBuffer = FrameBuilder.payload(#"{"aps":{"event":"update","timestamp":1,"content-state":{}}}"#)
-    ) -> UpstreamNotification {
-        UpstreamNotification(
+    ) -> ForwardedNotification {
+        ForwardedNotification(
             tenant: tenant,
             frame: NotificationFrame(
                 command: .itemized,
@@ -255,7 +255,7 @@ struct BroadcastTests {
             try await withResource(
                 try await GatewayServer.start(
                     configuration: .loopback(pki: harness.pki),
-                    upstream: harness.client,
+                    forwarder: harness.client,
                     resendRecords: InMemoryResendRecordStore(),
                     feedback: feedback,
                     tenantResolver: ConfiguredTenantResolver(

@@ -54,7 +54,7 @@ struct NghttpdInteropTests {
         defer { kill(process.processIdentifier, SIGKILL) }
         try await waitForListener(port: port)
 
-        let signer = ProviderTokenSigner(key: .init(), keyID: "KEY1234567", teamID: "TEAM123456")
+        let signer = AuthenticationTokenSigner(key: .init(), keyID: "KEY1234567", teamID: "TEAM123456")
         // The client on its own, as someone who only wants an APNs client would use it.
         let client = try APNsClient(
             endpoint: APNsEndpoint(
@@ -63,7 +63,7 @@ struct NghttpdInteropTests {
                 serverHostname: "localhost",
                 trustRoots: .certificates([pki.caCertificate])
             ),
-            credentials: .token(ProviderTokenSource(signer: signer, logger: .forTests())),
+            credentials: .token(AuthenticationTokenSource(signer: signer, logger: .forTests())),
             logger: .forTests()
         )
         defer { client.shutdown() }

@@ -1,6 +1,6 @@
 import BridgeCore
+import BridgeForwarding
 import BridgeTestSupport
-import BridgeUpstream
 import LegacyProtocol
 import Logging
 import MetricsTestKit
@@ -32,12 +32,12 @@ struct MalformedAnswerTests {
             }
         let server = try await HostileHTTP2Server.start(behaviour)
         let log = CapturedLog()
-        var configuration = APNsNotificationUpstream.Configuration()
+        var configuration = APNsForwarder.Configuration()
         configuration.endpoints = [.sandbox: server.endpoint]
         configuration.broadcastEndpoints = [.sandbox: server.endpoint]
         configuration.client.engine = engine
         configuration.client.connectionsPerPool = 1
-        let upstream = try APNsNotificationUpstream(
+        let upstream = try APNsForwarder(
             configuration: configuration,
             credentials: UpstreamHarness.throwawayTokenCredentials(),
             logger: log.logger,

@@ -3,7 +3,7 @@ import Foundation
 import Logging
 import Synchronization
 
-/// The one provider token of a signing key, shared by every connection that uses the key.
+/// The one authentication token of a signing key, shared by every connection that uses the key.
 ///
 /// Apple's rules (docs/upstream.md#requests): refresh a token after 50 minutes (tokens older than an hour are
 /// refused), and never more often than once per 20 minutes (`TooManyProviderTokenUpdates`).
@@ -11,7 +11,7 @@ import Synchronization
 /// replaced at once if the 20 minutes allow it; otherwise the same token is used for the retry.
 ///
 /// Time is an input: tests inject a clock and run through hours in a moment.
-public final class ProviderTokenSource: Sendable {
+public final class AuthenticationTokenSource: Sendable {
     /// A token and its generation (1 for the first token minted).
     public struct Token: Sendable, Hashable {
         public var value: String
@@ -24,7 +24,7 @@ public final class ProviderTokenSource: Sendable {
     public static let refreshAge: TimeInterval = 50 * 60
     public static let minimumAgeBeforeRefresh: TimeInterval = 20 * 60
 
-    private let signer: ProviderTokenSigner
+    private let signer: AuthenticationTokenSigner
     private let now: @Sendable () -> Date
     private let state = Mutex<State>(State())
     private let logger: Logger
@@ -43,7 +43,7 @@ public final class ProviderTokenSource: Sendable {
     ///     (``APNsClient/Configuration/metricsPrefix``).
     ///   - now: the clock tokens are dated and aged by.
     public init(
-        signer: ProviderTokenSigner,
+        signer: AuthenticationTokenSigner,
         logger: Logger,
         metricsFactory: any MetricsFactory = MetricsSystem.factory,
         metricsPrefix: String = APNsClientMetrics.defaultPrefix,
@@ -98,7 +98,7 @@ public final class ProviderTokenSource: Sendable {
         self.minted.increment()
         // The token itself is a secret: never logged.
         self.logger.info(
-            "minted a provider token",
+            "minted a authentication token",
             metadata: ["kid": "\(self.signer.keyID)", "generation": "\(generation)", "reason": "\(why)"]
         )
         return token

@@ -1,6 +1,6 @@
 import BridgeCore
+import BridgeForwarding
 import BridgeTestSupport
-import BridgeUpstream
 import Logging
 import MetricsTestKit
 import NIOCore
@@ -22,7 +22,7 @@ struct PoolBoundTests {
     )
     func boundedUnderGoAwayAfterEachAnswer(engine: APNsHTTP2Engine) async throws {
         let server = try await HostileHTTP2Server.start(.goAwayAfterFirstAnswer)
-        var configuration = APNsNotificationUpstream.Configuration()
+        var configuration = APNsForwarder.Configuration()
         configuration.endpoints = [.sandbox: server.endpoint]
         configuration.broadcastEndpoints = [.sandbox: server.endpoint]
         configuration.client.engine = engine
@@ -32,7 +32,7 @@ struct PoolBoundTests {
         configuration.client.maximumConnectionsPerPool = 4
         configuration.client.requestTimeout = .seconds(2)
         configuration.client.retryBudget = .seconds(6)
-        let upstream = try APNsNotificationUpstream(
+        let upstream = try APNsForwarder(
             configuration: configuration,
             credentials: UpstreamHarness.throwawayTokenCredentials(),
             logger: Logger.forTests(),

@@ -69,13 +69,13 @@ struct MockAPNsValidationTests {
             reason: .badDeviceToken
         ),
         Case(
-            name: "no client certificate and no provider token",
+            name: "no client certificate and no authentication token",
             certificate: false,
             status: 403,
             reason: .missingProviderToken
         ),
         Case(
-            name: "a provider token that is not a JWT",
+            name: "a authentication token that is not a JWT",
             headers: alert + ["authorization: bearer not.a.jwt"],
             certificate: false,
             status: 403,

@@ -1,5 +1,5 @@
 import BridgeCore
-import BridgeUpstream
+import BridgeForwarding
 import Foundation
 import LegacyProtocol
 import NIOCore
@@ -94,7 +94,7 @@ struct LegacyOutcomeMappingTests {
             LegacyOutcomeMapping(.unanswered(budget, lastResponse: APNsResponse(status: 503, apnsID: nil)))
                 == .gaveUp
         )
-        let unsigned = APNsSendFailure(kind: .cannotSignProviderToken, detail: "test")
+        let unsigned = APNsSendFailure(kind: .cannotSignAuthenticationToken, detail: "test")
         #expect(LegacyOutcomeMapping(.unanswered(unsigned, lastResponse: nil)) == .credentialFailure)
         let reset = APNsSendFailure(kind: .refusedByServer, detail: "PROTOCOL_ERROR")
         #expect(
@@ -109,7 +109,7 @@ struct LegacyOutcomeMappingTests {
     func request() {
         let token = ByteBuffer(bytes: [0xAB, 0x01] + [UInt8](repeating: 0xFF, count: 30))
         let tenant = Tenant(name: "a", topic: "com.example.a", environment: .production)
-        let alert = UpstreamNotification(
+        let alert = ForwardedNotification(
             tenant: tenant,
             frame: NotificationFrame(
                 command: .simple,
@@ -117,12 +117,12 @@ struct LegacyOutcomeMappingTests {
                 payload: ByteBuffer(string: #"{"aps":{"alert":"hi"}}"#)
             )
         )
-        let request = APNsNotificationUpstream.request(for: alert)
+        let request = APNsForwarder.request(for: alert)
         #expect(request.path == "/3/device/ab01" + String(repeating: "ff", count: 30))
         #expect(request.topic == "com.example.a")
         #expect(request.apnsID == APNsRequestID(high: alert.id.high, low: alert.id.low).description)
         #expect(request.pushType == .alert && request.priority == 10)
-        let background = UpstreamNotification(
+        let background = ForwardedNotification(
             tenant: tenant,
             frame: NotificationFrame(
                 command: .itemized,
@@ -133,7 +133,7 @@ struct LegacyOutcomeMappingTests {
                 payload: ByteBuffer(string: #"{"aps":{"content-available":1}}"#)
             )
         )
-        let backgroundRequest = APNsNotificationUpstream.request(for: background)
+        let backgroundRequest = APNsForwarder.request(for: background)
         #expect(
             backgroundRequest.pushType == .background && backgroundRequest.priority == 5
                 && backgroundRequest.expiration == 7
@@ -144,7 +144,7 @@ struct LegacyOutcomeMappingTests {
     func notificationIDs() {
         var seen = Set<String>()
         for _ in 0..<10_000 {
-            let id = UpstreamNotification.ID.next()
+            let id = ForwardedNotification.ID.next()
             let text = APNsRequestID(high: id.high, low: id.low).description
             #expect(UUID(uuidString: text) != nil && text == text.lowercased())
             let groups = text.split(separator: "-")

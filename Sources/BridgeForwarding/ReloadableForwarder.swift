@@ -5,23 +5,23 @@ import NIOCore
 import Synchronization
 import UpstreamAPNs
 
-/// The upstream of a running bridge: one ``APNsNotificationUpstream`` (its APNs clients) per set
+/// The forwarder of a running bridge: one ``APNsForwarder`` (its APNs clients) per set
 /// of credentials, by name, where a configuration reload can add, replace or remove them.
 ///
 /// A notification goes to the client in force when it is sent and stays with it through its
 /// retries. A replaced or removed client is retired: it takes nothing new, and it is shut down
 /// once its last notification has its outcome, so a reload loses nothing in flight.
-public final class ReloadableUpstream: NotificationUpstream {
+public final class ReloadableForwarder: NotificationForwarder {
     /// One client and the notifications it has not answered yet.
     public final class Member: Sendable {
         public let name: String
-        public let client: APNsNotificationUpstream
+        public let client: APNsForwarder
         /// The notifications in flight, and ``retiredFlag`` once the client is retired: one
         /// atomic, not a lock, since it is counted twice per notification.
         private let state = Atomic<Int>(0)
         private static let retiredFlag = 1 << 62
 
-        init(name: String, client: APNsNotificationUpstream) {
+        init(name: String, client: APNsForwarder) {
             self.name = name
             self.client = client
         }
@@ -85,7 +85,7 @@ public final class ReloadableUpstream: NotificationUpstream {
 
     /// - Parameter defaultCredentials: the name used for tenants that name none; a key of
     ///   `clients`.
-    public init(clients: [String: APNsNotificationUpstream], defaultCredentials: String) {
+    public init(clients: [String: APNsForwarder], defaultCredentials: String) {
         let members = Dictionary(uniqueKeysWithValues: clients.map { ($0.key, Member(name: $0.key, client: $0.value)) })
         self.clients = Mutex(Clients(members: members, defaultCredentials: defaultCredentials))
     }
@@ -102,7 +102,7 @@ public final class ReloadableUpstream: NotificationUpstream {
     /// Puts `replacements` in force (new names, or new clients for existing names), removes the
     /// clients `removed` names, and sets the default; the clients they displace are retired.
     public func update(
-        replacing replacements: [String: APNsNotificationUpstream],
+        replacing replacements: [String: APNsForwarder],
         removing removed: Set<String>,
         defaultCredentials: String
     ) {
@@ -127,7 +127,7 @@ public final class ReloadableUpstream: NotificationUpstream {
     }
 
     public func send(
-        _ notification: UpstreamNotification,
+        _ notification: ForwardedNotification,
         on eventLoop: any EventLoop,
         completion: @escaping @Sendable (NotificationOutcome) -> Void
     ) {

@@ -5,7 +5,7 @@ import UpstreamAPNs
 /// What the APNs client's final result means to a legacy provider (docs/upstream.md#outcomes).
 ///
 /// The client has already retried what may be retried (429 and 5xx within the budget, an
-/// expired provider token once, unprocessed streams); this is the bridge's reading of what is
+/// expired authentication token once, unprocessed streams); this is the bridge's reading of what is
 /// left: an outcome for the provider session, and for some answers an alarm for the operator.
 public enum LegacyOutcomeMapping: Hashable, Sendable {
     /// The provider sees this outcome; nothing for the operator.
@@ -17,7 +17,7 @@ public enum LegacyOutcomeMapping: Hashable, Sendable {
     /// APNs still answered 429 when the retry budget ran out: dropped, the provider is told
     /// nothing. The bridge's decision too, like ``gaveUp``.
     case throttled
-    /// A credential problem (403 reasons, a provider token refused again after a refresh, a
+    /// A credential problem (403 reasons, a authentication token refused again after a refresh, a
     /// token that cannot be signed): an alarm; the provider gets status 1.
     case credentialFailure
     /// The topic comes from the tenant's configuration, so this is an operator's problem (as is
@@ -57,7 +57,7 @@ public enum LegacyOutcomeMapping: Hashable, Sendable {
             )
         case .unanswered(let failure, let lastResponse):
             switch failure.kind {
-            case .cannotSignProviderToken:
+            case .cannotSignAuthenticationToken:
                 self = .credentialFailure
             case .clientShutDown:
                 // The bridge is stopping: as if the budget ran out, the bridge gave up on it.

@@ -3,9 +3,9 @@ import LegacyClient
 import NIOCore
 import Synchronization
 
-/// An upstream for gateway tests: it answers each notification as a script says, after an
+/// A forwarder for gateway tests: it answers each notification as a script says, after an
 /// optional delay, and keeps a ledger of everything it received, in arrival order.
-package final class ScriptedUpstream: NotificationUpstream {
+package final class ScriptedForwarder: NotificationForwarder {
     package struct Reply: Sendable {
         package var outcome: NotificationOutcome
         package var delay: TimeAmount
@@ -25,10 +25,10 @@ package final class ScriptedUpstream: NotificationUpstream {
         }
     }
 
-    package typealias Script = @Sendable (_ notification: UpstreamNotification, _ arrival: Int) -> Reply
+    package typealias Script = @Sendable (_ notification: ForwardedNotification, _ arrival: Int) -> Reply
 
     private struct State {
-        var ledger: [UpstreamNotification] = []
+        var ledger: [ForwardedNotification] = []
         var waiters: [(count: Int, promise: EventLoopPromise<Void>)] = []
     }
 
@@ -40,12 +40,12 @@ package final class ScriptedUpstream: NotificationUpstream {
     }
 
     /// Everything received so far, in arrival order.
-    package var ledger: [UpstreamNotification] {
+    package var ledger: [ForwardedNotification] {
         self.state.withLock { $0.ledger }
     }
 
     package func send(
-        _ notification: UpstreamNotification,
+        _ notification: ForwardedNotification,
         on eventLoop: any EventLoop,
         completion: @escaping @Sendable (NotificationOutcome) -> Void
     ) {
