@@ -30,7 +30,9 @@ struct APNsConnectionStateMachineTests {
         deadline: NIODeadline = start + .seconds(10)
     ) -> HTTP2StreamID? {
         var completions: [Machine.Completion] = []
-        return machine.start(request, deadline: deadline, completing: &completions).write
+        guard case .write(let streamID) = machine.start(request, deadline: deadline, completing: &completions).streams
+        else { return nil }
+        return streamID
     }
 
     /// Runs one event and returns the one request it ended, if exactly one.
@@ -67,15 +69,15 @@ struct APNsConnectionStateMachineTests {
         var machine = Self.machine(oneStreamFirst: true, maximumStreams: 500)
         #expect(machine.streamLimit == 0)
         var failed: [Machine.Completion] = []
-        #expect(machine.start(1, deadline: Self.start, completing: &failed).write == nil)
+        #expect(machine.start(1, deadline: Self.start, completing: &failed).streams == .none)
         if case .failure(let failure) = failed.first?.result, failed.count == 1 {
             #expect(failed[0].request == 1 && failure.kind == .unprocessed)
         } else {
             Issue.record("a request before SETTINGS must not be written, and fails at once")
         }
-        #expect(machine.settingsReceived(maximumConcurrentStreams: 1000).becameReady)
+        #expect(machine.settingsReceived(maximumConcurrentStreams: 1000).connection == .ready)
         #expect(
-            !machine.settingsReceived(maximumConcurrentStreams: 800).becameReady,
+            machine.settingsReceived(maximumConcurrentStreams: 800).connection == .none,
             "only the first SETTINGS sets the connection up"
         )
         #expect(machine.streamLimit == 1)
@@ -171,13 +173,29 @@ struct APNsConnectionStateMachineTests {
                 if case .failure(let failure) = $0.result { failure.kind == .unprocessed } else { false }
             }
         )
-        #expect(machine.phase == .draining && machine.streamLimit == 0)
+        #expect(machine.phase == .draining(.goAway) && machine.streamLimit == 0)
         #expect(Self.write(&machine, 5) == nil, "a draining connection takes no new stream")
-        #expect(!machine.shouldClose, "two streams are still being answered")
-        _ = Self.answer(&machine, streams[0])
-        #expect(!machine.shouldClose)
-        _ = Self.answer(&machine, streams[1])
-        #expect(machine.shouldClose)
+        var completions: [Machine.Completion] = []
+        let first = machine.headersReceived(
+            on: streams[0],
+            status: 200,
+            apnsID: nil,
+            uniqueID: nil,
+            endStream: true,
+            completing: &completions
+        )
+        #expect(first.isEmpty, "one stream is still being answered")
+        #expect(machine.phase == .draining(.goAway))
+        let last = machine.headersReceived(
+            on: streams[1],
+            status: 200,
+            apnsID: nil,
+            uniqueID: nil,
+            endStream: true,
+            completing: &completions
+        )
+        #expect(last == .init(connection: .close(.drained(.goAway))))
+        #expect(machine.phase == .closing(.drained(.goAway)))
     }
 
     @Test("A connection lost: open streams fail as interrupted, those above a GOAWAY's last stream id as unprocessed")
@@ -200,10 +218,16 @@ struct APNsConnectionStateMachineTests {
     func pingHealth() throws {
         var machine = Self.machine()
         _ = machine.settingsReceived(maximumConcurrentStreams: nil)
-        #expect(machine.pingDue().ping != nil, "the first PING is sent")
+        #expect(machine.pingDue().connection == .ping(HTTP2PingData(withInteger: 1)), "the first PING is sent")
         #expect(machine.pingAcknowledged().isEmpty)
-        #expect(machine.pingDue().ping != nil, "an answered PING: the next one is sent")
-        #expect(machine.pingDue() == .init(close: .pingUnanswered))
+        #expect(machine.pingDue().connection == .ping(HTTP2PingData(withInteger: 2)), "answered: the next is sent")
+        #expect(
+            machine.pingDue() == .init(connection: .close(.pingUnanswered), newLimit: 0),
+            "the pool stops sending on it at once"
+        )
+        #expect(machine.phase == .closing(.pingUnanswered))
+        #expect(Self.write(&machine, 1) == nil, "a closing connection takes no new stream")
+        #expect(machine.pingDue().isEmpty, "the close is under way")
         _ = Self.allEnded { machine.closed(completing: &$0) }
         #expect(machine.pingDue().isEmpty)
     }
@@ -212,7 +236,10 @@ struct APNsConnectionStateMachineTests {
     func engineStopped() throws {
         var machine = Self.machine()
         _ = machine.settingsReceived(maximumConcurrentStreams: nil)
-        #expect(machine.engineStopped(.protocolError("bad frame")) == .init(close: .protocolError("bad frame")))
+        #expect(
+            machine.engineStopped(.protocolError("bad frame"))
+                == .init(connection: .close(.protocolError("bad frame")), newLimit: 0)
+        )
         #expect(machine.engineStopped(.engineFinished).isEmpty, "the close is asked once")
         _ = Self.allEnded { machine.closed(completing: &$0) }
         #expect(machine.engineStopped(.sendFailed("out of memory")).isEmpty, "closed")
@@ -248,9 +275,7 @@ struct APNsConnectionStateMachineTests {
             }
             _ = Self.allEnded { machine.streamClosed(stream, reason: .refusedStream, now: now, completing: &$0) }
         }
-        #expect(machine.phase == .draining)
-        #expect(machine.drainReason == .streamsRefused(count: 4, window: .seconds(30)))
-        #expect(machine.shouldClose)
+        #expect(machine.phase == .closing(.drained(.streamsRefused(count: 4, window: .seconds(30)))))
     }
 
     @Test("Streams past their deadline are reported once, as interrupted; the others stay")
@@ -264,7 +289,7 @@ struct APNsConnectionStateMachineTests {
         #expect(machine.deadlinesPassed(now: Self.start + .milliseconds(999), completing: &completions).isEmpty)
         #expect(completions.isEmpty)
         let expired = machine.deadlinesPassed(now: Self.start + .seconds(2), completing: &completions)
-        #expect(expired.resets == [early], "its stream is reset")
+        #expect(expired.streams == .reset([early]), "its stream is reset")
         #expect(completions.map(\.request) == [1])
         #expect(
             completions.first.map {
@@ -272,7 +297,7 @@ struct APNsConnectionStateMachineTests {
             } == true
         )
         #expect(
-            machine.deadlinesPassed(now: Self.start + .seconds(2), completing: &completions).resets.isEmpty,
+            machine.deadlinesPassed(now: Self.start + .seconds(2), completing: &completions).streams == .none,
             "reported once"
         )
         #expect(completions.count == 1)
@@ -317,7 +342,7 @@ struct APNsConnectionStateMachineTests {
         #expect(Self.write(&machine, 2) == HTTP2StreamID(3))
         #expect(machine.phase == .active)
         #expect(Self.write(&machine, 3) == HTTP2StreamID(5))
-        #expect(machine.phase == .draining)
+        #expect(machine.phase == .draining(.streamIDsNearlyExhausted))
         #expect(Self.write(&machine, 4) == nil)
     }
 
@@ -332,13 +357,13 @@ struct APNsConnectionStateMachineTests {
         var machine = Machine(configuration: configuration)
         #expect(machine.poolAttached() == 0, "not set up yet")
         #expect(
-            machine.settingsReceived(maximumConcurrentStreams: 100) == .init(becameReady: true, limitChanged: 1),
+            machine.settingsReceived(maximumConcurrentStreams: 100) == .init(connection: .ready, newLimit: 1),
             "one stream until the first success"
         )
         #expect(machine.settingsReceived(maximumConcurrentStreams: 100).isEmpty, "told once")
         var completions: [Machine.Completion] = []
         let first = machine.start(1, deadline: Self.start, completing: &completions)
-        #expect(first == .init(write: 1))
+        #expect(first == .init(streams: .write(1)))
         let answered = machine.headersReceived(
             on: 1,
             status: 200,
@@ -347,12 +372,15 @@ struct APNsConnectionStateMachineTests {
             endStream: true,
             completing: &completions
         )
-        #expect(answered == .init(limitChanged: 100), "the first success lifts the limit")
+        #expect(answered == .init(newLimit: 100), "the first success lifts the limit")
 
         var drained: [Machine.Completion] = []
         let draining = machine.start(2, deadline: Self.start, completing: &drained)
-        #expect(draining == .init(write: 3, limitChanged: 0), "the last stream id before the reserve: no new streams")
-        let open = try #require(draining.write)
+        #expect(
+            draining == .init(streams: .write(3), newLimit: 0),
+            "the last stream id before the reserve: no new streams"
+        )
+        let open = HTTP2StreamID(3)
         let last = machine.headersReceived(
             on: open,
             status: 200,
@@ -361,16 +389,43 @@ struct APNsConnectionStateMachineTests {
             endStream: true,
             completing: &completions
         )
-        #expect(last == .init(close: .drained(.streamIDsNearlyExhausted)))
-        #expect(last.close?.isOwnDecision == true, "worth a warning")
+        #expect(last == .init(connection: .close(.drained(.streamIDsNearlyExhausted))))
+        #expect(Machine.CloseReason.drained(.streamIDsNearlyExhausted).isOwnDecision, "worth a warning")
         #expect(completions.count == 2)
-        #expect(machine.closed(completing: &completions).close == nil, "the close was asked once")
+        #expect(machine.closed(completing: &completions).isEmpty, "the close was asked once")
 
         var goingAway = Self.machine()
         _ = goingAway.settingsReceived(maximumConcurrentStreams: 10)
         _ = goingAway.poolAttached()
         let action = goingAway.goAwayReceived(lastStreamID: 0, completing: &completions)
-        #expect(action == .init(limitChanged: 0, close: .drained(.goAway)))
-        #expect(action.close?.isOwnDecision == false, "the server's GOAWAY: no warning of our own")
+        #expect(action == .init(connection: .close(.drained(.goAway)), newLimit: 0))
+        #expect(!Machine.CloseReason.drained(.goAway).isOwnDecision, "the server's GOAWAY: no warning of our own")
+    }
+
+    @Test("The actions of one read add up per axis: resets add up, a close stays, the later limit wins")
+    func merge() throws {
+        var batch = Machine.Action(connection: .ready, newLimit: 1)
+        batch.merge(.init(newLimit: 100))
+        #expect(batch == .init(connection: .ready, newLimit: 100))
+        batch.merge(.init(connection: .close(.drained(.goAway)), newLimit: 0))
+        batch.merge(.init(connection: .close(.engineFinished)))
+        #expect(batch == .init(connection: .close(.drained(.goAway)), newLimit: 0), "the first close stays")
+
+        var resets = Machine.Action(streams: .reset([1]))
+        resets.merge(.init(streams: .reset([3, 5])))
+        resets.merge(.init())
+        #expect(resets == .init(streams: .reset([1, 3, 5])))
+    }
+
+    @Test("A connection whose close was asked before its first SETTINGS is never announced as set up")
+    func closedBeforeSetUp() throws {
+        var machine = Self.machine()
+        var completions: [Machine.Completion] = []
+        #expect(
+            machine.goAwayReceived(lastStreamID: 0, completing: &completions)
+                == .init(connection: .close(.drained(.goAway)))
+        )
+        #expect(machine.settingsReceived(maximumConcurrentStreams: 10).isEmpty)
+        #expect(machine.streamLimit == 0)
     }
 }

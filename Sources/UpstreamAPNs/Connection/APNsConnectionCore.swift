@@ -42,6 +42,8 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
     /// What the current batch's events decided, beyond the completions.
     @exclusivity(unchecked) private var pending = StateMachine.Action()
     private var inBatch = false
+    /// Whether the ready promise has succeeded: a connection that closes before is failed.
+    private var isReady = false
     private var flushScheduled = false
     private var pingTask: Scheduled<Void>?
     private var deadlineSweep: Scheduled<Void>?
@@ -103,8 +105,8 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
             return
         }
         var action = self.state.start(owner, deadline: deadline, completing: &self.completions)
-        if let streamID = action.write {
-            action.write = nil
+        if case .write(let streamID) = action.streams {
+            action.streams = .none
             if transport.writeRequest(request, authorization: authorization, on: streamID) {
                 self.scheduleFlush()
                 if self.deadlineSweep == nil {
@@ -225,17 +227,16 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
 
     /// The channel went inactive: every request still open fails, the pool is told.
     package func channelInactive() {
-        let wasSetUp = self.state.isSetUp
         self.pingTask?.cancel()
         self.pingTask = nil
         self.deadlineSweep?.cancel()
         self.deadlineSweep = nil
-        if !wasSetUp {
-            self.readyPromise.fail(APNsStreamFailure.unprocessed("the connection closed before HTTP/2 was set up"))
-        }
         self.inBatch = false
         self.pending.merge(self.state.closed(completing: &self.completions))
         self.runPending()
+        if !self.isReady {
+            self.readyPromise.fail(APNsStreamFailure.unprocessed("the connection closed before HTTP/2 was set up"))
+        }
         self.events?.closed()
         self.events = nil
     }
@@ -255,12 +256,12 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
     private func runPending() {
         var action = StateMachine.Action()
         swap(&action, &self.pending)  // taken, not copied
-        if let limit = action.limitChanged {
+        if let limit = action.newLimit {
             // Told before the answers that came with it free their streams: a authentication-token
             // connection's first 200 raises its one stream to the server's limit, and the pool
             // must not see it full at one stream then (it would open a connection for that
             // moment; docs/upstream.md#connections).
-            action.limitChanged = nil
+            action.newLimit = nil
             self.events?.limitChanged(limit)
         }
         if !self.completions.isEmpty {
@@ -280,23 +281,30 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
         }
     }
 
-    /// The one place a connection's decisions become I/O, for both engines.
+    /// The one place a connection's decisions become I/O, for both engines. The new limit was
+    /// told first, in ``runPending()``.
     private func execute(_ action: StateMachine.Action) {
-        if action.becameReady {
-            self.readyPromise.succeed()
-        }
-        if !action.resets.isEmpty {
-            for streamID in action.resets {
+        switch action.streams {
+        case .none:
+            break
+        case .write:
+            preconditionFailure("a new stream is written by send(_:authorization:deadline:owner:), at once")
+        case .reset(let streamIDs):
+            for streamID in streamIDs {
                 self.transport?.resetStream(streamID)
             }
             self.scheduleFlush()
         }
-        if let ping = action.ping {
+        switch action.connection {
+        case .none:
+            break
+        case .ready:
+            self.isReady = true
+            self.readyPromise.succeed()
+        case .ping(let ping):
             self.transport?.writePing(ping)
             self.transport?.flush()
-        }
-        // `limitChanged` was told first, in runPending.
-        if let reason = action.close {
+        case .close(let reason):
             switch reason {
             case .drained(let why) where reason.isOwnDecision:
                 self.logger.warning("replacing the upstream connection", metadata: ["why": "\(why)"])
@@ -341,15 +349,15 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
         self.deadlineSweep = nil
         guard self.state.phase != .closed else { return }
         let action = self.state.deadlinesPassed(now: .now(), completing: &self.completions)
-        if !action.resets.isEmpty {
+        if case .reset(let streamIDs) = action.streams {
             self.logger.warning(
                 "upstream did not answer in time; resetting the streams",
                 metadata: [
-                    "streams": "\(action.resets.count)",
-                    "open_streams": "\(self.state.openStreams + action.resets.count)",
+                    "streams": "\(streamIDs.count)",
+                    "open_streams": "\(self.state.openStreams + streamIDs.count)",
                 ]
             )
-            self.configuration.metrics.streamsTimedOut(action.resets.count)
+            self.configuration.metrics.streamsTimedOut(streamIDs.count)
         }
         self.handle(action)
         if self.state.openStreams > 0, self.state.phase != .closed {
@@ -366,7 +374,7 @@ package final class APNsConnectionCore<Transport: APNsConnectionTransport>: APNs
 
     private func pingDue() {
         let action = self.state.pingDue()
-        if action.ping != nil {
+        if case .ping = action.connection {
             self.schedulePing()
         }
         self.handle(action)

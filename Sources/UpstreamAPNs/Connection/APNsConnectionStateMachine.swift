@@ -9,19 +9,23 @@ import NIOHTTP2
 ///
 /// ``APNsConnectionCore`` feeds it what happens on the connection (a request to start, the
 /// frames of an answer, a stream closed, GOAWAY, a PING due, the connection closed), the same
-/// events from either engine. Every event answers one ``Action`` (write the new stream, reset
-/// streams, send a PING, tell the pool a new stream limit, close, and why) and appends the
-/// requests it ended to the caller's `completing` list, which the core runs after the read:
-/// nothing is polled afterwards, and no allocation is made for an answer. Time is an input of
-/// the events that need it. `Request` is whatever the core completes (a closure in production,
-/// a number in the tests).
+/// events from either engine. Every event answers one ``Action``, by what it acts on: the
+/// streams (write the new one, reset expired ones), the connection (it is set up, a PING, the
+/// close and why) and the stream limit the pool is told. Each event also appends the requests
+/// it ended to the caller's `completing` list, which the core runs after the read: nothing is
+/// polled afterwards, and no allocation is made for an answer. Time is an input of the events
+/// that need it. `Request` is whatever the core completes (a closure in production, a number
+/// in the tests).
 ///
 /// ```
 ///   starting ── first SETTINGS ──► active ── GOAWAY / too many refused streams /
-///      │                             │       stream ids nearly used up ──► draining
+///      │                             │       stream ids nearly used up ──► draining(why)
 ///      │                             │                                        │ last open
-///      │                             │                                        ▼ stream ends
-///      └──────── connection closed ──┴──────────────────────────────────────► closed
+///      │                             │ PING unanswered, engine stopped        ▼ stream ends
+///      │                             └──────────────────────────────────► closing(why)
+///      │                                                                      │ channel
+///      └──────── connection closed (from any phase) ──────────────────────────▼ inactive
+///                                                                          closed
 /// ```
 ///
 /// - **Stream credits** (``streamLimit``): 0 unless active; 1 until the first 200 on a
@@ -63,10 +67,19 @@ package struct APNsConnectionStateMachine<Request> {
         }
     }
 
+    /// Where the connection is in its life (what each phase means for a new request:
+    /// ``start(_:deadline:completing:)``).
     package enum Phase: Hashable, Sendable {
+        /// Waiting for the server's first SETTINGS: no streams yet.
         case starting
+        /// Taking new streams, up to ``streamLimit``.
         case active
-        case draining
+        /// Taking no new streams; asks for the close once the open ones have ended.
+        case draining(DrainReason)
+        /// The close has been asked for (an action said so, once); the open streams may still
+        /// be answered until the channel goes inactive.
+        case closing(CloseReason)
+        /// The channel went inactive: every stream has ended.
         case closed
     }
 
@@ -119,59 +132,70 @@ package struct APNsConnectionStateMachine<Request> {
         }
     }
 
-    /// What the connection does after an event; ``APNsConnectionCore`` executes it the same way
-    /// for both engines. Empty for most events.
+    /// What the connection does after an event, by what it acts on, as async-http-client's pool
+    /// machine answers a request action and a connection action. ``APNsConnectionCore``
+    /// executes it the same way for both engines. Empty for most events.
     package struct Action: Hashable, Sendable {
-        /// A started request goes on this new stream.
-        package var write: HTTP2StreamID?
-        /// The first SETTINGS arrived: HTTP/2 is set up.
-        package var becameReady = false
-        /// Reset these streams (RST_STREAM CANCEL): their deadline passed.
-        package var resets: [HTTP2StreamID] {
-            get { self.resetStreams ?? [] }
-            set { self.resetStreams = newValue.isEmpty ? nil : newValue }
+        /// What happens to streams.
+        package enum Streams: Hashable, Sendable {
+            case none
+            /// A started request goes on this new stream (only ``start(_:deadline:completing:)``
+            /// answers it, and the core writes it at once).
+            case write(HTTP2StreamID)
+            /// Reset these (RST_STREAM CANCEL): their deadline passed.
+            case reset([HTTP2StreamID])
         }
-        /// `nil` when there is none: an action is copied several times per request, and an
-        /// empty array is still a reference to retain and release with each copy.
-        private var resetStreams: [HTTP2StreamID]?
-        /// Send a PING with this payload.
-        package var ping: HTTP2PingData?
-        /// Tell the pool this stream limit: it changed since the last one told.
-        package var limitChanged: Int?
-        /// Close the connection (asked once).
-        package var close: CloseReason?
 
-        package init(
-            write: HTTP2StreamID? = nil,
-            becameReady: Bool = false,
-            resets: [HTTP2StreamID] = [],
-            ping: HTTP2PingData? = nil,
-            limitChanged: Int? = nil,
-            close: CloseReason? = nil
-        ) {
-            self.write = write
-            self.becameReady = becameReady
-            self.resets = resets
-            self.ping = ping
-            self.limitChanged = limitChanged
-            self.close = close
+        /// What happens to the connection.
+        package enum Connection: Hashable, Sendable {
+            case none
+            /// The first SETTINGS arrived: HTTP/2 is set up.
+            case ready
+            /// Send a PING with this payload.
+            case ping(HTTP2PingData)
+            /// Close, after writing what is queued (asked once).
+            case close(CloseReason)
+        }
+
+        package var streams: Streams
+        package var connection: Connection
+        /// The stream limit to tell the pool: it changed since the last one told.
+        package var newLimit: Int?
+
+        package init(streams: Streams = .none, connection: Connection = .none, newLimit: Int? = nil) {
+            self.streams = streams
+            self.connection = connection
+            self.newLimit = newLimit
         }
 
         /// Whether there is nothing to do.
         package var isEmpty: Bool {
-            self.write == nil && !self.becameReady && self.resetStreams == nil && self.ping == nil
-                && self.limitChanged == nil && self.close == nil
+            if case .none = self.streams, case .none = self.connection, self.newLimit == nil { return true }
+            return false
         }
 
-        /// Adds a later event's action to this one (events of one read run together): the
-        /// later stream limit wins; a close, once asked, stays.
+        /// Adds a later event's action to this one: the events of one read run together
+        /// (``APNsConnectionCore``'s batches). Per axis: resets add up; a close, once asked,
+        /// stays (a set-up the close follows in the same read is then never announced, and
+        /// the core fails the connection's set-up when it closes); the later limit wins.
         package mutating func merge(_ later: Action) {
-            if let write = later.write { self.write = write }
-            self.becameReady = self.becameReady || later.becameReady
-            if let more = later.resetStreams { self.resets += more }
-            if let ping = later.ping { self.ping = ping }
-            if let limit = later.limitChanged { self.limitChanged = limit }
-            if self.close == nil { self.close = later.close }
+            switch (self.streams, later.streams) {
+            case (_, .none):
+                break
+            case (.none, _):
+                self.streams = later.streams
+            case (.reset(let earlier), .reset(let more)):
+                self.streams = .reset(earlier + more)
+            case (.write, _), (_, .write):
+                preconditionFailure("a new stream is written at once, never merged")
+            }
+            switch (self.connection, later.connection) {
+            case (_, .none), (.close, _):
+                break
+            default:
+                self.connection = later.connection
+            }
+            if let limit = later.newLimit { self.newLimit = limit }
         }
     }
 
@@ -187,8 +211,6 @@ package struct APNsConnectionStateMachine<Request> {
 
     private let configuration: Configuration
     package private(set) var phase: Phase = .starting
-    /// Why the connection drains, when it does.
-    package private(set) var drainReason: DrainReason?
     private var streams = StreamTable<HTTP2StreamID, OpenStream>()
     private var nextStreamID = HTTP2StreamID(1)
     private var goAwayLastStreamID: HTTP2StreamID?
@@ -202,8 +224,6 @@ package struct APNsConnectionStateMachine<Request> {
     private var closedDuringRead: [HTTP2StreamID] = []
     /// The stream limit last told to the pool.
     private var reportedLimit = 0
-    /// Whether the close has been asked for.
-    private var closeAsked = false
 
     package init(configuration: Configuration) {
         self.configuration = configuration
@@ -211,20 +231,12 @@ package struct APNsConnectionStateMachine<Request> {
 
     /// The streams the pool may have open now.
     package var streamLimit: Int {
-        guard self.phase == .active else { return 0 }
+        guard case .active = self.phase else { return 0 }
         if self.configuration.oneStreamUntilFirstSuccess && !self.hasSucceeded { return 1 }
         return min(self.serverMaximumStreams ?? self.configuration.maximumStreams, self.configuration.maximumStreams)
     }
 
     package var openStreams: Int { self.streams.count }
-
-    /// Whether the server's first SETTINGS has arrived (HTTP/2 is set up).
-    package var isSetUp: Bool { self.hasSettings }
-
-    /// Draining with nothing left open: the connection closes.
-    package var shouldClose: Bool {
-        self.phase == .draining && self.streams.isEmpty
-    }
 
     /// The pool subscribed to the connection's events: the stream limit to tell it now.
     package mutating func poolAttached() -> Int {
@@ -234,28 +246,37 @@ package struct APNsConnectionStateMachine<Request> {
 
     // MARK: Set-up and health
 
-    /// The server's SETTINGS; the first sets HTTP/2 up.
+    /// The server's SETTINGS; the first sets HTTP/2 up (``Action/Connection/ready``).
     package mutating func settingsReceived(maximumConcurrentStreams: Int?) -> Action {
-        guard self.phase != .closed else { return Action() }
-        if let maximumConcurrentStreams { self.serverMaximumStreams = maximumConcurrentStreams }
-        var action = Action()
-        if !self.hasSettings {
-            self.hasSettings = true
-            if self.phase == .starting { self.phase = .active }
-            action.becameReady = true
+        switch self.phase {
+        case .starting:
+            self.phase = .active
+        case .active, .draining:
+            // A GOAWAY may come before the first SETTINGS: the connection is set up, draining.
+            break
+        case .closing, .closed:
+            // Frames after the close was asked: a connection that closes before it was set up
+            // is never announced (the core fails its set-up when it closes).
+            return Action()
         }
-        return self.settled(action)
+        if let maximumConcurrentStreams { self.serverMaximumStreams = maximumConcurrentStreams }
+        guard !self.hasSettings else { return self.settled(Action()) }
+        self.hasSettings = true
+        return self.settled(Action(connection: .ready))
     }
 
     /// The PING timer: send one, or close if the last was never answered.
     package mutating func pingDue() -> Action {
-        guard self.phase != .closed else { return Action() }
-        if self.pingOutstanding {
-            return self.closing(.pingUnanswered)
+        switch self.phase {
+        case .starting, .active, .draining:
+            guard !self.pingOutstanding else { return self.closing(.pingUnanswered) }
+            self.pingOutstanding = true
+            self.pingCounter &+= 1
+            return Action(connection: .ping(HTTP2PingData(withInteger: self.pingCounter)))
+        case .closing, .closed:
+            // The timer fired while the close is under way.
+            return Action()
         }
-        self.pingOutstanding = true
-        self.pingCounter &+= 1
-        return Action(ping: HTTP2PingData(withInteger: self.pingCounter))
     }
 
     /// The PING was answered: the connection is alive.
@@ -268,20 +289,20 @@ package struct APNsConnectionStateMachine<Request> {
     /// ``CloseReason/sendFailed(_:)``), or its HTTP/2 session is over
     /// (``CloseReason/engineFinished``): close, once.
     package mutating func engineStopped(_ reason: CloseReason) -> Action {
-        guard self.phase != .closed else { return Action() }
-        return self.closing(reason)
+        self.closing(reason)
     }
 
     // MARK: Requests
 
-    /// A request to write, answered by `deadline` or reset: ``Action/write`` names its stream,
-    /// or, if the connection takes no new streams, the request fails unprocessed at once.
+    /// A request to write, answered by `deadline` or reset: ``Action/Streams/write(_:)`` names
+    /// its stream. Only an active connection takes one; otherwise the request fails unprocessed
+    /// at once (before the first SETTINGS, while draining or closing, after the close).
     package mutating func start(
         _ request: Request,
         deadline: NIODeadline,
         completing completions: inout [Completion]
     ) -> Action {
-        guard self.phase == .active else {
+        guard case .active = self.phase else {
             completions.append(
                 Completion(request: request, result: .failure(.unprocessed("the connection is closing")))
             )
@@ -294,7 +315,7 @@ package struct APNsConnectionStateMachine<Request> {
             self.nextStreamID = HTTP2StreamID(Int32(streamID) + 2)
         }
         self.streams.append(streamID, OpenStream(request: request, deadline: deadline))
-        return self.settled(Action(write: streamID))
+        return self.settled(Action(streams: .write(streamID)))
     }
 
     /// A HEADERS frame of an answer.
@@ -374,7 +395,7 @@ package struct APNsConnectionStateMachine<Request> {
 
     /// The end of a read: streams closed during it without their last frame are completed.
     package mutating func readComplete(completing completions: inout [Completion]) -> Action {
-        guard !self.closedDuringRead.isEmpty, self.phase != .closed else { return Action() }
+        guard !self.closedDuringRead.isEmpty else { return Action() }
         var action = Action()
         for streamID in self.closedDuringRead {
             action.merge(self.complete(streamID, into: &completions))
@@ -418,7 +439,7 @@ package struct APNsConnectionStateMachine<Request> {
         }
         // Collected, then set once: `resets` is computed, so appending through it copied the
         // array for each stream.
-        return resets.isEmpty ? Action() : self.settled(Action(resets: resets))
+        return resets.isEmpty ? Action() : self.settled(Action(streams: .reset(resets)))
     }
 
     /// The connection closed: every open stream fails (unprocessed above a GOAWAY's last stream
@@ -436,39 +457,48 @@ package struct APNsConnectionStateMachine<Request> {
             completions.append(Completion(request: stream.request, result: .failure(failure)))
         }
         self.closedDuringRead.removeAll()
-        self.closeAsked = true
         return self.settled(Action())
     }
 
     /// Takes no new streams; the connection closes once its open streams have finished. Part
-    /// of the events that call it, which answer the action (``settled(_:)`` adds the close).
+    /// of the events that call it, which answer the action (``settled(_:)`` asks the close).
     private mutating func drain(_ reason: DrainReason) {
-        guard self.phase == .starting || self.phase == .active else { return }
-        self.phase = .draining
-        self.drainReason = reason
+        switch self.phase {
+        case .starting, .active:
+            self.phase = .draining(reason)
+        case .draining, .closing, .closed:
+            // Already taking no new streams: the first reason stays.
+            break
+        }
     }
 
     // MARK: Private
 
-    /// `action`, plus a stream limit the pool has not been told yet and, once drained, the close.
+    /// `action`, plus, once drained, the close, and a stream limit the pool has not been told.
     private mutating func settled(_ action: consuming Action) -> Action {
         var action = action
+        if case .draining(let reason) = self.phase, self.streams.isEmpty {
+            self.phase = .closing(.drained(reason))
+            action.connection = .close(.drained(reason))
+        }
         let limit = self.streamLimit
         if limit != self.reportedLimit {
             self.reportedLimit = limit
-            action.limitChanged = limit
-        }
-        if self.shouldClose, !self.closeAsked, let reason = self.drainReason {
-            self.closeAsked = true
-            action.close = .drained(reason)
+            action.newLimit = limit
         }
         return action
     }
 
+    /// Asks for the close, once: the connection takes no new streams from here on.
     private mutating func closing(_ reason: CloseReason) -> Action {
-        guard !self.closeAsked else { return Action() }
-        self.closeAsked = true
-        return Action(close: reason)
+        switch self.phase {
+        case .starting, .active, .draining:
+            self.phase = .closing(reason)
+            return self.settled(Action(connection: .close(reason)))
+        case .closing, .closed:
+            // The close is asked once.
+            return Action()
+        }
     }
 
     private mutating func complete(_ streamID: HTTP2StreamID, into completions: inout [Completion]) -> Action {
