@@ -39,6 +39,7 @@ package final class GatewayHarness: Sendable {
         tenantResolver: (any TenantResolver)? = nil,
         tlsContext: LegacyTLSContext? = nil,
         log: CapturedLog? = nil,
+        logLevel: Logger.Level = .warning,
         metrics: GatewayMetrics = GatewayMetrics(),
         configure: (inout GatewayConfiguration) -> Void = { _ in }
     ) async throws -> GatewayHarness {
@@ -49,7 +50,7 @@ package final class GatewayHarness: Sendable {
         let resendRecords = InMemoryResendRecordStore()
         let feedback = InMemoryFeedbackRecorder()
         var logger = log?.logger ?? Logger(label: "apns-bridge.test")
-        logger.logLevel = .warning
+        logger.logLevel = logLevel
         let server = try await GatewayServer.start(
             configuration: configuration,
             forwarder: forwarder,
