@@ -2,7 +2,7 @@ import LegacyProtocol
 
 /// What became of one notification upstream, in the legacy provider's terms (docs/upstream.md#outcomes).
 ///
-/// The upstream seam reports this after its own retries: a `rejected` outcome is final.
+/// The forwarder reports this after its own retries: a `rejected` outcome is final.
 ///
 /// `accepted`, `unregistered` and `rejected` are answers APNs gave; `gaveUp` and `dropped` are
 /// the bridge's own decisions. Only the former are kept as a resend record's outcome
