@@ -85,6 +85,56 @@ struct FeedbackDrainLoopTests {
         #expect(health.currentOutage == nil, "the claim that went through after the failure cleared the outage")
     }
 
+    @Test(
+        "A claim whose statement commits only after its retry (PostgreSQL skipped its locked rows): its entries are neither delivered nor deleted; the release leaves them for the next poll",
+        arguments: [1, 2, 3]
+    )
+    func claimCommittedAfterItsRetry(failingClaim: Int) async throws {
+        var list = List(count: 8)
+        var claims = 0
+        var late: (batch: Int, deleting: ClosedRange<Int>?, retaking: Bool)?
+        var lateIDs: [Int] = []
+        var delivered: [Int] = []
+        let result = try await FeedbackDrainLoop.run(
+            batchSize: 2,
+            health: StoreHealth(logger: Logger(label: "test")),
+            retryWhile: { true },
+            outageBudget: .seconds(60),
+            pollerConnected: { true },
+            deliver: { tuples in
+                delivered += tuples.map { Int($0.deviceToken.getInteger(at: 0, as: UInt32.self)!) }
+            },
+            finish: {},
+            claim: { batch, deleting, retaking in
+                claims += 1
+                // The statement is still running when its connection ends: no answer, no commit yet.
+                if claims == failingClaim {
+                    late = (batch, deleting, retaking)
+                    throw ConnectionLost()
+                }
+                let ids = list.claim(batch: batch, deleting: deleting, retaking: retaking, size: 2)
+                // It commits after the retry, on the rows the retry left.
+                if let attempt = late {
+                    lateIDs = list.claim(
+                        batch: attempt.batch,
+                        deleting: attempt.deleting,
+                        retaking: attempt.retaking,
+                        size: 2
+                    )
+                    late = nil
+                }
+                return ids.map(Self.tuple)
+            },
+            release: { deleting in list.release(deleting: deleting) }
+        )
+        #expect(lateIDs.count == 2)
+        #expect(Set(delivered).count == delivered.count, "nothing delivered twice")
+        #expect(Set(delivered).isDisjoint(with: lateIDs))
+        #expect(list.claims.keys.sorted() == lateIDs.sorted(), "what the late claim took stays, and only that")
+        #expect(list.claims.values.allSatisfy { $0 == nil }, "released for the next poll")
+        #expect(result == FeedbackDrainResult(delivered: 6, completed: true))
+    }
+
     @Test("A claim that fails while its poller has gone ends the drain without an error; what was delivered is deleted")
     func failureAfterThePollerLeft() async throws {
         var list = List(count: 4)

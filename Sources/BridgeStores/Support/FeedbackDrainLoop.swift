@@ -61,7 +61,10 @@ package enum FeedbackDrainLoop {
             // attempt may have committed without its answer arriving: a retry deletes every
             // delivered batch and takes back, beside unclaimed entries, whatever else this drain
             // holds (`retaking`), under a batch number of its own. So a lost claim's entries are
-            // delivered by the retry, never deleted as delivered without being sent.
+            // delivered by the retry, never deleted as delivered without being sent. A failed
+            // attempt whose statement commits only after the retry (PostgreSQL's SKIP LOCKED let
+            // the retry pass its rows) keeps its own batch number, below every range deleted from
+            // then on (the retry emptied `undeleted`): the release hands its entries back.
             let deadline = ContinuousClock.now + outageBudget
             var failures = 0
             while true {
