@@ -51,6 +51,8 @@ public final class APNsForwarder: NotificationForwarder {
     /// Broadcasts go to their own hosts; a client opens no connection before its first request.
     private let broadcastClients: [APNsEnvironment: APNsClient]
     private let logger: Logger
+    /// Where each notification's answer is kept for `apns-bridge log`; `nil` when it is off.
+    let pushLog: PushLog?
     /// Bridge bugs and upstream faults come once per notification when they come at all (a
     /// server that resets every stream): one line per kind per interval, with the count left out.
     private let bridgeBugLog = LogRateLimit()
@@ -65,7 +67,8 @@ public final class APNsForwarder: NotificationForwarder {
         credentials: APNsCredentials,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "apns-bridge.upstream"),
-        metricsFactory: any MetricsFactory = MetricsSystem.factory
+        metricsFactory: any MetricsFactory = MetricsSystem.factory,
+        pushLog: PushLog? = nil
     ) throws {
         func makeClients(
             _ endpoints: [APNsEnvironment: APNsEndpoint],
@@ -92,6 +95,7 @@ public final class APNsForwarder: NotificationForwarder {
         self.sandboxClient = self.clients[.sandbox]
         self.broadcastClients = try makeClients(configuration.broadcastEndpoints, api: "broadcast")
         self.logger = logger
+        self.pushLog = pushLog
         self.forwarded = Counter(label: "apns_bridge_notifications_forwarded_total", factory: metricsFactory)
         self.failed = LabelledCounters(
             label: "apns_bridge_notifications_failed_total",
@@ -217,6 +221,7 @@ public final class APNsForwarder: NotificationForwarder {
                 metadata: ["environment": "\(notification.tenant.environment.rawValue)"]
             )
             self.count(.gaveUp(.processingError), reason: nil)
+            self.record(notification, outcome: .gaveUp(.processingError), failure: "no upstream endpoint")
             completion(.gaveUp(.processingError))
             return
         }
@@ -227,8 +232,9 @@ public final class APNsForwarder: NotificationForwarder {
                 "identifier": "\(identifier)", "apns-id": "\(request.apnsID)", "push_type": "\(request.pushType)",
             ]
         )
-        client.send(request, on: eventLoop) { result in
+        client.send(request, on: eventLoop) { result, summary in
             let outcome = self.outcome(of: result, identifier: identifier, request: request)
+            self.record(notification, result: result, summary: summary, outcome: outcome)
             completion(outcome)
         }
     }
@@ -251,6 +257,7 @@ public final class APNsForwarder: NotificationForwarder {
                 ]
             )
             self.countBroadcast(.gaveUp(.processingError), reason: nil)
+            self.record(notification, outcome: .gaveUp(.processingError), failure: "no broadcast endpoint or bundle id")
             completion(.gaveUp(.processingError))
             return
         }
@@ -259,7 +266,7 @@ public final class APNsForwarder: NotificationForwarder {
             channel: channel,
             bundleID: bundleID
         )
-        client.send(request, on: eventLoop) { result in
+        client.send(request, on: eventLoop) { result, summary in
             let outcome = self.broadcastOutcome(
                 of: result,
                 identifier: identifier,
@@ -267,6 +274,7 @@ public final class APNsForwarder: NotificationForwarder {
                 channel: channel,
                 tenant: tenant
             )
+            self.record(notification, result: result, summary: summary, outcome: outcome)
             completion(outcome)
         }
     }

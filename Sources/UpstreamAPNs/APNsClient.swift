@@ -245,14 +245,14 @@ public final class APNsClient: Sendable {
     public func send(_ request: APNsRequest) async -> APNsSendResult {
         let eventLoop = MultiThreadedEventLoopGroup.currentEventLoop ?? self.eventLoops[0]
         return await withCheckedContinuation { continuation in
-            self.send(request, on: eventLoop) { continuation.resume(returning: $0) }
+            self.send(request, on: eventLoop) { result, _ in continuation.resume(returning: result) }
         }
     }
 
     /// Sends one request, with the client's retries; the future always succeeds, on `eventLoop`.
     public func send(_ request: APNsRequest, on eventLoop: any EventLoop) -> EventLoopFuture<APNsSendResult> {
         let promise = eventLoop.makePromise(of: APNsSendResult.self)
-        self.send(request, on: eventLoop) { promise.succeed($0) }
+        self.send(request, on: eventLoop) { result, _ in promise.succeed(result) }
         return promise.futureResult
     }
 
@@ -264,6 +264,16 @@ public final class APNsClient: Sendable {
         _ request: APNsRequest,
         on eventLoop: any EventLoop,
         completion: @escaping @Sendable (APNsSendResult) -> Void
+    ) {
+        self.send(request, on: eventLoop) { result, _ in completion(result) }
+    }
+
+    /// The same, with the attempts the request took and the time to its result
+    /// (``APNsSendSummary``).
+    public func send(
+        _ request: APNsRequest,
+        on eventLoop: any EventLoop,
+        completion: @escaping @Sendable (APNsSendResult, APNsSendSummary) -> Void
     ) {
         if let name = request.unsendableHeader {
             // Never on the wire: a peer would refuse it with PROTOCOL_ERROR, possibly closing a
@@ -279,7 +289,8 @@ public final class APNsClient: Sendable {
                         detail: "\(name) has a control character or surrounding white space"
                     ),
                     lastResponse: nil
-                )
+                ),
+                APNsSendSummary(attempts: 0, elapsed: .zero)
             )
             return
         }
@@ -306,11 +317,12 @@ public final class APNsClient: Sendable {
     /// that starts it (the first attempt's is the request's own).
     private func attempt(_ inFlight: APNsRequestInFlight, freshToken: Bool, now started: NIODeadline) {
         guard !self.isShutDown.load(ordering: .acquiring) else {
-            inFlight.completion(
+            inFlight.complete(
                 .unanswered(
                     APNsSendFailure(kind: .clientShutDown, detail: "the client is shut down"),
                     lastResponse: nil
-                )
+                ),
+                now: .now()
             )
             return
         }
@@ -327,7 +339,7 @@ public final class APNsClient: Sendable {
             } catch {
                 self.logger.critical("cannot sign a authentication token", metadata: ["error": "\(error)"])
                 let failure = APNsSendFailure(kind: .cannotSignAuthenticationToken, detail: "\(error)")
-                inFlight.completion(.unanswered(failure, lastResponse: nil))
+                inFlight.complete(.unanswered(failure, lastResponse: nil), now: .now())
                 return
             }
         }
@@ -355,7 +367,7 @@ public final class APNsClient: Sendable {
         if case .success(let response) = result, response.isAccepted {
             // The common case: no decision to make, nothing to log.
             self.metrics.attemptAnswered(status: response.status, after: (now - inFlight.started).nanoseconds)
-            inFlight.completion(.answered(response))
+            inFlight.complete(.answered(response), now: now)
             return
         }
         inFlight.avoid = connectionID.map { (inFlight.poolIndex, $0) }
@@ -375,7 +387,7 @@ public final class APNsClient: Sendable {
         }
         switch action {
         case .finish(let result):
-            inFlight.completion(result)
+            inFlight.complete(result, now: now)
         case .retry(let delay, let freshToken):
             self.metrics.retried()
             self.logger.debug(

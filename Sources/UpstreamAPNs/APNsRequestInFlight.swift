@@ -19,8 +19,10 @@ final class APNsRequestInFlight: APNsStreamOwner, @unchecked Sendable {
     let request: APNsRequest
     /// The caller's loop: its pool first, the queue's sweeps, the retries' timers.
     let eventLoop: any EventLoop
-    let completion: @Sendable (APNsSendResult) -> Void
+    private let completion: @Sendable (APNsSendResult, APNsSendSummary) -> Void
     private let client: APNsClient
+    /// When the request came: the summary's elapsed time counts from here.
+    private let sentAt: NIODeadline
 
     var machine: RequestRetryStateMachine
     /// The pool and connection of the last attempt: a retry goes elsewhere where possible.
@@ -40,15 +42,22 @@ final class APNsRequestInFlight: APNsStreamOwner, @unchecked Sendable {
         startedAt: NIODeadline,
         client: APNsClient,
         eventLoop: any EventLoop,
-        completion: @escaping @Sendable (APNsSendResult) -> Void
+        completion: @escaping @Sendable (APNsSendResult, APNsSendSummary) -> Void
     ) {
         self.request = request
         self.machine = machine
         self.client = client
         self.eventLoop = eventLoop
         self.completion = completion
+        self.sentAt = startedAt
         self.started = startedAt
         self.deadlines = AttemptDeadlines(queued: startedAt, answerTimeout: .zero, budgetEnd: startedAt)
+    }
+
+    /// Calls the caller back, once, with the result and what it took; `now`: the clock read
+    /// that ended the last attempt.
+    func complete(_ result: APNsSendResult, now: NIODeadline) {
+        self.completion(result, APNsSendSummary(attempts: self.machine.attempts, elapsed: now - self.sentAt))
     }
 
     /// The connection answered the attempt, or ended its stream without an answer.

@@ -26,7 +26,7 @@ struct BridgeOptions: ParsableArguments {
     @Option(help: "feedback.listen: HOST:PORT of the feedback service.")
     var feedback: String?
 
-    @Option(help: "admin.listen: HOST:PORT of /metrics, /healthz, /readyz, or off.")
+    @Option(help: "admin.listen: HOST:PORT of /metrics, /healthz, /readyz, /push-log, or off.")
     var admin: String?
 
     @Option(help: "tls.certificate: PEM certificate (chain) the legacy ports present.")

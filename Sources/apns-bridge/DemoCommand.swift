@@ -170,6 +170,7 @@ struct DemoCommand: AsyncParsableCommand {
                   --certificate \(files.providerCertificate) --private-key \(files.providerKey) \\
                   --ca \(files.ca) --server-name localhost
               curl http://127.0.0.1:\(addresses.admin?.port ?? 0)/metrics
+              apns-bridge log --admin 127.0.0.1:\(addresses.admin?.port ?? 0)   (what APNs answered each notification)
               open http://127.0.0.1:\(addresses.admin?.port ?? 0)/ (the status page)
             Files: \(folder) (left in place)
             """
@@ -196,7 +197,7 @@ struct DemoRoundTrip: Sendable {
         let addresses = self.running.addresses
         print("gateway listening on \(addresses.gateway.hostAndPort) (TLS 1.2, client certificate required)")
         print("feedback service listening on \(addresses.feedback.hostAndPort); store: SQLite in \(self.folder)")
-        print("admin port (/, /metrics, /healthz, /readyz) on \(addresses.admin.map(\.hostAndPort) ?? "off")")
+        print("admin port (/, /metrics, /healthz, /readyz, /push-log) on \(addresses.admin.map(\.hostAndPort) ?? "off")")
         print("provider certificate: UID=\(self.topic), issued by a CA made for this run\n")
 
         try await self.send(

@@ -29,7 +29,7 @@ extension ServeStartupTests {
     }
 
     @Test(
-        "demo --keep-running: the status page and /metrics answer at the printed address; SIGTERM exits 0 with nothing at error level"
+        "demo --keep-running: the status page and /metrics answer at the printed address; apns-bridge log finds each notification with the apns-id the mock received; SIGTERM exits 0 with nothing at error level"
     )
     func keepRunning() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("demo-\(UUID().uuidString)")
@@ -64,6 +64,7 @@ extension ServeStartupTests {
         let page = try await ServeProcessTests.get(adminPort, "/")
         #expect(page.status == 200)
         #expect(page.body.contains("<html"))
+        try await Self.checkPushLog(adminPort: adminPort, demoOutput: output())
         #expect(process.isRunning, "it keeps running until a signal")
 
         kill(process.processIdentifier, SIGTERM)

@@ -295,7 +295,7 @@ struct DeployFilesTests {
     }
 
     @Test(
-        "The status page in a real browser (headless Chromium): it renders the live numbers without JavaScript",
+        "The status page in a real browser (headless Chromium): it renders the live numbers and the push log without JavaScript, and its search finds a notification by whole token",
         .enabled(
             if: interopRequired || executablePath("chromium-headless-shell") != nil,
             "chromium-headless-shell is not installed (Debian: chromium-headless-shell)"
@@ -374,6 +374,28 @@ struct DeployFilesTests {
                 let minuteBars = dom.output.matches(of: try Regex(#"<title>\d+ min ago: (\d+)</title></rect>"#))
                 #expect(minuteBars.compactMap { Int(dom.output[$0.output[1].range!]) }.reduce(0, +) == 3)
                 #expect(!dom.output.contains("<script"))
+
+                // The push log: the latest failures, each with APNs' answer and what the provider
+                // was told; then a search by whole token, which finds the accepted one without
+                // printing the token.
+                #expect(dom.output.contains("<h3>Latest notifications APNs did not accept</h3>"))
+                #expect(dom.output.contains("<td>400 BadDeviceToken</td>"))
+                #expect(dom.output.contains("<td>error-response 8 (invalid token)</td>"))
+                #expect(dom.output.contains("<td>410 Unregistered</td>"))
+                #expect(dom.output.contains("<td>feedback list</td>"))
+                let accepted = FrameBuilder.token(1).hexDump(format: .compact)
+                let search = try await Self.run(
+                    chromium,
+                    ["--no-sandbox", "--disable-gpu", "--dump-dom", url + "?token=\(accepted)&identifier=&apns_id="]
+                )
+                #expect(search.status == 0)
+                #expect(search.output.contains("<h3>Found</h3>"))
+                let found = search.output.split(separator: "\n").filter {
+                    $0.hasPrefix("<tr><td>") && $0.contains("<code>")
+                }
+                #expect(found.count == 1 && found.first?.contains("<td>200</td>") == true, "\(found)")
+                #expect(found.first?.contains("<td>nothing</td>") == true)
+                #expect(!search.output.contains(accepted), "the whole token is not on the page")
 
                 // A screenshot: the page renders in the browser (the charts are part of the page).
                 let screenshot = environment.directory + "/status.png"

@@ -1,4 +1,5 @@
 import BridgeApp
+import BridgeCore
 import BridgeTestSupport
 import DevelopmentPKI
 import Foundation
@@ -79,7 +80,7 @@ extension ServeStartupTests {
     }
 
     @Test(
-        "A cross-origin POST /-/reload and a rebinding Host are refused with 403 and run nothing; the admin's own address, localhost and curl-like requests are answered",
+        "A cross-origin POST /-/reload or GET /push-log and a rebinding Host are refused with 403 and run nothing; the admin's own address, localhost and curl-like requests are answered",
         .enabled(if: executablePath("python3") != nil || interopRequired)
     )
     func hostAndOriginChecked() async throws {
@@ -94,7 +95,8 @@ extension ServeStartupTests {
                 reload: {
                     reloads.increment()
                     return (true, "ok")
-                }
+                },
+                pushLog: PushLog(capacity: 10)
             ),
             registry: nil,
             logger: logger
@@ -112,6 +114,14 @@ extension ServeStartupTests {
         #expect(try await Self.request(port, "POST", "/-/reload", headers: ["Host": own, "Origin": "null"]) == 403)
         #expect(try await Self.request(port, "GET", "/healthz", headers: ["Host": "attacker.example:\(port)"]) == 403)
         #expect(try await Self.request(port, "POST", "/-/reload", headers: ["Host": "attacker.example:\(port)"]) == 403)
+        // The push log's entries are for this machine's operator too, not for a page they open.
+        #expect(
+            try await Self.request(port, "GET", "/push-log", headers: ["Host": own, "Origin": "http://evil.example"])
+                == 403
+        )
+        #expect(try await Self.request(port, "GET", "/push-log", headers: ["Host": "attacker.example:\(port)"]) == 403)
+        #expect(try await Self.request(port, "GET", "/push-log?status=410", headers: ["Host": own]) == 200)
+        #expect(try await Self.request(port, "GET", "/push-log?status=gone", headers: ["Host": own]) == 400)
         #expect(reloads.value == 0, "nothing refused ran")
         #expect(try await Self.request(port, "POST", "/-/reload", headers: ["Host": own]) == 200)
         #expect(

@@ -63,6 +63,8 @@ package struct BridgeSettings: Sendable {
     package var storeLocation: String
     package var store: BridgeStoreConfiguration
     package var admin: (host: String, port: Int)?
+    /// The push log's size (0: off) and whether it keeps whole tokens (docs/operations.md#did-it-go).
+    package var pushLog: (entries: Int, fullTokens: Bool)
     /// Every key read, with its value as text (`nil`: not set), to tell what a reload changes.
     package var values: [String: String?]
 
@@ -110,6 +112,10 @@ package struct BridgeSettings: Sendable {
         let (upstream, channelManagement) = try Self.readUpstream(settings)
         let (storeLocation, store) = try Self.readStore(settings)
         let admin = try settings.address(.adminListen, default: "127.0.0.1:9180")
+        let pushLog = (
+            entries: try settings.int(.pushLogEntries, default: 100_000),
+            fullTokens: try settings.bool(.pushLogFullTokens, default: false)
+        )
 
         return BridgeSettings(
             logLevel: logLevel,
@@ -126,6 +132,7 @@ package struct BridgeSettings: Sendable {
             storeLocation: storeLocation,
             store: store,
             admin: admin,
+            pushLog: pushLog,
             values: settings.requestedValues
         )
     }

@@ -319,11 +319,23 @@ extension ConfigurationKey {
         .restart,
         "per tenant and day usage older than this is removed"
     )
+    static let pushLogEntries = Self(
+        "pushLog.entries",
+        .whole(0...10_000_000),
+        .restart,
+        "notifications the push log keeps in memory per instance, the oldest dropped first; 0 turns it off (default 100000)"
+    )
+    static let pushLogFullTokens = Self(
+        "pushLog.fullTokens",
+        .flag,
+        .restart,
+        "keep whole device tokens in the push log, shown on the admin port (default false: a 4-byte prefix and a hash)"
+    )
     static let adminListen = Self(
         "admin.listen",
         .address(allowsOff: true),
         .restart,
-        "/metrics, /healthz, /readyz and the status page (default 127.0.0.1:9180)"
+        "/metrics, /healthz, /readyz, /push-log and the status page (default 127.0.0.1:9180)"
     )
 
     /// Every key without a name in it.
@@ -344,6 +356,7 @@ extension ConfigurationKey {
         .upstreamConnectionsPerPool, .upstreamMaximumConnectionsPerPool, .upstreamMaximumStreams,
         .upstreamConnectTimeout, .upstreamPingInterval,
         .upstreamRetryBudget, .upstreamRequestTimeout, .upstreamMaximumQueued, .upstreamHTTP2Engine,
-        .storeURL, .storeResendWindow, .storeSQLiteSynchronous, .usageRetention, .adminListen,
+        .storeURL, .storeResendWindow, .storeSQLiteSynchronous, .usageRetention, .pushLogEntries,
+        .pushLogFullTokens, .adminListen,
     ]
 }

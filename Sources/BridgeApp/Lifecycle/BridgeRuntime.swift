@@ -174,7 +174,11 @@ package enum BridgeRuntime {
         onListening: @escaping @Sendable (ListeningAddresses.Listener) -> Void,
         logger: Logger
     ) async throws -> [any Service] {
-        let forwarding = try Self.makeForwarder(settings, credentials: credentialSet, logger: logger)
+        // Each instance's own log of what APNs answered (docs/operations.md#did-it-go).
+        let pushLog =
+            settings.pushLog.entries > 0
+            ? PushLog(capacity: settings.pushLog.entries, keepsFullTokens: settings.pushLog.fullTokens) : nil
+        let forwarding = try Self.makeForwarder(settings, credentials: credentialSet, pushLog: pushLog, logger: logger)
         // The process's own metrics, made once (after the metrics system's bootstrap) and handed
         // to what counts into them.
         let gatewayMetrics = GatewayMetrics()
@@ -216,7 +220,8 @@ package enum BridgeRuntime {
                 forwarder: forwarding.reloadable,
                 store: store,
                 migration: migration,
-                expiry: expiry
+                expiry: expiry,
+                pushLog: pushLog
             )
         }
         let readiness = Readiness(
@@ -256,7 +261,7 @@ package enum BridgeRuntime {
                         try await AdminServer.start(
                             host: address.host,
                             port: address.port,
-                            probes: readiness.probes(reloader: reloader, statusPage: statusPage),
+                            probes: readiness.probes(reloader: reloader, statusPage: statusPage, pushLog: pushLog),
                             registry: metrics,
                             logger: logger
                         )
@@ -281,6 +286,7 @@ package enum BridgeRuntime {
                         tlsContext: tls,
                         usage: migration.recorder,
                         metrics: gatewayMetrics,
+                        pushLog: pushLog,
                         logger: logger
                     )
                 },
@@ -325,6 +331,7 @@ package enum BridgeRuntime {
     private static func makeForwarder(
         _ settings: BridgeSettings,
         credentials credentialSet: [String: APNsCredentials],
+        pushLog: PushLog?,
         logger: Logger
     ) throws -> (
         reloadable: ReloadableForwarder,
@@ -336,7 +343,8 @@ package enum BridgeRuntime {
             return try APNsForwarder(
                 configuration: settings.upstream,
                 credentials: credentials,
-                logger: clientLogger
+                logger: clientLogger,
+                pushLog: pushLog
             )
         }
         var clients: [String: APNsForwarder] = [:]

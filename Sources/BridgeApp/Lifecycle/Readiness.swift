@@ -36,12 +36,12 @@ struct Readiness: Sendable {
         }
     }
 
-    func probes(reloader: ConfigurationReloader, statusPage: StatusPage?) -> AdminServer.Probes {
-        var renderStatusPage: (@Sendable () async -> String)?
+    func probes(reloader: ConfigurationReloader, statusPage: StatusPage?, pushLog: PushLog?) -> AdminServer.Probes {
+        var renderStatusPage: (@Sendable (String) async -> String)?
         if let statusPage {
-            renderStatusPage = {
+            renderStatusPage = { uri in
                 self.updateGauges()
-                return await statusPage.render()
+                return await statusPage.render(uri: uri)
             }
         }
         return AdminServer.Probes(
@@ -59,7 +59,8 @@ struct Readiness: Sendable {
                 let outcome = await reloader.reload(trigger: "admin")
                 return (outcome.refused == nil, outcome.description)
             },
-            statusPage: renderStatusPage
+            statusPage: renderStatusPage,
+            pushLog: pushLog
         )
     }
 

@@ -11,7 +11,8 @@ import ServiceLifecycle
 /// `GET /healthz` (200 while the process serves and its store answers, else 503 saying since
 /// when the store has failed: docs/operations.md#store-outage), `GET /readyz` (200 when a usable upstream
 /// connection exists, else 503), `POST /-/reload` (reloads the configuration: 200 with what
-/// changed, or 422 with why the new configuration was refused), `GET /` (the status page).
+/// changed, or 422 with why the new configuration was refused), `GET /push-log` (the push log's
+/// entries as JSON: docs/operations.md#did-it-go), `GET /` (the status page).
 package final class AdminServer: Service, Sendable {
     package struct Probes: Sendable {
         var isReady: @Sendable () -> Bool
@@ -21,21 +22,25 @@ package final class AdminServer: Service, Sendable {
         var beforeScrape: @Sendable () -> Void
         /// Reloads the configuration: whether it was applied, and the report.
         var reload: (@Sendable () async -> (applied: Bool, report: String))?
-        /// Renders the status page (HTML).
-        var statusPage: (@Sendable () async -> String)?
+        /// Renders the status page (HTML) for a request target (its query searches the push log).
+        var statusPage: (@Sendable (_ uri: String) async -> String)?
+        /// What `/push-log` reads; `nil` when the push log is off.
+        var pushLog: PushLog?
 
         package init(
             isReady: @escaping @Sendable () -> Bool,
             storeProblem: @escaping @Sendable () -> String? = { nil },
             beforeScrape: @escaping @Sendable () -> Void = {},
             reload: (@Sendable () async -> (applied: Bool, report: String))? = nil,
-            statusPage: (@Sendable () async -> String)? = nil
+            statusPage: (@Sendable (_ uri: String) async -> String)? = nil,
+            pushLog: PushLog? = nil
         ) {
             self.isReady = isReady
             self.storeProblem = storeProblem
             self.beforeScrape = beforeScrape
             self.reload = reload
             self.statusPage = statusPage
+            self.pushLog = pushLog
         }
     }
 
@@ -81,7 +86,7 @@ package final class AdminServer: Service, Sendable {
             .get()
         let server = AdminServer(channel: channel, logger: logger)
         logger.info(
-            "admin listening (/, /metrics, /healthz, /readyz, POST /-/reload)",
+            "admin listening (/, /metrics, /healthz, /readyz, /push-log, POST /-/reload)",
             metadata: ["address": "\(server.localAddress.hostAndPort)"]
         )
         return server
@@ -159,7 +164,8 @@ final class AdminRequestHandler: ChannelInboundHandler {
             }
         }
         if head.method == .GET || head.method == .HEAD, path == "/", let statusPage = self.probes.statusPage {
-            return { (.ok, "text/html; charset=utf-8", Array(await statusPage().utf8)) }
+            let uri = head.uri
+            return { (.ok, "text/html; charset=utf-8", Array(await statusPage(uri).utf8)) }
         }
         return nil
     }
@@ -208,8 +214,22 @@ final class AdminRequestHandler: ChannelInboundHandler {
             return self.probes.isReady()
                 ? (.ok, text, Array("ready\n".utf8))
                 : (.serviceUnavailable, text, Array("no usable upstream connection\n".utf8))
+        case "/push-log":
+            guard let pushLog = self.probes.pushLog else {
+                return (.notFound, text, Array("the push log is off (pushLog.entries is 0)\n".utf8))
+            }
+            let query: PushLogQuery
+            do {
+                query = try PushLogQuery(uri: head.uri)
+            } catch {
+                return (.badRequest, text, Array("\(error)\n".utf8))
+            }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            let body = (try? encoder.encode(PushLogPage(pushLog, query: query))) ?? Data("{}".utf8)
+            return (.ok, "application/json", Array(body))
         default:
-            return (.notFound, text, Array("not found: try /, /metrics, /healthz or /readyz\n".utf8))
+            return (.notFound, text, Array("not found: try /, /metrics, /healthz, /readyz or /push-log\n".utf8))
         }
     }
 }

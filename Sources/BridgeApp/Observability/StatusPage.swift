@@ -40,8 +40,9 @@ struct MetricsReading: Sendable {
 
 /// The admin port's `/`: a page for people, rendered on the server (no JavaScript), refreshed
 /// by the browser every 10 s. Everything on it comes from the metrics (sampled every few
-/// seconds for the rates of the last minute), the settings in force, the upstream pools and the
-/// store; it shows no token and no secret.
+/// seconds for the rates of the last minute), the settings in force, the upstream pools, the
+/// store and the push log (its latest failures, and a search by token, identifier or apns-id:
+/// StatusPage+PushLog); it shows no secret, and no whole token unless `pushLog.fullTokens` is on.
 final class StatusPage: Sendable {
     private struct Sample {
         var time: Date
@@ -60,6 +61,7 @@ final class StatusPage: Sendable {
     private let store: any BridgeStore
     private let migration: MigrationView
     private let expiry: CertificateExpiry
+    let pushLog: PushLog?
     private let startedAt = Date()
     private let state = Mutex(State())
 
@@ -69,7 +71,8 @@ final class StatusPage: Sendable {
         forwarder: ReloadableForwarder,
         store: any BridgeStore,
         migration: MigrationView,
-        expiry: CertificateExpiry
+        expiry: CertificateExpiry,
+        pushLog: PushLog? = nil
     ) {
         self.registry = registry
         self.reloader = reloader
@@ -77,6 +80,7 @@ final class StatusPage: Sendable {
         self.store = store
         self.migration = migration
         self.expiry = expiry
+        self.pushLog = pushLog
     }
 
     /// Takes a reading of the metrics (every 5 s): the rates of the last minute come from the
@@ -101,7 +105,8 @@ final class StatusPage: Sendable {
         }
     }
 
-    func render() async -> String {
+    /// The page for a request target: its query, if any, searches the push log.
+    func render(uri: String = "/") async -> String {
         self.sample()  // errors since the last periodic sample show at once
         let settings = await self.reloader.settings
         let pending = try? await self.store.pendingCount()
@@ -223,6 +228,7 @@ final class StatusPage: Sendable {
             }
             html += "</table>\n"
         }
+        html += self.pushLogSection(uri: uri)
 
         // Certificates.
         html += "<h2>Certificates</h2>\n<table><tr><th>certificate</th><th>expires</th><th>days left</th></tr>\n"

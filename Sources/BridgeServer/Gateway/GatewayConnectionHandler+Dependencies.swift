@@ -13,6 +13,9 @@ extension GatewayConnectionHandler {
         /// The migration view's counts (`nil`: not kept).
         var usage: UsageRecorder?
         var metrics: GatewayMetrics
+        /// Where a notification answered without APNs (from its resend record) is kept; the
+        /// forwarder keeps the rest (`nil`: the push log is off).
+        var pushLog: PushLog?
         /// The listener's close-notify wait as last loaded (`tls.closeNotifyWaitSeconds`, live on
         /// reload), for tenants without one of their own (docs/protocol.md#closing).
         var closeNotifyWait: @Sendable () -> TimeAmount
@@ -25,6 +28,7 @@ extension GatewayConnectionHandler {
             inFlight: InFlightWork,
             usage: UsageRecorder? = nil,
             metrics: GatewayMetrics,
+            pushLog: PushLog? = nil,
             closeNotifyWait: @escaping @Sendable () -> TimeAmount
         ) {
             self.forwarder = forwarder
@@ -34,6 +38,7 @@ extension GatewayConnectionHandler {
             self.inFlight = inFlight
             self.usage = usage
             self.metrics = metrics
+            self.pushLog = pushLog
             self.closeNotifyWait = closeNotifyWait
         }
     }

@@ -267,6 +267,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
                 notification,
                 to: forwarder,
                 metrics: self.dependencies.metrics,
+                pushLog: self.dependencies.pushLog,
                 on: eventLoop
             )
             .hop(to: eventLoop)

@@ -77,6 +77,7 @@ package final class GatewayServer: Sendable {
         tlsContext: LegacyTLSContext? = nil,
         usage: UsageRecorder? = nil,
         metrics: GatewayMetrics = GatewayMetrics(),
+        pushLog: PushLog? = nil,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "apns-bridge.gateway")
     ) async throws -> GatewayServer {
@@ -92,6 +93,7 @@ package final class GatewayServer: Sendable {
             inFlight: inFlight,
             usage: usage,
             metrics: metrics,
+            pushLog: pushLog,
             closeNotifyWait: { tls.closeNotifyWait }
         )
         let registry = ConnectionRegistry(gauge: metrics.gatewayConnections)

@@ -11,10 +11,14 @@ extension ResendRecordStore {
     /// Only for a tenant that may hold live resend records (the connection machine's
     /// `.forward` with `claimFirst`): otherwise the notification goes straight upstream, with no
     /// digest and no claim.
+    ///
+    /// What is answered here without APNs goes in the push log (`pushLog`); the forwarder
+    /// logs what it sends.
     func forwardUnlessAnswered(
         _ notification: ForwardedNotification,
         to forwarder: any NotificationForwarder,
         metrics: GatewayMetrics,
+        pushLog: PushLog?,
         on eventLoop: any EventLoop
     ) -> EventLoopFuture<(outcome: NotificationOutcome, remembered: Bool)> {
         let key = ResendRecordKey(tenant: notification.tenant.name, frame: notification.frame)
@@ -23,6 +27,7 @@ extension ResendRecordStore {
                 switch claim.step(for: notification) {
                 case .report(let remembered):
                     metrics.resendAnsweredFromRecord()
+                    Self.record(notification, remembered, failure: nil, in: pushLog)
                     return eventLoop.makeSucceededFuture((remembered, true))
                 case .send(let notification, let forwardedAgain):
                     if forwardedAgain { metrics.resendForwardedAgain() }
@@ -32,7 +37,28 @@ extension ResendRecordStore {
             .flatMapErrorThrowing { _ in
                 // A store failure: forwarding blindly could duplicate; report status 1 instead
                 // (the bridge's own decision, so it is never kept as a record's outcome).
-                (.gaveUp(.processingError), false)
+                Self.record(notification, .gaveUp(.processingError), failure: "resend records unreadable", in: pushLog)
+                return (.gaveUp(.processingError), false)
             }
+    }
+
+    /// A push log entry of a notification answered without being sent: from its resend record
+    /// (`failure` nil), or given up because the records could not be read.
+    private static func record(
+        _ notification: ForwardedNotification,
+        _ outcome: NotificationOutcome,
+        failure: String?,
+        in pushLog: PushLog?
+    ) {
+        guard let pushLog else { return }
+        var entry = PushLogEntry(
+            notification,
+            outcome: outcome,
+            received: PushLog.milliseconds(),
+            keepingTokenBytes: pushLog.keepsFullTokens
+        )
+        entry.resendMatched = failure == nil
+        entry.failure = failure
+        pushLog.record(entry)
     }
 }

@@ -1,0 +1,105 @@
+import BridgeCore
+import LegacyProtocol
+import NIOCore
+import Testing
+
+@Suite("Push log: a bounded ring of what became of each notification")
+struct PushLogTests {
+    static func token(_ first: UInt8) -> ByteBuffer {
+        ByteBuffer(bytes: [first] + (1..<32).map { UInt8($0) })
+    }
+
+    static func entry(
+        identifier: UInt32,
+        token: ByteBuffer = Self.token(0xAB),
+        status: UInt16 = 200,
+        outcome: NotificationOutcome = .accepted,
+        received: UInt64 = 1_000,
+        keepingBytes: Bool = false
+    ) -> PushLogEntry {
+        PushLogEntry(
+            received: received,
+            tenant: "shop",
+            environment: .sandbox,
+            command: .itemized,
+            identifier: NotificationIdentifier(rawValue: identifier),
+            token: PushLogEntry.Token(token, keepingBytes: keepingBytes),
+            channel: nil,
+            apnsID: ForwardedNotification.ID(high: 7, low: UInt64(identifier)),
+            status: status,
+            outcome: outcome
+        )
+    }
+
+    @Test("At its bound the ring drops the oldest: newest first, numbered in order, counts kept")
+    func dropsTheOldest() {
+        let log = PushLog(capacity: 3)
+        for identifier in 1...5 {
+            log.record(Self.entry(identifier: UInt32(identifier)))
+        }
+        let entries = log.entries(matching: PushLogQuery())
+        #expect(entries.map(\.identifier.rawValue) == [5, 4, 3])
+        #expect(entries.map(\.sequence) == [5, 4, 3])
+        #expect(log.counts.held == 3 && log.counts.recorded == 5)
+        // One more turns the ring past its start again.
+        log.record(Self.entry(identifier: 6))
+        #expect(log.entries(matching: PushLogQuery()).map(\.identifier.rawValue) == [6, 5, 4])
+    }
+
+    @Test("A whole token finds its entries by hash; a prefix of 1 to 4 bytes by prefix; the entry keeps neither whole")
+    func tokenLookup() {
+        let log = PushLog(capacity: 10)
+        log.record(Self.entry(identifier: 1, token: Self.token(0xAB)))
+        log.record(Self.entry(identifier: 2, token: Self.token(0xCD)))
+        var query = PushLogQuery()
+        query.tokenHash = PushLog.tokenHash(Self.token(0xAB))
+        let found = log.entries(matching: query)
+        #expect(found.map(\.identifier.rawValue) == [1])
+        #expect(found.first?.token.bytes == nil)
+        #expect(found.first?.token.display == "ab010203…")
+        query = PushLogQuery()
+        query.tokenPrefix = [0xCD, 0x01]
+        #expect(log.entries(matching: query).map(\.identifier.rawValue) == [2])
+        query.tokenPrefix = [0xCD, 0x02]
+        #expect(log.entries(matching: query).isEmpty)
+    }
+
+    @Test("With full tokens configured an entry shows every byte")
+    func fullTokens() {
+        let entry = Self.entry(identifier: 1, keepingBytes: true)
+        let hex = (1..<32).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        #expect(entry.token.display == "ab" + hex)
+        #expect(entry.token.length == 32)
+    }
+
+    @Test("Identifier, apns-id, status, failures, since and limit each narrow the search")
+    func filters() {
+        let log = PushLog(capacity: 10)
+        log.record(Self.entry(identifier: 1, received: 1_000))
+        log.record(Self.entry(identifier: 2, status: 410, outcome: .unregistered(timestamp: 5), received: 2_000))
+        log.record(Self.entry(identifier: 3, status: 400, outcome: .rejected(.invalidToken), received: 3_000))
+        func identifiers(_ change: (inout PushLogQuery) -> Void) -> [UInt32] {
+            var query = PushLogQuery()
+            change(&query)
+            return log.entries(matching: query).map(\.identifier.rawValue)
+        }
+        #expect(identifiers { $0.identifier = NotificationIdentifier(rawValue: 2) } == [2])
+        #expect(identifiers { $0.apnsID = ForwardedNotification.ID(high: 7, low: 3) } == [3])
+        #expect(identifiers { $0.status = 410 } == [2])
+        #expect(identifiers { $0.failuresOnly = true } == [3, 2])
+        #expect(identifiers { $0.since = 2_000 } == [3, 2])
+        #expect(identifiers { $0.limit = 1 } == [3])
+        #expect(identifiers { $0.tenant = "other" } == [])
+    }
+
+    @Test("What the provider was told, by outcome")
+    func told() {
+        #expect(Self.entry(identifier: 1).told == "nothing")
+        #expect(Self.entry(identifier: 1, outcome: .unregistered(timestamp: 1)).told == "feedback list")
+        #expect(Self.entry(identifier: 1, outcome: .rejected(.invalidToken)).told == "error-response 8 (invalid token)")
+        #expect(
+            Self.entry(identifier: 1, outcome: .gaveUp(.processingError)).told == "error-response 1 (processing error)"
+        )
+        #expect(Self.entry(identifier: 1, outcome: .dropped).told == "nothing (dropped)")
+    }
+}
