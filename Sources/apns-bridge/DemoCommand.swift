@@ -197,7 +197,8 @@ struct DemoRoundTrip: Sendable {
         let addresses = self.running.addresses
         print("gateway listening on \(addresses.gateway.hostAndPort) (TLS 1.2, client certificate required)")
         print("feedback service listening on \(addresses.feedback.hostAndPort); store: SQLite in \(self.folder)")
-        print("admin port (/, /metrics, /healthz, /readyz, /push-log) on \(addresses.admin.map(\.hostAndPort) ?? "off")")
+        let admin = addresses.admin.map(\.hostAndPort) ?? "off"
+        print("admin port (/, /metrics, /healthz, /readyz, /push-log) on \(admin)")
         print("provider certificate: UID=\(self.topic), issued by a CA made for this run\n")
 
         try await self.send(
