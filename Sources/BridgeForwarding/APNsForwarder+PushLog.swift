@@ -13,37 +13,48 @@ extension APNsForwarder {
         outcome: NotificationOutcome
     ) {
         guard let pushLog = self.pushLog else { return }
-        var entry = PushLogEntry(
-            notification,
-            outcome: outcome,
-            received: PushLog.milliseconds(before: summary.elapsed.nanoseconds),
-            keepingTokenBytes: pushLog.keepsFullTokens
-        )
-        entry.attempts = UInt16(clamping: summary.attempts)
-        entry.microseconds = UInt32(clamping: summary.elapsed.nanoseconds / 1000)
+        let status: UInt16
+        let reason: APNsReason?
+        var uniqueID: String?
+        var failure: String?
         switch result {
         case .answered(let response):
-            entry.status = UInt16(clamping: response.status)
-            // The common case, a 200, has neither: no string is kept.
-            entry.reason = response.reason?.rawValue
-            entry.uniqueID = response.uniqueID
-        case .unanswered(let failure, let lastResponse):
-            entry.failure = "\(failure.kind)"
-            entry.reason = lastResponse?.reason?.rawValue
+            status = UInt16(clamping: response.status)
+            reason = response.reason
+            uniqueID = response.uniqueID
+        case .unanswered(let sendFailure, let lastResponse):
+            status = 0
+            reason = lastResponse?.reason
+            failure = "\(sendFailure.kind)"
         }
-        pushLog.record(entry)
+        // The common case, a 200 from production, has no string to keep: no allocation.
+        pushLog.record(
+            PushLogEntry(
+                notification,
+                forwardedAt: summary.sentAt,
+                keepingTokenBytes: pushLog.keepsFullTokens,
+                status: status,
+                attempts: UInt16(clamping: summary.attempts),
+                microseconds: UInt32(clamping: summary.elapsed.nanoseconds / 1000),
+                outcome: outcome,
+                uniqueID: uniqueID,
+                reason: reason?.rawValue,
+                failure: failure
+            )
+        )
     }
 
     /// Keeps a notification the forwarder could not send at all (no endpoint for it).
     func record(_ notification: ForwardedNotification, outcome: NotificationOutcome, failure: String) {
         guard let pushLog = self.pushLog else { return }
-        var entry = PushLogEntry(
-            notification,
-            outcome: outcome,
-            received: PushLog.milliseconds(),
-            keepingTokenBytes: pushLog.keepsFullTokens
+        pushLog.record(
+            PushLogEntry(
+                notification,
+                forwardedAt: .now(),
+                keepingTokenBytes: pushLog.keepsFullTokens,
+                outcome: outcome,
+                failure: failure
+            )
         )
-        entry.failure = failure
-        pushLog.record(entry)
     }
 }

@@ -290,7 +290,7 @@ public final class APNsClient: Sendable {
                     ),
                     lastResponse: nil
                 ),
-                APNsSendSummary(attempts: 0, elapsed: .zero)
+                APNsSendSummary(attempts: 0, sentAt: .now(), elapsed: .zero)
             )
             return
         }

@@ -57,7 +57,10 @@ final class APNsRequestInFlight: APNsStreamOwner, @unchecked Sendable {
     /// Calls the caller back, once, with the result and what it took; `now`: the clock read
     /// that ended the last attempt.
     func complete(_ result: APNsSendResult, now: NIODeadline) {
-        self.completion(result, APNsSendSummary(attempts: self.machine.attempts, elapsed: now - self.sentAt))
+        self.completion(
+            result,
+            APNsSendSummary(attempts: self.machine.attempts, sentAt: self.sentAt, elapsed: now - self.sentAt)
+        )
     }
 
     /// The connection answered the attempt, or ended its stream without an answer.

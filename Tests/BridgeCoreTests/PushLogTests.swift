@@ -14,20 +14,20 @@ struct PushLogTests {
         token: ByteBuffer = Self.token(0xAB),
         status: UInt16 = 200,
         outcome: NotificationOutcome = .accepted,
-        received: UInt64 = 1_000,
+        forwardedAt: NIODeadline = .now(),
         keepingBytes: Bool = false
     ) -> PushLogEntry {
         PushLogEntry(
-            received: received,
+            forwardedAt: forwardedAt,
             tenant: "shop",
             environment: .sandbox,
             command: .itemized,
             identifier: NotificationIdentifier(rawValue: identifier),
-            token: PushLogEntry.Token(token, keepingBytes: keepingBytes),
-            channel: nil,
+            token: PushLogEntry.Token(token),
             apnsID: ForwardedNotification.ID(high: 7, low: UInt64(identifier)),
             status: status,
-            outcome: outcome
+            outcome: outcome,
+            tokenBytes: keepingBytes ? Array(token.readableBytesView) : nil
         )
     }
 
@@ -55,8 +55,8 @@ struct PushLogTests {
         query.tokenHash = PushLog.tokenHash(Self.token(0xAB))
         let found = log.entries(matching: query)
         #expect(found.map(\.identifier.rawValue) == [1])
-        #expect(found.first?.token.bytes == nil)
-        #expect(found.first?.token.display == "ab010203…")
+        #expect(found.first?.tokenBytes == nil && found.first?.details == nil, "nothing but fixed-size fields")
+        #expect(found.first?.tokenDisplay == "ab010203…")
         query = PushLogQuery()
         query.tokenPrefix = [0xCD, 0x01]
         #expect(log.entries(matching: query).map(\.identifier.rawValue) == [2])
@@ -68,16 +68,47 @@ struct PushLogTests {
     func fullTokens() {
         let entry = Self.entry(identifier: 1, keepingBytes: true)
         let hex = (1..<32).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
-        #expect(entry.token.display == "ab" + hex)
+        #expect(entry.tokenDisplay == "ab" + hex)
         #expect(entry.token.length == 32)
+    }
+
+    @Test("The token hash is the same over a buffer and over bytes, for every length around the 8-byte words")
+    func tokenHashes() {
+        var seen = Set<UInt64>()
+        for length in 0...40 {
+            let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+            let hash = PushLog.tokenHash(ByteBuffer(bytes: bytes))
+            #expect(hash == PushLog.tokenHash(bytes))
+            seen.insert(hash)
+        }
+        #expect(seen.count == 41, "each length hashes apart")
+    }
+
+    @Test("An entry's time is kept on the monotonic clock and read back as wall-clock milliseconds")
+    func times() {
+        let now = NIODeadline.now()
+        let entry = Self.entry(identifier: 1, forwardedAt: now - .seconds(60))
+        let wall = PushLog.receivedMilliseconds(of: Self.entry(identifier: 2, forwardedAt: now))
+        let received = PushLog.receivedMilliseconds(of: entry)
+        // A minute apart, give or take the two reads of the clocks.
+        #expect((59_900...60_100).contains(wall - received), "\(wall - received) ms")
     }
 
     @Test("Identifier, apns-id, status, failures, since and limit each narrow the search")
     func filters() {
         let log = PushLog(capacity: 10)
-        log.record(Self.entry(identifier: 1, received: 1_000))
-        log.record(Self.entry(identifier: 2, status: 410, outcome: .unregistered(timestamp: 5), received: 2_000))
-        log.record(Self.entry(identifier: 3, status: 400, outcome: .rejected(.invalidToken), received: 3_000))
+        let now = NIODeadline.now()
+        log.record(Self.entry(identifier: 1, forwardedAt: now - .seconds(3_600)))
+        log.record(
+            Self.entry(
+                identifier: 2,
+                status: 410,
+                outcome: .unregistered(timestamp: 5),
+                forwardedAt: now - .seconds(60)
+            )
+        )
+        log.record(Self.entry(identifier: 3, status: 400, outcome: .rejected(.invalidToken), forwardedAt: now))
+        let tenMinutesAgo = PushLog.receivedMilliseconds(of: Self.entry(identifier: 0, forwardedAt: now)) - 600_000
         func identifiers(_ change: (inout PushLogQuery) -> Void) -> [UInt32] {
             var query = PushLogQuery()
             change(&query)
@@ -87,7 +118,7 @@ struct PushLogTests {
         #expect(identifiers { $0.apnsID = ForwardedNotification.ID(high: 7, low: 3) } == [3])
         #expect(identifiers { $0.status = 410 } == [2])
         #expect(identifiers { $0.failuresOnly = true } == [3, 2])
-        #expect(identifiers { $0.since = 2_000 } == [3, 2])
+        #expect(identifiers { $0.since = tenMinutesAgo } == [3, 2])
         #expect(identifiers { $0.limit = 1 } == [3])
         #expect(identifiers { $0.tenant = "other" } == [])
     }

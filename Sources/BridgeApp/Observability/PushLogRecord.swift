@@ -48,13 +48,14 @@ package struct PushLogRecord: Codable, Hashable, Sendable {
 
     package init(_ entry: PushLogEntry) {
         self.sequence = entry.sequence
-        self.received = Self.iso8601(milliseconds: entry.received)
-        self.receivedMilliseconds = entry.received
+        let received = PushLog.receivedMilliseconds(of: entry)
+        self.received = Self.iso8601(milliseconds: received)
+        self.receivedMilliseconds = received
         self.tenant = entry.tenant
         self.environment = entry.environment.rawValue
         self.command = Int(entry.command.rawValue)
         self.identifier = entry.identifier.rawValue
-        self.token = entry.token.display
+        self.token = entry.tokenDisplay
         self.tokenHash = entry.token.hashText
         self.tokenBytes = Int(entry.token.length)
         self.channel = entry.channel

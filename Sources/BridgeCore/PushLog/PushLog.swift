@@ -11,9 +11,10 @@ import Darwin
 /// ring of fixed capacity that drops the oldest (docs/operations.md#did-it-go).
 ///
 /// Written once per notification by the forwarder as its answer comes (on any event loop), read
-/// by the admin port. One lock around an array of plain values: an entry is written in place,
-/// so the ring allocates once, as it fills, and never again (docs/performance.md, "The push
-/// log", has its cost per notification).
+/// by the admin port. One lock around an array of plain values: an entry is swapped into place,
+/// so the ring allocates once, as it fills, and the entry it drops is released after the lock.
+/// Recording reads no clock: an entry's time is the monotonic one the client already read, turned
+/// into wall-clock time when it is read (docs/performance.md, "The push log").
 public final class PushLog: Sendable {
     private struct Ring {
         var entries: [PushLogEntry] = []
@@ -36,38 +37,39 @@ public final class PushLog: Sendable {
     }
 
     /// Keeps `entry`, numbered next, in place of the oldest when the ring is full.
-    public func record(_ entry: PushLogEntry) {
+    public func record(_ entry: consuming PushLogEntry) {
         var entry = entry
-        // The entry the ring drops is released after the lock: its strings' last release runs
-        // outside it.
-        let dropped: PushLogEntry? = self.ring.withLock { ring in
+        self.ring.withLock { ring in
             ring.recorded += 1
             entry.sequence = ring.recorded
             if ring.entries.count < self.capacity {
                 if ring.entries.isEmpty { ring.entries.reserveCapacity(self.capacity) }
                 ring.entries.append(entry)
-                return nil
+                return
             }
-            let old = ring.entries[ring.next]
-            ring.entries[ring.next] = entry
+            swap(&ring.entries[ring.next], &entry)
             ring.next = ring.next + 1 == self.capacity ? 0 : ring.next + 1
-            return old
         }
-        _ = dropped
+        // `entry` holds the dropped one now (or a copy of the appended one): released here,
+        // outside the lock.
     }
 
     /// Entries matching `query`, newest first.
     public func entries(matching query: PushLogQuery) -> [PushLogEntry] {
         guard query.limit > 0 else { return [] }
+        var query = query
+        if let since = query.since {
+            // Compared on the monotonic clock, as the entries keep their time.
+            query.forwardedSince = Self.uptime(ofMilliseconds: since)
+        }
         return self.ring.withLock { ring in
             var found: [PushLogEntry] = []
             let count = ring.entries.count
             // Newest first: the one before `next` when full, else the last appended.
             var index = count < self.capacity ? count - 1 : (ring.next + count - 1) % count
             for _ in 0..<count {
-                let entry = ring.entries[index]
-                if query.matches(entry) {
-                    found.append(entry)
+                if query.matches(ring.entries[index]) {
+                    found.append(ring.entries[index])
                     if found.count == query.limit { break }
                 }
                 index = index == 0 ? count - 1 : index - 1
@@ -81,27 +83,72 @@ public final class PushLog: Sendable {
         self.ring.withLock { ($0.entries.count, $0.recorded) }
     }
 
-    /// The wall clock in milliseconds since 1970, less `nanoseconds`: when something that took
-    /// that long began.
-    public static func milliseconds(before nanoseconds: Int64 = 0) -> UInt64 {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        let milliseconds = Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000 - nanoseconds / 1_000_000
-        return UInt64(clamping: max(milliseconds, 0))
+    // MARK: Time
+
+    /// When `entry`'s notification was forwarded, in milliseconds since 1970: its monotonic
+    /// time moved by the wall clock's distance from the monotonic one now. (A wall clock set
+    /// back or forward since then moves the time shown with it.)
+    public static func receivedMilliseconds(of entry: PushLogEntry) -> UInt64 {
+        let (wall, uptime) = Self.clocks()
+        let age = Int64(uptime) - Int64(entry.forwardedAt.uptimeNanoseconds)
+        return UInt64(clamping: max(Int64(wall) - age / 1_000_000, 0))
     }
 
-    /// FNV-1a, 64 bits, of a token's bytes: how the log finds a token it does not print. Not
-    /// a secret: 8 bytes of hash and 4 of prefix cannot give back a 32-byte token.
+    /// The monotonic time of a wall-clock time (milliseconds since 1970).
+    static func uptime(ofMilliseconds milliseconds: UInt64) -> NIODeadline {
+        let (wall, uptime) = Self.clocks()
+        let age = (Int64(wall) - Int64(clamping: milliseconds)) * 1_000_000
+        return NIODeadline.uptimeNanoseconds(UInt64(clamping: max(Int64(uptime) - age, 0)))
+    }
+
+    /// The wall clock (milliseconds since 1970) and the monotonic one (nanoseconds), read together.
+    private static func clocks() -> (wall: UInt64, uptime: UInt64) {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let uptime = NIODeadline.now().uptimeNanoseconds
+        return (UInt64(now.tv_sec) * 1000 + UInt64(now.tv_nsec) / 1_000_000, uptime)
+    }
+
+    // MARK: Tokens
+
+    /// FNV-1a over a token's bytes, 8 at a time (a word, little-endian, then the bytes left):
+    /// how the log finds a token it does not print. Not a secret: 8 bytes of hash and 4 of prefix
+    /// cannot give back a 32-byte token. `apns-bridge log` computes the same over the bytes it
+    /// is given (``tokenHash(_:)-(some Sequence<UInt8>)``).
+    public static func tokenHash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        let prime: UInt64 = 0x0000_0100_0000_01B3
+        var offset = 0
+        while offset + 8 <= bytes.count {
+            hash = (hash ^ UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))) &* prime
+            offset += 8
+        }
+        while offset < bytes.count {
+            hash = (hash ^ UInt64(bytes[offset])) &* prime
+            offset += 1
+        }
+        return hash
+    }
+
+    /// ``tokenHash(_:)-(UnsafeRawBufferPointer)`` of a token's readable bytes.
     public static func tokenHash(_ token: ByteBuffer) -> UInt64 {
         token.withUnsafeReadableBytes { Self.tokenHash($0) }
     }
 
-    /// ``tokenHash(_:)`` of bytes as they are.
+    /// The same of bytes as they are.
     public static func tokenHash(_ bytes: some Sequence<UInt8>) -> UInt64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        Array(bytes).withUnsafeBytes { Self.tokenHash($0) }
+    }
+
+    /// Bytes as lowercase hex.
+    public static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(bytes.count * 2)
         for byte in bytes {
-            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0xF)])
         }
-        return hash
+        return String(decoding: text, as: UTF8.self)
     }
 }

@@ -6,10 +6,10 @@ import NIOCore
 /// was told. Never the payload; the device token as a prefix and a hash unless the
 /// configuration keeps whole tokens (``PushLog/keepsFullTokens``).
 ///
-/// A plain value of fixed size apart from its strings: the tenant's name is the tenant's own
-/// (a retain), and the reason, `apns-unique-id` and failure come only with answers that carry
-/// them. So an accepted notification's entry allocates nothing (docs/performance.md, "The push
-/// log").
+/// Kept small and cheap to copy (docs/performance.md, "The push log"): fixed-size fields, the
+/// tenant's name (the tenant's own string: a retain), and one optional box for what only some
+/// notifications have (a channel, a reason, an `apns-unique-id`, a failure, a whole token). An
+/// accepted notification to a device, from the production environment, allocates nothing.
 public struct PushLogEntry: Hashable, Sendable {
     /// The device token in a form that can be looked up but does not print it whole.
     public struct Token: Hashable, Sendable {
@@ -17,30 +17,27 @@ public struct PushLogEntry: Hashable, Sendable {
         public var prefix: UInt32
         /// Its length in bytes.
         public var length: UInt8
-        /// ``PushLog/tokenHash(_:)`` of every byte: a lookup by full token compares this.
+        /// ``PushLog/tokenHash(_:)`` of every byte: a lookup by whole token compares this.
         public var hash: UInt64
-        /// Every byte, only when the configuration keeps whole tokens.
-        public var bytes: [UInt8]?
 
-        public init(_ token: ByteBuffer, keepingBytes: Bool) {
-            var prefix: UInt32 = 0
-            token.withUnsafeReadableBytes { bytes in
+        public init(_ token: ByteBuffer) {
+            let (prefix, hash) = token.withUnsafeReadableBytes { bytes in
+                var prefix: UInt32 = 0
                 for index in 0..<4 {
                     prefix = prefix << 8 | UInt32(index < bytes.count ? bytes[index] : 0)
                 }
+                return (prefix, PushLog.tokenHash(bytes))
             }
             self.prefix = prefix
             self.length = UInt8(clamping: token.readableBytes)
-            self.hash = PushLog.tokenHash(token)
-            self.bytes = keepingBytes ? Array(token.readableBytesView) : nil
+            self.hash = hash
         }
 
-        /// The prefix as hex with an ellipsis, or every byte as hex when kept.
+        /// The prefix as hex, with an ellipsis when the token is longer.
         public var display: String {
-            if let bytes { return bytes.map { Self.hex($0) }.joined() }
             let count = min(Int(self.length), 4)
-            let shown = (0..<count).map { Self.hex(UInt8(truncatingIfNeeded: self.prefix >> (24 - 8 * $0))) }.joined()
-            return Int(self.length) > count ? shown + "…" : shown
+            let shown = (0..<count).map { PushLog.hex([UInt8(truncatingIfNeeded: self.prefix >> (24 - 8 * $0))]) }
+            return shown.joined() + (Int(self.length) > count ? "…" : "")
         }
 
         /// The hash as 16 hex digits.
@@ -48,34 +45,53 @@ public struct PushLogEntry: Hashable, Sendable {
             let hex = String(self.hash, radix: 16)
             return String(repeating: "0", count: 16 - hex.count) + hex
         }
+    }
 
-        private static func hex(_ byte: UInt8) -> String {
-            let digits = Array("0123456789abcdef")
-            return String([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
+    /// What only some notifications have, in one box: `nil` in the common case.
+    public final class Details: Hashable, Sendable {
+        public let channel: String?
+        public let uniqueID: String?
+        public let reason: String?
+        public let failure: String?
+        public let tokenBytes: [UInt8]?
+
+        init(channel: String?, uniqueID: String?, reason: String?, failure: String?, tokenBytes: [UInt8]?) {
+            self.channel = channel
+            self.uniqueID = uniqueID
+            self.reason = reason
+            self.failure = failure
+            self.tokenBytes = tokenBytes
+        }
+
+        public static func == (lhs: Details, rhs: Details) -> Bool {
+            lhs.channel == rhs.channel && lhs.uniqueID == rhs.uniqueID && lhs.reason == rhs.reason
+                && lhs.failure == rhs.failure && lhs.tokenBytes == rhs.tokenBytes
+        }
+
+        public func hash(into hasher: inout Hasher) {
+            hasher.combine(self.channel)
+            hasher.combine(self.uniqueID)
+            hasher.combine(self.reason)
+            hasher.combine(self.failure)
+            hasher.combine(self.tokenBytes)
         }
     }
 
     /// Numbered by the log as it records, from 1: a newer entry has a higher number.
     public var sequence: UInt64 = 0
-    /// When the notification was forwarded, in milliseconds since 1970.
-    public var received: UInt64
+    /// When the notification was forwarded, on the monotonic clock (`NIODeadline`'s): the log
+    /// gives it as wall-clock time when it is read (``PushLog/receivedMilliseconds(of:)``), so
+    /// recording reads no clock.
+    public var forwardedAt: NIODeadline
     public var tenant: String
     public var environment: APNsEnvironment
     public var command: NotificationFrame.Command
     public var identifier: NotificationIdentifier
     public var token: Token
-    /// The channel's name, for a broadcast.
-    public var channel: String?
     /// The `apns-id` (or a broadcast's `apns-request-id`) every attempt was sent with.
     public var apnsID: ForwardedNotification.ID
-    /// `apns-unique-id`, when APNs gave one (its development environment and broadcasts).
-    public var uniqueID: String?
     /// The HTTP status of the final answer; 0 when none came.
     public var status: UInt16
-    /// APNs' reason, with a refusal.
-    public var reason: String?
-    /// Why no final answer came (the retry budget ran out, the client shut down), without one.
-    public var failure: String?
     /// Attempts made (0 when the request was never sent).
     public var attempts: UInt16
     /// From the forward to the final answer, in microseconds.
@@ -85,66 +101,105 @@ public struct PushLogEntry: Hashable, Sendable {
     /// Answered from a resend record (docs/protocol.md#resend-records) rather than sent again:
     /// then nothing of APNs' is in this entry.
     public var resendMatched: Bool
+    public var details: Details?
+
+    /// The channel's name, for a broadcast.
+    public var channel: String? { self.details?.channel }
+    /// `apns-unique-id`, when APNs gave one (its development environment and broadcasts).
+    public var uniqueID: String? { self.details?.uniqueID }
+    /// APNs' reason, with a refusal.
+    public var reason: String? { self.details?.reason }
+    /// Why no final answer came (the retry budget ran out, the client shut down), without one.
+    public var failure: String? { self.details?.failure }
+    /// Every byte of the token, when the configuration keeps whole tokens.
+    public var tokenBytes: [UInt8]? { self.details?.tokenBytes }
 
     public init(
-        received: UInt64,
+        forwardedAt: NIODeadline,
         tenant: String,
         environment: APNsEnvironment,
         command: NotificationFrame.Command,
         identifier: NotificationIdentifier,
         token: Token,
-        channel: String?,
         apnsID: ForwardedNotification.ID,
-        uniqueID: String? = nil,
         status: UInt16 = 0,
-        reason: String? = nil,
-        failure: String? = nil,
         attempts: UInt16 = 0,
         microseconds: UInt32 = 0,
         outcome: NotificationOutcome,
-        resendMatched: Bool = false
+        resendMatched: Bool = false,
+        channel: String? = nil,
+        uniqueID: String? = nil,
+        reason: String? = nil,
+        failure: String? = nil,
+        tokenBytes: [UInt8]? = nil
     ) {
-        self.received = received
+        self.forwardedAt = forwardedAt
         self.tenant = tenant
         self.environment = environment
         self.command = command
         self.identifier = identifier
         self.token = token
-        self.channel = channel
         self.apnsID = apnsID
-        self.uniqueID = uniqueID
         self.status = status
-        self.reason = reason
-        self.failure = failure
         self.attempts = attempts
         self.microseconds = microseconds
         self.outcome = outcome
         self.resendMatched = resendMatched
+        if channel != nil || uniqueID != nil || reason != nil || failure != nil || tokenBytes != nil {
+            self.details = Details(
+                channel: channel,
+                uniqueID: uniqueID,
+                reason: reason,
+                failure: failure,
+                tokenBytes: tokenBytes
+            )
+        }
     }
 
-    /// The entry of a notification as it was forwarded, before APNs' answer fills it in.
+    /// The entry of `notification`: its tenant, frame, destination and id, with what became of it.
     public init(
         _ notification: ForwardedNotification,
+        forwardedAt: NIODeadline,
+        keepingTokenBytes: Bool,
+        status: UInt16 = 0,
+        attempts: UInt16 = 0,
+        microseconds: UInt32 = 0,
         outcome: NotificationOutcome,
-        received: UInt64,
-        keepingTokenBytes: Bool
+        resendMatched: Bool = false,
+        uniqueID: String? = nil,
+        reason: String? = nil,
+        failure: String? = nil
     ) {
+        let frame = notification.frame
         let channel: String? =
             switch notification.destination {
             case .device: nil
             case .broadcast(let channel): channel.name
             }
         self.init(
-            received: received,
+            forwardedAt: forwardedAt,
             tenant: notification.tenant.name,
             environment: notification.tenant.environment,
-            command: notification.frame.command,
-            identifier: notification.frame.identifier,
-            token: Token(notification.frame.deviceToken, keepingBytes: keepingTokenBytes),
-            channel: channel,
+            command: frame.command,
+            identifier: frame.identifier,
+            token: Token(frame.deviceToken),
             apnsID: notification.id,
-            outcome: outcome
+            status: status,
+            attempts: attempts,
+            microseconds: microseconds,
+            outcome: outcome,
+            resendMatched: resendMatched,
+            channel: channel,
+            uniqueID: uniqueID,
+            reason: reason,
+            failure: failure,
+            tokenBytes: keepingTokenBytes ? Array(frame.deviceToken.readableBytesView) : nil
         )
+    }
+
+    /// The token as shown: every byte when kept, else its prefix.
+    public var tokenDisplay: String {
+        self.tokenBytes.map(PushLog.hex) ?? self.token.display
     }
 
     /// What the provider was told of this notification: nothing (accepted, or given up on

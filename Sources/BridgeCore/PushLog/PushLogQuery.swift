@@ -1,4 +1,5 @@
 import LegacyProtocol
+import NIOCore
 
 /// Which entries of a ``PushLog`` to read: every filter given must match; newest first, at
 /// most ``limit``.
@@ -17,6 +18,8 @@ public struct PushLogQuery: Hashable, Sendable {
     /// Received at or after, in milliseconds since 1970.
     public var since: UInt64?
     public var limit = 100
+    /// ``since`` on the monotonic clock the entries keep (``PushLog`` sets it as it reads).
+    var forwardedSince: NIODeadline?
 
     public init() {}
 
@@ -36,7 +39,7 @@ public struct PushLogQuery: Hashable, Sendable {
         if let apnsID, entry.apnsID != apnsID { return false }
         if let status, entry.status != status { return false }
         if self.failuresOnly, entry.isAccepted { return false }
-        if let since, entry.received < since { return false }
+        if let forwardedSince, entry.forwardedAt < forwardedSince { return false }
         return true
     }
 }

@@ -51,14 +51,15 @@ extension ResendRecordStore {
         in pushLog: PushLog?
     ) {
         guard let pushLog else { return }
-        var entry = PushLogEntry(
-            notification,
-            outcome: outcome,
-            received: PushLog.milliseconds(),
-            keepingTokenBytes: pushLog.keepsFullTokens
+        pushLog.record(
+            PushLogEntry(
+                notification,
+                forwardedAt: .now(),
+                keepingTokenBytes: pushLog.keepsFullTokens,
+                outcome: outcome,
+                resendMatched: failure == nil,
+                failure: failure
+            )
         )
-        entry.resendMatched = failure == nil
-        entry.failure = failure
-        pushLog.record(entry)
     }
 }

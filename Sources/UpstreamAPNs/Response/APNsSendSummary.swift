@@ -7,11 +7,14 @@ public struct APNsSendSummary: Hashable, Sendable {
     /// Attempts written to a connection or failed in a pool; 0 for a request never sent (a
     /// header HTTP/2 cannot carry, a client already shut down).
     public var attempts: Int
-    /// From the send to the result, on the monotonic clock.
+    /// When the request was sent, on the monotonic clock.
+    public var sentAt: NIODeadline
+    /// From the send to the result.
     public var elapsed: TimeAmount
 
-    public init(attempts: Int, elapsed: TimeAmount) {
+    public init(attempts: Int, sentAt: NIODeadline, elapsed: TimeAmount) {
         self.attempts = attempts
+        self.sentAt = sentAt
         self.elapsed = elapsed
     }
 }
