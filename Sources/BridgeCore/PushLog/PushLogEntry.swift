@@ -170,19 +170,20 @@ public struct PushLogEntry: Hashable, Sendable {
         reason: String? = nil,
         failure: String? = nil
     ) {
-        let frame = notification.frame
-        let channel: String? =
-            switch notification.destination {
-            case .device: nil
-            case .broadcast(let channel): channel.name
-            }
+        // Read in place through the notification's box: copying its frame or tenant out first
+        // would retain (and release) each of their buffers and strings.
+        let fields = notification.fields
+        var channel: String?
+        if case .broadcast(let broadcast) = fields.destination {
+            channel = broadcast.name
+        }
         self.init(
             forwardedAt: forwardedAt,
-            tenant: notification.tenant.name,
-            environment: notification.tenant.environment,
-            command: frame.command,
-            identifier: frame.identifier,
-            token: Token(frame.deviceToken),
+            tenant: fields.tenant.name,
+            environment: fields.tenant.environment,
+            command: fields.frame.command,
+            identifier: fields.frame.identifier,
+            token: Token(fields.frame.deviceToken),
             apnsID: notification.id,
             status: status,
             attempts: attempts,
@@ -193,7 +194,7 @@ public struct PushLogEntry: Hashable, Sendable {
             uniqueID: uniqueID,
             reason: reason,
             failure: failure,
-            tokenBytes: keepingTokenBytes ? Array(frame.deviceToken.readableBytesView) : nil
+            tokenBytes: keepingTokenBytes ? Array(fields.frame.deviceToken.readableBytesView) : nil
         )
     }
 
