@@ -86,7 +86,7 @@ struct FeedbackDrainLoopTests {
     }
 
     @Test(
-        "A claim whose statement commits only after its retry (PostgreSQL skipped its locked rows): its entries are neither delivered nor deleted; the release leaves them for the next poll",
+        "A claim whose statement commits only after its retry (its rows locked, PostgreSQL's SKIP LOCKED let the retry pass them): its entries are neither delivered nor deleted; the release leaves them for the next poll",
         arguments: [1, 2, 3]
     )
     func claimCommittedAfterItsRetry(failingClaim: Int) async throws {
