@@ -51,15 +51,14 @@ struct FeedbackDrainLoopTests {
         return FeedbackTuple(timestamp: 1000, deviceToken: token)
     }
 
-    @Test(
-        "A claim committed whose answer was lost: the retry takes its entries back and delivers them; every entry once, in order, none left",
-        arguments: [1, 2, 3]
-    )
-    func lostClaimAnswer(failingClaim: Int) async throws {
-        var list = List(count: 8)
-        var claims = 0
+    /// Drains the list in batches of 2 (a minute of outage budget, its poller connected
+    /// throughout) with the claims and releases given: the result, and the ids delivered in order.
+    static func drain(
+        health: StoreHealth = StoreHealth(logger: Logger(label: "test")),
+        claim: (_ batch: Int, _ deleting: ClosedRange<Int>?, _ retaking: Bool) async throws -> [Int],
+        release: (_ deleting: ClosedRange<Int>?) async throws -> Void
+    ) async throws -> (result: FeedbackDrainResult, delivered: [Int]) {
         var delivered: [Int] = []
-        let health = StoreHealth(logger: Logger(label: "test"))
         let result = try await FeedbackDrainLoop.run(
             batchSize: 2,
             health: health,
@@ -70,12 +69,28 @@ struct FeedbackDrainLoopTests {
                 delivered += tuples.map { Int($0.deviceToken.getInteger(at: 0, as: UInt32.self)!) }
             },
             finish: {},
+            claim: { try await claim($0, $1, $2).map(Self.tuple) },
+            release: release
+        )
+        return (result, delivered)
+    }
+
+    @Test(
+        "A claim committed whose answer was lost: the retry takes its entries back and delivers them; every entry once, in order, none left",
+        arguments: [1, 2, 3]
+    )
+    func lostClaimAnswer(failingClaim: Int) async throws {
+        var list = List(count: 8)
+        var claims = 0
+        let health = StoreHealth(logger: Logger(label: "test"))
+        let (result, delivered) = try await Self.drain(
+            health: health,
             claim: { batch, deleting, retaking in
                 claims += 1
                 let ids = list.claim(batch: batch, deleting: deleting, retaking: retaking, size: 2)
                 // The statement committed; its answer never arrives (the connection ended).
                 if claims == failingClaim { throw ConnectionLost() }
-                return ids.map(Self.tuple)
+                return ids
             },
             release: { deleting in list.release(deleting: deleting) }
         )
@@ -94,17 +109,7 @@ struct FeedbackDrainLoopTests {
         var claims = 0
         var late: (batch: Int, deleting: ClosedRange<Int>?, retaking: Bool)?
         var lateIDs: [Int] = []
-        var delivered: [Int] = []
-        let result = try await FeedbackDrainLoop.run(
-            batchSize: 2,
-            health: StoreHealth(logger: Logger(label: "test")),
-            retryWhile: { true },
-            outageBudget: .seconds(60),
-            pollerConnected: { true },
-            deliver: { tuples in
-                delivered += tuples.map { Int($0.deviceToken.getInteger(at: 0, as: UInt32.self)!) }
-            },
-            finish: {},
+        let (result, delivered) = try await Self.drain(
             claim: { batch, deleting, retaking in
                 claims += 1
                 // The statement is still running when its connection ends: no answer, no commit yet.
@@ -123,7 +128,7 @@ struct FeedbackDrainLoopTests {
                     )
                     late = nil
                 }
-                return ids.map(Self.tuple)
+                return ids
             },
             release: { deleting in list.release(deleting: deleting) }
         )
