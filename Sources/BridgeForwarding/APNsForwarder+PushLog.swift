@@ -43,18 +43,4 @@ extension APNsForwarder {
             )
         )
     }
-
-    /// Keeps a notification the forwarder could not send at all (no endpoint for it).
-    func record(_ notification: ForwardedNotification, outcome: NotificationOutcome, failure: String) {
-        guard let pushLog = self.pushLog else { return }
-        pushLog.record(
-            PushLogEntry(
-                notification,
-                forwardedAt: .now(),
-                keepingTokenBytes: pushLog.keepsFullTokens,
-                outcome: outcome,
-                failure: failure
-            )
-        )
-    }
 }

@@ -221,7 +221,7 @@ public final class APNsForwarder: NotificationForwarder {
                 metadata: ["environment": "\(notification.tenant.environment.rawValue)"]
             )
             self.count(.gaveUp(.processingError), reason: nil)
-            self.record(notification, outcome: .gaveUp(.processingError), failure: "no upstream endpoint")
+            self.pushLog?.record(notification, outcome: .gaveUp(.processingError), failure: "no upstream endpoint")
             completion(.gaveUp(.processingError))
             return
         }
@@ -257,7 +257,11 @@ public final class APNsForwarder: NotificationForwarder {
                 ]
             )
             self.countBroadcast(.gaveUp(.processingError), reason: nil)
-            self.record(notification, outcome: .gaveUp(.processingError), failure: "no broadcast endpoint or bundle id")
+            self.pushLog?.record(
+                notification,
+                outcome: .gaveUp(.processingError),
+                failure: "no broadcast endpoint or bundle id"
+            )
             completion(.gaveUp(.processingError))
             return
         }

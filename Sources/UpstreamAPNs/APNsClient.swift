@@ -90,7 +90,7 @@ public final class APNsClient: Sendable {
     /// many as the machine's cores at most), cheaper than hashing it in a dictionary.
     private let poolLoops: [ObjectIdentifier]
     /// The loops of the pools, in order (an async caller on none of them starts at the first).
-    private let eventLoops: [any EventLoop]
+    let eventLoops: [any EventLoop]
     /// Set by ``shutdown()``: no attempt starts after it.
     private let isShutDown = Atomic<Bool>(false)
 
@@ -239,37 +239,11 @@ public final class APNsClient: Sendable {
         return local ?? 0
     }
 
-    /// Sends one request, with the client's retries, and returns its result: an answer (a 200 or
-    /// APNs' refusal) or the reason there is none. It never throws; a task cancelled while it
-    /// waits still gets the result, since a request on the wire cannot be called back.
-    public func send(_ request: APNsRequest) async -> APNsSendResult {
-        let eventLoop = MultiThreadedEventLoopGroup.currentEventLoop ?? self.eventLoops[0]
-        return await withCheckedContinuation { continuation in
-            self.send(request, on: eventLoop) { result, _ in continuation.resume(returning: result) }
-        }
-    }
-
-    /// Sends one request, with the client's retries; the future always succeeds, on `eventLoop`.
-    public func send(_ request: APNsRequest, on eventLoop: any EventLoop) -> EventLoopFuture<APNsSendResult> {
-        let promise = eventLoop.makePromise(of: APNsSendResult.self)
-        self.send(request, on: eventLoop) { result, _ in promise.succeed(result) }
-        return promise.futureResult
-    }
-
     /// Sends one request, with the client's retries, and calls `completion` once with the
-    /// result: on the event loop of the connection that answered (`eventLoop` itself while its
-    /// pool has room), or on `eventLoop` when no connection did. No future is made: for callers
-    /// that have their own.
-    public func send(
-        _ request: APNsRequest,
-        on eventLoop: any EventLoop,
-        completion: @escaping @Sendable (APNsSendResult) -> Void
-    ) {
-        self.send(request, on: eventLoop) { result, _ in completion(result) }
-    }
-
-    /// The same, with the attempts the request took and the time to its result
-    /// (``APNsSendSummary``).
+    /// result and the attempts it took (``APNsSendSummary``): on the event loop of the
+    /// connection that answered (`eventLoop` itself while its pool has room), or on `eventLoop`
+    /// when no connection did. No future is made: for callers that have their own. The async,
+    /// future and one-argument forms are in APNsClient+Forms.swift.
     public func send(
         _ request: APNsRequest,
         on eventLoop: any EventLoop,

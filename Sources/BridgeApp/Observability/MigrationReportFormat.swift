@@ -61,6 +61,17 @@ package enum MigrationReportFormat: String, CaseIterable, Sendable {
                 Self.cell(row.verdict, width: nil),
             ]
         }
+        let text =
+            "apns-bridge migration report: \(report.days) days, \(report.firstDay) to \(UsageDay(report.generated)) (UTC)\n"
+        if report.rows.isEmpty {
+            return text + "no tenant seen\n"
+        }
+        return text + Self.aligned(header, rows)
+    }
+
+    /// The header and the rows in columns two spaces apart, each as wide as its widest cell
+    /// (the last one left as it is), a line each.
+    static func aligned(_ header: [String], _ rows: [[String]]) -> String {
         var widths = header.map(\.count)
         for row in rows {
             for (index, cell) in row.enumerated() where index < row.count - 1 {
@@ -72,14 +83,7 @@ package enum MigrationReportFormat: String, CaseIterable, Sendable {
                 index == cells.count - 1 ? cell : cell.padding(toLength: widths[index], withPad: " ", startingAt: 0)
             }.joined(separator: "  ")
         }
-        var text =
-            "apns-bridge migration report: \(report.days) days, \(report.firstDay) to \(UsageDay(report.generated)) (UTC)\n"
-        if report.rows.isEmpty {
-            return text + "no tenant seen\n"
-        }
-        text += line(header) + "\n"
-        for row in rows { text += line(row) + "\n" }
-        return text
+        return ([header] + rows).map(line).joined(separator: "\n") + "\n"
     }
 
     static func json(_ report: MigrationReport) -> String {

@@ -49,18 +49,7 @@ package enum PushLogFormat: String, CaseIterable, Sendable {
             if showInstance { cells.insert(record.instance ?? "", at: 1) }
             return cells
         }
-        var widths = header.map(\.count)
-        for row in rows {
-            for (index, cell) in row.enumerated() {
-                widths[index] = max(widths[index], cell.count)
-            }
-        }
-        func line(_ cells: [String]) -> String {
-            cells.enumerated().map { index, cell in
-                index == cells.count - 1 ? cell : cell.padding(toLength: widths[index], withPad: " ", startingAt: 0)
-            }.joined(separator: "  ")
-        }
-        return ([line(header)] + rows.map(line)).joined(separator: "\n") + "\n"
+        return MigrationReportFormat.aligned(header, rows)
     }
 
     static func json(_ records: [PushLogRecord], instances: [String]) -> String {

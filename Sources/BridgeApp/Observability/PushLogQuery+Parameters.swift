@@ -1,6 +1,7 @@
 import BridgeCore
 import Foundation
 import LegacyProtocol
+import NIOCore
 
 /// `/push-log`'s query parameters (docs/operations.md#did-it-go), shared by the admin port,
 /// the status page's search and `apns-bridge log`.
@@ -85,27 +86,8 @@ extension PushLogQuery {
 
     /// `a1b2…` as bytes; `nil` unless an even number of hex digits.
     package static func hexBytes(_ text: String) -> [UInt8]? {
-        let digits = Array(text.utf8)
-        guard digits.count.isMultiple(of: 2) else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(digits.count / 2)
-        var index = 0
-        while index < digits.count {
-            guard let high = Self.hexValue(digits[index]), let low = Self.hexValue(digits[index + 1]) else {
-                return nil
-            }
-            bytes.append(high << 4 | low)
-            index += 2
-        }
-        return bytes
-    }
-
-    private static func hexValue(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
-        default: nil
-        }
+        var bytes = ByteBuffer()
+        guard (try? bytes.writePlainHexEncodedBytes(text)) != nil else { return nil }
+        return Array(bytes.readableBytesView)
     }
 }

@@ -54,6 +54,26 @@ public final class PushLog: Sendable {
         // outside the lock.
     }
 
+    /// Keeps an entry for `notification` that no answer of APNs fills in: answered from its
+    /// resend record (`resendMatched`), or not sent at all (`failure` says why).
+    public func record(
+        _ notification: ForwardedNotification,
+        outcome: NotificationOutcome,
+        resendMatched: Bool = false,
+        failure: String? = nil
+    ) {
+        self.record(
+            PushLogEntry(
+                notification,
+                forwardedAt: .now(),
+                keepingTokenBytes: self.keepsFullTokens,
+                outcome: outcome,
+                resendMatched: resendMatched,
+                failure: failure
+            )
+        )
+    }
+
     /// Entries matching `query`, newest first.
     public func entries(matching query: PushLogQuery) -> [PushLogEntry] {
         guard query.limit > 0 else { return [] }
@@ -138,17 +158,5 @@ public final class PushLog: Sendable {
     /// The same of bytes as they are.
     public static func tokenHash(_ bytes: some Sequence<UInt8>) -> UInt64 {
         Array(bytes).withUnsafeBytes { Self.tokenHash($0) }
-    }
-
-    /// Bytes as lowercase hex.
-    public static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        text.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0xF)])
-        }
-        return String(decoding: text, as: UTF8.self)
     }
 }

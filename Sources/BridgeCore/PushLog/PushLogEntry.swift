@@ -36,8 +36,8 @@ public struct PushLogEntry: Hashable, Sendable {
         /// The prefix as hex, with an ellipsis when the token is longer.
         public var display: String {
             let count = min(Int(self.length), 4)
-            let shown = (0..<count).map { PushLog.hex([UInt8(truncatingIfNeeded: self.prefix >> (24 - 8 * $0))]) }
-            return shown.joined() + (Int(self.length) > count ? "…" : "")
+            let shown = ByteBuffer(bytes: (0..<count).map { UInt8(truncatingIfNeeded: self.prefix >> (24 - 8 * $0)) })
+            return shown.hexDump(format: .compact) + (Int(self.length) > count ? "…" : "")
         }
 
         /// The hash as 16 hex digits.
@@ -200,7 +200,7 @@ public struct PushLogEntry: Hashable, Sendable {
 
     /// The token as shown: every byte when kept, else its prefix.
     public var tokenDisplay: String {
-        self.tokenBytes.map(PushLog.hex) ?? self.token.display
+        self.tokenBytes.map { ByteBuffer(bytes: $0).hexDump(format: .compact) } ?? self.token.display
     }
 
     /// What the provider was told of this notification: nothing (accepted, or given up on

@@ -27,7 +27,7 @@ extension ResendRecordStore {
                 switch claim.step(for: notification) {
                 case .report(let remembered):
                     metrics.resendAnsweredFromRecord()
-                    Self.record(notification, remembered, failure: nil, in: pushLog)
+                    pushLog?.record(notification, outcome: remembered, resendMatched: true)
                     return eventLoop.makeSucceededFuture((remembered, true))
                 case .send(let notification, let forwardedAgain):
                     if forwardedAgain { metrics.resendForwardedAgain() }
@@ -37,29 +37,8 @@ extension ResendRecordStore {
             .flatMapErrorThrowing { _ in
                 // A store failure: forwarding blindly could duplicate; report status 1 instead
                 // (the bridge's own decision, so it is never kept as a record's outcome).
-                Self.record(notification, .gaveUp(.processingError), failure: "resend records unreadable", in: pushLog)
+                pushLog?.record(notification, outcome: .gaveUp(.processingError), failure: "resend records unreadable")
                 return (.gaveUp(.processingError), false)
             }
-    }
-
-    /// A push log entry of a notification answered without being sent: from its resend record
-    /// (`failure` nil), or given up because the records could not be read.
-    private static func record(
-        _ notification: ForwardedNotification,
-        _ outcome: NotificationOutcome,
-        failure: String?,
-        in pushLog: PushLog?
-    ) {
-        guard let pushLog else { return }
-        pushLog.record(
-            PushLogEntry(
-                notification,
-                forwardedAt: .now(),
-                keepingTokenBytes: pushLog.keepsFullTokens,
-                outcome: outcome,
-                resendMatched: failure == nil,
-                failure: failure
-            )
-        )
     }
 }
