@@ -10,7 +10,7 @@ import NIOCore
 ///   load balancer.
 ///
 /// Both pass the same behavioural tests (`Tests/StoreTests`).
-package protocol BridgeStore: FeedbackStore, ResendRecordStore, UsageStore {
+package protocol BridgeStore: FeedbackStore, ResendRecordStore, UsageStore, PushFailureStore {
     var configuration: BridgeStoreConfiguration { get }
 
     /// The tokens that may be on a feedback list; a 200 for any other token does not reach the
@@ -22,7 +22,8 @@ package protocol BridgeStore: FeedbackStore, ResendRecordStore, UsageStore {
     var health: StoreHealth { get }
 
     /// Removes feedback entries older than the retention, expired resend records, claims left
-    /// behind by a drain that never finished, and usage older than its retention. Runs periodically (see
+    /// behind by a drain that never finished, and usage and push failures older than the usage
+    /// retention. Runs periodically (see
     /// ``BridgeStoreMaintenance``); returns the rows removed.
     func removeExpired() async throws -> StoreSweep
 

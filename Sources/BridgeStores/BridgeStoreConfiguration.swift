@@ -39,8 +39,9 @@ package struct BridgeStoreConfiguration: Sendable {
     /// failed statement (``StoreHealth``): the interval bounds how late an outage shows.
     package var instanceHeartbeatInterval: Duration = .seconds(2)
     package var instanceLease: Duration = .seconds(20)
-    /// Usage (per tenant and day: the migration view) older than this is removed. Default 400
-    /// days: a year, compared with the same weeks of the year before.
+    /// Usage (per tenant and day: the migration view) and the push log's failures older than
+    /// this are removed. Default 400 days: a year, compared with the same weeks of the year
+    /// before.
     package var usageRetention: Duration = .seconds(400 * 24 * 3600)
     /// SQLite only: `FULL` (the default) fsyncs every commit, so a commit survives a power cut;
     /// `NORMAL` survives a crash or `kill -9` of the process as soon as the commit returns, and

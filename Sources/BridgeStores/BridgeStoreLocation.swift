@@ -69,4 +69,31 @@ package enum BridgeStoreLocation {
     package static func redacted(_ location: String) -> String {
         location.hasPrefix("sqlite:") ? location : PostgresBridgeStore.redacted(location)
     }
+
+    /// Opens the store a URL names for reading only (`apns-bridge report`, `apns-bridge log
+    /// --store`), without joining it as a bridge does, runs `body` with it, and closes it.
+    package static func withReader<Result: Sendable>(
+        _ location: String,
+        logger: Logger,
+        _ body: @Sendable (any UsageSource & PushFailureSource) async throws -> Result
+    ) async throws -> Result {
+        if location.hasPrefix("postgres://") || location.hasPrefix("postgresql://") {
+            return try await PostgresStoreReader.withReader(url: location, logger: logger) { try await body($0) }
+        }
+        if location.hasPrefix("sqlite:") {
+            let reader = try await SQLiteStoreReader.open(
+                path: String(location.dropFirst("sqlite:".count)),
+                logger: logger
+            )
+            do {
+                let result = try await body(reader)
+                await reader.close()
+                return result
+            } catch {
+                await reader.close()
+                throw error
+            }
+        }
+        throw StoreError.invalidURL("\(location): expected sqlite:PATH or postgres://user@host/database")
+    }
 }

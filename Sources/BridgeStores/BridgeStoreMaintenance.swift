@@ -21,6 +21,7 @@ package enum BridgeStoreMaintenance {
                         "resend_records_removed": "\(sweep.resendRecords)",
                         "stale_claims_released": "\(sweep.releasedClaims)",
                         "usage_rows_expired": "\(sweep.usageRows)",
+                        "push_failures_expired": "\(sweep.pushFailures)",
                     ]
                 )
             }

@@ -9,6 +9,8 @@ package enum StoreError: Error, CustomStringConvertible {
     case invalidURL(String)
     /// A store whose schema predates usage (`apns-bridge report` on it).
     case noUsage(found: Int)
+    /// A store whose schema predates the push log's failures (`apns-bridge log --store` on it).
+    case noPushFailures(found: Int)
     /// A database server that did not accept a connection (the location, redacted; the cause).
     case unreachable(String, String)
 
@@ -18,6 +20,8 @@ package enum StoreError: Error, CustomStringConvertible {
             "cannot connect to \(location): \(cause)"
         case .noUsage(let found):
             "the store has no usage yet (schema version \(found)): a bridge of this version records it once it has opened the store"
+        case .noPushFailures(let found):
+            "the store keeps no push log failures yet (schema version \(found)): a bridge of this version adds them once it has opened the store"
         case .schemaTooNew(let found, let known):
             "the database's schema version \(found) is newer than this apns-bridge knows (\(known)); upgrade apns-bridge"
         case .invalidURL(let reason):

@@ -61,7 +61,7 @@ struct ReportCommand: AsyncParsableCommand {
         let firstDay = UsageDay(number: UsageDay(now).number - self.days + 1)
         let usage: StoredUsage
         do {
-            usage = try await BridgeStoreLocation.withUsage(location!, logger: logger) { [tenant] source in
+            usage = try await BridgeStoreLocation.withReader(location!, logger: logger) { [tenant] source in
                 try await source.usage(from: firstDay, tenant: tenant)
             }
         } catch {

@@ -583,10 +583,13 @@ struct StoreBehaviourTests {
         // Back to the previous schema, as a bridge of the release before wrote it.
         try await StoredValueTests.execute(
             kind == .sqlite
-                ? ["ALTER TABLE resend_records DROP COLUMN notification_id", "PRAGMA user_version = 2"]
+                ? [
+                    "ALTER TABLE resend_records DROP COLUMN notification_id", "DROP TABLE push_failures",
+                    "PRAGMA user_version = 2",
+                ]
                 : [
-                    "ALTER TABLE resend_records DROP COLUMN notification_id",
-                    "DELETE FROM apns_bridge_schema WHERE version = 4",
+                    "ALTER TABLE resend_records DROP COLUMN notification_id", "DROP TABLE push_failures",
+                    "DELETE FROM apns_bridge_schema WHERE version >= 4",
                 ],
             in: location
         )

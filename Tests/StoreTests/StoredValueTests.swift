@@ -103,7 +103,7 @@ struct StoredValueTests {
         await store.close()
 
         // `apns-bridge report` reads the same file.
-        let read = try await BridgeStoreLocation.withUsage(location, logger: Logger(label: "test")) { source in
+        let read = try await BridgeStoreLocation.withReader(location, logger: Logger(label: "test")) { source in
             try await source.usage(from: Self.day, tenant: nil)
         }
         #expect(read.counts[.init(tenant: "com.example.a", day: Self.day, counter: "accepted")] == .max)

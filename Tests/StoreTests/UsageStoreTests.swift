@@ -97,7 +97,7 @@ struct UsageStoreTests {
         #expect(one.tenantNames == ["com.example.b"])
 
         // A reader, as `apns-bridge report` opens the store beside a running bridge.
-        let read = try await BridgeStoreLocation.withUsage(location, logger: Logger(label: "test")) { source in
+        let read = try await BridgeStoreLocation.withReader(location, logger: Logger(label: "test")) { source in
             try await source.usage(from: Self.day, tenant: nil)
         }
         #expect(read == usage)

@@ -6,9 +6,6 @@ import NIOCore
 /// `/push-log`'s query parameters (docs/operations.md#did-it-go), shared by the admin port,
 /// the status page's search and `apns-bridge log`.
 extension PushLogQuery {
-    /// The most entries one request returns.
-    package static let maximumLimit = 10_000
-
     package struct ParameterError: Error, CustomStringConvertible {
         package var description: String
     }

@@ -20,6 +20,13 @@ public struct PushLogEntry: Hashable, Sendable {
         /// ``PushLog/tokenHash(_:)`` of every byte: a lookup by whole token compares this.
         public var hash: UInt64
 
+        /// A token as kept (the store's columns).
+        public init(prefix: UInt32, length: UInt8, hash: UInt64) {
+            self.prefix = prefix
+            self.length = length
+            self.hash = hash
+        }
+
         public init(_ token: ByteBuffer) {
             let (prefix, hash) = token.withUnsafeReadableBytes { bytes in
                 var prefix: UInt32 = 0

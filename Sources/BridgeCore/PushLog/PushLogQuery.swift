@@ -4,6 +4,9 @@ import NIOCore
 /// Which entries of a ``PushLog`` to read: every filter given must match; newest first, at
 /// most ``limit``.
 public struct PushLogQuery: Hashable, Sendable {
+    /// The most entries one query returns (``limit``).
+    public static let maximumLimit = 10_000
+
     public var tenant: String?
     /// ``PushLog/tokenHash(_:)`` of a whole token.
     public var tokenHash: UInt64?

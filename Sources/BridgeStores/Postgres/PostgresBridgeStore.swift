@@ -31,8 +31,9 @@ import Synchronization
 /// can get no outcome any more: its resend is forwarded again (docs/protocol.md#resend-records).
 package final class PostgresBridgeStore: BridgeStore {
     /// 2: instances own their resend records; 3: the usage tables (``PostgresUsage``); 4: the id
-    /// a resend record's notification went upstream with.
-    static let schemaVersion = 4
+    /// a resend record's notification went upstream with; 5: the push log's failures
+    /// (``PostgresPushFailures``).
+    static let schemaVersion = 5
     /// Serialises schema migrations of instances starting at the same time.
     static let migrationLockID: Int64 = 0x6170_6E73_2195
 
@@ -543,6 +544,12 @@ package final class PostgresBridgeStore: BridgeStore {
                     try await connection.query(statement, logger: logger)
                 }
                 logger.info("store schema updated", metadata: ["backend": "postgresql", "version": "4"])
+            }
+            if version < 5 {
+                for statement in PostgresPushFailures.schema + ["INSERT INTO apns_bridge_schema (version) VALUES (5)"] {
+                    try await connection.query(statement, logger: logger)
+                }
+                logger.info("store schema updated", metadata: ["backend": "postgresql", "version": "5"])
             }
         }
     }
@@ -1061,6 +1068,14 @@ package final class PostgresBridgeStore: BridgeStore {
                 logger: logger
             )
         }
+        let failures = try await Self.withConnection(self.client, timeout: self.configuration.statementTimeout) {
+            [logger] connection in
+            try await PostgresPushFailures.removeExpired(
+                before: nowMilliseconds - self.configuration.usageRetention.milliseconds,
+                on: connection,
+                logger: logger
+            )
+        }
         // Entries served, removed or expired since the last sweep leave the filter.
         try await Self.rebuild(
             self.feedbackListFilter,
@@ -1068,6 +1083,12 @@ package final class PostgresBridgeStore: BridgeStore {
             timeout: self.configuration.statementTimeout,
             logger: self.logger
         )
-        return StoreSweep(feedbackEntries: entries, resendRecords: records, releasedClaims: claims, usageRows: usage)
+        return StoreSweep(
+            feedbackEntries: entries,
+            resendRecords: records,
+            releasedClaims: claims,
+            usageRows: usage,
+            pushFailures: failures
+        )
     }
 }

@@ -4,7 +4,7 @@ import Logging
 import PostgresNIO
 
 /// The usage tables of the PostgreSQL store (schema 3) and their statements, shared by the
-/// store and by ``PostgresUsageReader``. Every instance adds its batches to the same rows, so
+/// store and by ``PostgresStoreReader``. Every instance adds its batches to the same rows, so
 /// the figures are the sum over the instances.
 enum PostgresUsage {
     static let schema: [PostgresQuery] = [
@@ -197,34 +197,5 @@ extension PostgresBridgeStore {
         try await Self.withConnection(self.client, timeout: self.configuration.statementTimeout) { connection in
             try await PostgresUsage.read(from: firstDay, tenant: tenant, on: connection, logger: self.logger)
         }
-    }
-}
-
-extension BridgeStoreLocation {
-    /// Opens the store a URL names for reading its usage only (`apns-bridge report`), runs
-    /// `body` with it, and closes it.
-    package static func withUsage<Result: Sendable>(
-        _ location: String,
-        logger: Logger,
-        _ body: @Sendable (any UsageSource) async throws -> Result
-    ) async throws -> Result {
-        if location.hasPrefix("postgres://") || location.hasPrefix("postgresql://") {
-            return try await PostgresUsageReader.withReader(url: location, logger: logger) { try await body($0) }
-        }
-        if location.hasPrefix("sqlite:") {
-            let reader = try await SQLiteUsageReader.open(
-                path: String(location.dropFirst("sqlite:".count)),
-                logger: logger
-            )
-            do {
-                let result = try await body(reader)
-                await reader.close()
-                return result
-            } catch {
-                await reader.close()
-                throw error
-            }
-        }
-        throw StoreError.invalidURL("\(location): expected sqlite:PATH or postgres://user@host/database")
     }
 }

@@ -32,8 +32,9 @@ package final class SQLiteBridgeStore: BridgeStore {
     }
 
     /// The schema this code writes; `PRAGMA user_version` holds the file's. 2 added the usage
-    /// tables (``SQLiteUsage``), 3 the id a resend record's notification went upstream with.
-    static let schemaVersion = 3
+    /// tables (``SQLiteUsage``), 3 the id a resend record's notification went upstream with, 4
+    /// the push log's failures (``SQLitePushFailures``).
+    static let schemaVersion = 4
 
     package let configuration: BridgeStoreConfiguration
     package let path: String
@@ -256,6 +257,14 @@ package final class SQLiteBridgeStore: BridgeStore {
                 }
             }
             logger.info("store schema updated", metadata: ["backend": "sqlite", "version": "3"])
+        }
+        if version < 4 {
+            try await Self.transaction(connection) {
+                for statement in SQLitePushFailures.schema + ["PRAGMA user_version = 4"] {
+                    _ = try await connection.query(statement)
+                }
+            }
+            logger.info("store schema updated", metadata: ["backend": "sqlite", "version": "4"])
         }
     }
 
@@ -683,11 +692,16 @@ package final class SQLiteBridgeStore: BridgeStore {
                 before: UsageDay(unixSeconds: nowSeconds - self.configuration.usageRetention.milliseconds / 1000),
                 connection: self.connection
             )
+            let failures = try await SQLitePushFailures.removeExpired(
+                before: nowMilliseconds - self.configuration.usageRetention.milliseconds,
+                connection: self.connection
+            )
             return StoreSweep(
                 feedbackEntries: entries,
                 resendRecords: records,
                 releasedClaims: claims,
-                usageRows: usage
+                usageRows: usage,
+                pushFailures: failures
             )
         }
         // Entries served, removed or expired since the last sweep leave the filter.

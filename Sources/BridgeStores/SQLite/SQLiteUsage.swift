@@ -4,7 +4,7 @@ import Logging
 import SQLiteNIO
 
 /// The usage tables of the SQLite store (schema 2) and their statements, shared by the store
-/// and by ``SQLiteUsageReader`` (`apns-bridge report` on a file a bridge may have open).
+/// and by ``SQLiteStoreReader`` (`apns-bridge report` on a file a bridge may have open).
 enum SQLiteUsage {
     static let schema = [
         """

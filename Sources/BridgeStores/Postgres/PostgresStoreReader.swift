@@ -3,18 +3,21 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// Reads the usage of a PostgreSQL store without joining it as an instance (no heartbeat, no
-/// schema change): `apns-bridge report`, beside running bridges or none.
-package struct PostgresUsageReader: UsageSource {
+/// Reads the usage and the push log's failures of a PostgreSQL store without joining it as an
+/// instance (no heartbeat, no schema change): `apns-bridge report` and `apns-bridge log --store`,
+/// beside running bridges or none.
+package struct PostgresStoreReader: UsageSource, PushFailureSource {
     private let client: PostgresClient
     private let logger: Logger
+    /// The database's schema version.
+    private let version: Int
 
     /// Connects, checks that the schema has the usage tables, and runs `body` with the reader;
     /// the client runs in a child task until `body` returns.
     package static func withReader<Result: Sendable>(
         url: String,
         logger: Logger,
-        _ body: @Sendable (PostgresUsageReader) async throws -> Result
+        _ body: @Sendable (PostgresStoreReader) async throws -> Result
     ) async throws -> Result {
         try await PostgresBridgeStore.checkReachable(url: url)
         var configuration = try PostgresBridgeStore.clientConfiguration(url: url)
@@ -23,12 +26,12 @@ package struct PostgresUsageReader: UsageSource {
         return try await withThrowingTaskGroup(of: Void.self, returning: Result.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }
-            try await Self.checkSchema(client, logger: logger)
-            return try await body(PostgresUsageReader(client: client, logger: logger))
+            let version = try await Self.checkSchema(client, logger: logger)
+            return try await body(PostgresStoreReader(client: client, logger: logger, version: version))
         }
     }
 
-    private static func checkSchema(_ client: PostgresClient, logger: Logger) async throws {
+    private static func checkSchema(_ client: PostgresClient, logger: Logger) async throws -> Int {
         var hasSchema = false
         for try await found in try await client.query(
             "SELECT to_regclass('apns_bridge_schema') IS NOT NULL",
@@ -48,6 +51,7 @@ package struct PostgresUsageReader: UsageSource {
         if version > PostgresBridgeStore.schemaVersion {
             throw StoreError.schemaTooNew(found: version, known: PostgresBridgeStore.schemaVersion)
         }
+        return version
     }
 
     package func usage(from firstDay: UsageDay, tenant: String?) async throws -> StoredUsage {
@@ -56,6 +60,16 @@ package struct PostgresUsageReader: UsageSource {
             timeout: BridgeStoreConfiguration().statementTimeout
         ) { [logger] connection in
             try await PostgresUsage.read(from: firstDay, tenant: tenant, on: connection, logger: logger)
+        }
+    }
+
+    package func pushFailures(matching query: PushLogQuery) async throws -> [StoredPushFailure] {
+        guard self.version >= 5 else { throw StoreError.noPushFailures(found: self.version) }
+        return try await PostgresBridgeStore.withConnection(
+            self.client,
+            timeout: BridgeStoreConfiguration().statementTimeout
+        ) { [logger] connection in
+            try await PostgresPushFailures.read(matching: query, on: connection, logger: logger)
         }
     }
 }

@@ -3,19 +3,22 @@ import Foundation
 import Logging
 import SQLiteNIO
 
-/// Reads the usage of a SQLite store without opening it as a bridge does: no schema change, no
-/// release of claims or records, so it is safe on a file a running bridge has open (WAL lets a
-/// reader in beside the writer).
-package final class SQLiteUsageReader: UsageSource {
+/// Reads the usage and the push log's failures of a SQLite store without opening it as a
+/// bridge does: no schema change, no release of claims or records, so it is safe on a file a
+/// running bridge has open (WAL lets a reader in beside the writer).
+package final class SQLiteStoreReader: UsageSource, PushFailureSource {
     private let connection: SQLiteConnection
     private let corruptValues: CorruptValues
+    /// The file's schema version.
+    private let version: Int
 
-    private init(connection: SQLiteConnection, logger: Logger) {
+    private init(connection: SQLiteConnection, version: Int, logger: Logger) {
         self.connection = connection
+        self.version = version
         self.corruptValues = CorruptValues(logger: logger)
     }
 
-    package static func open(path: String, logger: Logger) async throws -> SQLiteUsageReader {
+    package static func open(path: String, logger: Logger) async throws -> SQLiteStoreReader {
         guard FileManager.default.fileExists(atPath: path) else {
             throw StoreError.invalidURL("sqlite:\(path): no such file (has a bridge run with this store?)")
         }
@@ -30,7 +33,7 @@ package final class SQLiteUsageReader: UsageSource {
             if version > SQLiteBridgeStore.schemaVersion {
                 throw StoreError.schemaTooNew(found: version, known: SQLiteBridgeStore.schemaVersion)
             }
-            return SQLiteUsageReader(connection: connection, logger: logger)
+            return SQLiteStoreReader(connection: connection, version: version, logger: logger)
         } catch {
             try? await connection.close()
             throw error
@@ -41,6 +44,15 @@ package final class SQLiteUsageReader: UsageSource {
         try await SQLiteUsage.read(
             from: firstDay,
             tenant: tenant,
+            connection: self.connection,
+            corrupt: self.corruptValues
+        )
+    }
+
+    package func pushFailures(matching query: PushLogQuery) async throws -> [StoredPushFailure] {
+        guard self.version >= 4 else { throw StoreError.noPushFailures(found: self.version) }
+        return try await SQLitePushFailures.read(
+            matching: query,
             connection: self.connection,
             corrupt: self.corruptValues
         )
