@@ -123,6 +123,43 @@ struct PushLogTests {
         #expect(identifiers { $0.tenant = "other" } == [])
     }
 
+    @Test(
+        "Failures wait for the store apart from the ring, oldest first; the bound drops the oldest and counts them; put back, they come first"
+    )
+    func failuresForTheStore() {
+        let log = PushLog(capacity: 3, keepsFailuresForStore: true)
+        #expect(log.takeUnstoredFailures().failures.isEmpty, "an empty log")
+        for identifier in 1...10 {
+            let failed = identifier % 2 == 0
+            log.record(
+                Self.entry(
+                    identifier: UInt32(identifier),
+                    status: failed ? 400 : 200,
+                    outcome: failed ? .rejected(.invalidToken) : .accepted
+                )
+            )
+        }
+        // Five failures (2, 4, 6, 8, 10) for a bound of 3; the ring holds 8 to 10.
+        let taken = log.takeUnstoredFailures()
+        #expect(taken.failures.map(\.identifier.rawValue) == [6, 8, 10] && taken.dropped == 2)
+        #expect(log.entries(matching: PushLogQuery()).map(\.identifier.rawValue) == [10, 9, 8])
+        let again = log.takeUnstoredFailures()
+        #expect(again.failures.isEmpty && again.dropped == 0, "taken once")
+
+        // The store refused 8 and 10; 12 came meanwhile: 8, 10, 12, in order. Another put back
+        // beyond the bound is dropped and counted.
+        log.record(Self.entry(identifier: 12, status: 410, outcome: .unregistered(timestamp: 1)))
+        log.putBackUnstoredFailures(taken.failures.dropFirst())
+        log.putBackUnstoredFailures([Self.entry(identifier: 99, status: 400, outcome: .rejected(.invalidToken))])
+        let retried = log.takeUnstoredFailures()
+        #expect(retried.failures.map(\.identifier.rawValue) == [8, 10, 12] && retried.dropped == 1)
+
+        // Without a store, nothing waits.
+        let alone = PushLog(capacity: 3)
+        alone.record(Self.entry(identifier: 1, status: 400, outcome: .rejected(.invalidToken)))
+        #expect(alone.takeUnstoredFailures().failures.isEmpty)
+    }
+
     @Test("What the provider was told, by outcome")
     func told() {
         #expect(Self.entry(identifier: 1).told == "nothing")

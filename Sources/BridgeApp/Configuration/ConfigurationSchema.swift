@@ -317,13 +317,13 @@ extension ConfigurationKey {
         "usage.retentionDays",
         .days(1...3650),
         .restart,
-        "per tenant and day usage older than this is removed"
+        "per tenant and day usage, and the push log's failures in the store, older than this are removed"
     )
     static let pushLogEntries = Self(
         "pushLog.entries",
         .whole(0...10_000_000),
         .restart,
-        "notifications the push log keeps in memory per instance, the oldest dropped first; 0 turns it off (default 100000)"
+        "notifications the push log keeps in memory per instance, the oldest dropped first, its failures copied to the store; 0 turns it off (default 100000)"
     )
     static let pushLogFullTokens = Self(
         "pushLog.fullTokens",

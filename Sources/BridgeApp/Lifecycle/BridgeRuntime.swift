@@ -28,8 +28,9 @@ import UpstreamAPNs
 /// - a service that fails (a port taken since the probe, a `ready` that throws) shuts the group
 ///   down in reverse order, as SIGTERM does, and `serve` throws its error.
 ///
-/// The services are listed in dependency order: `ready`, the upstream clients, the usage writer
-/// and the jobs, the reloader, the admin port, the gateway, the feedback service. ServiceGroup
+/// The services are listed in dependency order: `ready`, the push log's failure writer, the
+/// upstream clients, the usage writer and the jobs, the reloader, the admin port, the gateway,
+/// the feedback service. ServiceGroup
 /// shuts them down in reverse, each once the one after it has finished: the listeners first
 /// (every provider gets its farewell), the upstream connections, then `ready`; then the store's
 /// scope closes the store.
@@ -177,7 +178,11 @@ package enum BridgeRuntime {
         // Each instance's own log of what APNs answered (docs/operations.md#did-it-go).
         let pushLog =
             settings.pushLog.entries > 0
-            ? PushLog(capacity: settings.pushLog.entries, keepsFullTokens: settings.pushLog.fullTokens) : nil
+            ? PushLog(
+                capacity: settings.pushLog.entries,
+                keepsFullTokens: settings.pushLog.fullTokens,
+                keepsFailuresForStore: true
+            ) : nil
         let forwarding = try Self.makeForwarder(settings, credentials: credentialSet, pushLog: pushLog, logger: logger)
         // The process's own metrics, made once (after the metrics system's bootstrap) and handed
         // to what counts into them.
@@ -231,9 +236,23 @@ package enum BridgeRuntime {
             gauges: gauges
         )
 
-        var services: [any Service] = [
-            UpstreamService(forwarder: forwarding.reloadable, readiness: readiness, logger: logger)
-        ]
+        var services: [any Service] = []
+        if let pushLog {
+            // Before the upstream clients in the list, so it stops after them: its copy at
+            // shutdown takes the failures their last answers left.
+            let writer = PushFailureWriter(pushLog: pushLog, store: store, logger: logger)
+            services.append(
+                PeriodicJob(
+                    name: "push log failure writer",
+                    every: PushFailureWriter.interval,
+                    runsAtShutdown: true,
+                    logger: logger
+                ) {
+                    _ = await writer.copy()
+                }
+            )
+        }
+        services.append(UpstreamService(forwarder: forwarding.reloadable, readiness: readiness, logger: logger))
         services += Self.jobs(
             store: store,
             migration: migration,

@@ -25,7 +25,7 @@ package struct PushLogPage: Codable, Hashable, Sendable {
             capacity: log.capacity,
             held: counts.held,
             recorded: counts.recorded,
-            entries: log.entries(matching: query).map(PushLogRecord.init)
+            entries: log.entries(matching: query).map { PushLogRecord($0) }
         )
     }
 }

@@ -46,9 +46,11 @@ package struct PushLogRecord: Codable, Hashable, Sendable {
         case resendMatched = "resend_matched"
     }
 
-    package init(_ entry: PushLogEntry) {
+    /// `entry` as the ring holds it; `receivedMilliseconds` when its time is known already (a
+    /// stored failure's), else read from its monotonic time.
+    package init(_ entry: PushLogEntry, receivedMilliseconds: UInt64? = nil) {
         self.sequence = entry.sequence
-        let received = PushLog.receivedMilliseconds(of: entry)
+        let received = receivedMilliseconds ?? PushLog.receivedMilliseconds(of: entry)
         self.received = Self.iso8601(milliseconds: received)
         self.receivedMilliseconds = received
         self.tenant = entry.tenant
@@ -69,6 +71,11 @@ package struct PushLogRecord: Codable, Hashable, Sendable {
         self.outcome = entry.outcomeName
         self.told = entry.told
         self.resendMatched = entry.resendMatched
+    }
+
+    /// A failure as the store keeps it.
+    package init(stored failure: StoredPushFailure) {
+        self.init(failure.entry, receivedMilliseconds: failure.receivedMilliseconds)
     }
 
     /// `2026-11-29T14:02:07.123Z`.

@@ -41,7 +41,7 @@ extension StatusPage {
             query.limit = Self.pushLogRows
             html += "<h3>Latest notifications APNs did not accept</h3>\n"
         }
-        let records = pushLog.entries(matching: query).map(PushLogRecord.init)
+        let records = pushLog.entries(matching: query).map { PushLogRecord($0) }
         guard !records.isEmpty else {
             return html + (searching ? "<p>None held.</p>\n" : "<p class=ok>None held.</p>\n")
         }

@@ -11,7 +11,9 @@ import Darwin
 /// ring of fixed capacity that drops the oldest (docs/operations.md#did-it-go).
 ///
 /// Written once per notification by the forwarder as its answer comes (on any event loop), read
-/// by the admin port. One lock around an array of plain values: an entry is swapped into place,
+/// by the admin port. With ``keepsFailuresForStore``, a failure also waits apart from the ring
+/// until the store's writer takes it, so that accepted notifications cannot push it out before
+/// its copy. One lock around an array of plain values: an entry is swapped into place,
 /// so the ring allocates once, as it fills, and the entry it drops is released after the lock.
 /// Recording reads no clock: an entry's time is the monotonic one the client already read, turned
 /// into wall-clock time when it is read (docs/performance.md, "The push log").
@@ -21,18 +23,32 @@ public final class PushLog: Sendable {
         /// Where the next entry goes once the ring is full.
         var next = 0
         var recorded: UInt64 = 0
+        /// The failures the store's writer has not taken yet, oldest first (with
+        /// ``PushLog/keepsFailuresForStore``), at most ``PushLog/capacity``.
+        var unstored = CircularBuffer<PushLogEntry>()
+        /// Failures dropped from `unstored` at its bound since the writer last took them.
+        var unstoredDropped: UInt64 = 0
     }
 
     /// Entries kept; the oldest goes when one more comes.
     public let capacity: Int
     /// Whether entries keep the whole device token (`pushLog.fullTokens`).
     public let keepsFullTokens: Bool
+    /// Whether failures also wait, apart from the ring, for the store's writer to take them
+    /// (``takeUnstoredFailures()``): an accepted notification never does.
+    public let keepsFailuresForStore: Bool
+    /// This log's random number: with an entry's ``PushLogEntry/sequence``, it names the entry
+    /// in the store (``StoredPushFailure``) across restarts and instances.
+    public let run: UInt64
     private let ring: Mutex<Ring>
 
-    public init(capacity: Int, keepsFullTokens: Bool = false) {
+    public init(capacity: Int, keepsFullTokens: Bool = false, keepsFailuresForStore: Bool = false) {
         precondition(capacity > 0, "a push log keeps at least one entry")
         self.capacity = capacity
         self.keepsFullTokens = keepsFullTokens
+        self.keepsFailuresForStore = keepsFailuresForStore
+        var generator = SystemRandomNumberGenerator()
+        self.run = generator.next()
         self.ring = Mutex(Ring())
     }
 
@@ -42,6 +58,13 @@ public final class PushLog: Sendable {
         self.ring.withLock { ring in
             ring.recorded += 1
             entry.sequence = ring.recorded
+            if self.keepsFailuresForStore, !entry.isAccepted {
+                if ring.unstored.count == self.capacity {
+                    ring.unstored.removeFirst()
+                    ring.unstoredDropped += 1
+                }
+                ring.unstored.append(entry)
+            }
             if ring.entries.count < self.capacity {
                 if ring.entries.isEmpty { ring.entries.reserveCapacity(self.capacity) }
                 ring.entries.append(entry)
@@ -95,6 +118,33 @@ public final class PushLog: Sendable {
                 index = index == 0 ? count - 1 : index - 1
             }
             return found
+        }
+    }
+
+    /// The failures waiting for the store, oldest first, which no longer wait; `dropped` counts
+    /// those dropped at the bound (``capacity``) since the last call, the oldest first. The
+    /// store's writer takes them (``PushFailureStore``).
+    public func takeUnstoredFailures() -> (failures: CircularBuffer<PushLogEntry>, dropped: UInt64) {
+        self.ring.withLock { ring in
+            defer {
+                ring.unstored = CircularBuffer()
+                ring.unstoredDropped = 0
+            }
+            return (ring.unstored, ring.unstoredDropped)
+        }
+    }
+
+    /// Puts failures the store refused back in front of those that came since, to be taken
+    /// again; beyond the bound the oldest are dropped and counted.
+    public func putBackUnstoredFailures(_ failures: some BidirectionalCollection<PushLogEntry>) {
+        self.ring.withLock { ring in
+            for entry in failures.reversed() {
+                guard ring.unstored.count < self.capacity else {
+                    ring.unstoredDropped += 1
+                    continue
+                }
+                ring.unstored.prepend(entry)
+            }
         }
     }
 
