@@ -1,7 +1,9 @@
 import ArgumentParser
 import BridgeApp
 import BridgeCore
+import BridgeStores
 import Foundation
+import Logging
 import NIOCore
 
 struct LogCommand: AsyncParsableCommand {
@@ -16,12 +18,18 @@ struct LogCommand: AsyncParsableCommand {
             it was sent with, APNs' status and reason, the attempts and the time to the answer, and \
             what the provider was told. A whole --token is hashed here and only its hash is sent. Each \
             instance keeps its own log in memory (pushLog.entries): give every instance's admin \
-            address. Exits 1 if an instance could not be read. docs/operations.md, "Did it go?".
+            address. Exits 1 if an instance could not be read. With --store, reads instead the             failures every instance copied to the store (kept for usage.retentionDays; accepted             notifications are not stored). docs/operations.md, "Did it go?".
             """
     )
 
     @Option(name: .customLong("admin"), help: "HOST:PORT of a bridge's admin port; repeat for several instances.")
     var admins: [String] = []
+
+    @Option(
+        help:
+            "Read the failures kept in this store instead (sqlite:PATH or postgres://…, as store.url), beside running bridges or none."
+    )
+    var store: String?
 
     @Option(help: "Only this tenant.")
     var tenant: String?
@@ -54,6 +62,9 @@ struct LogCommand: AsyncParsableCommand {
     var timeout: Double = 10
 
     func validate() throws {
+        if self.store != nil, !self.admins.isEmpty {
+            throw ValidationError("--store reads the store, --admin running bridges: give one of them")
+        }
         guard PushLogFormat(rawValue: self.format) != nil else {
             throw ValidationError("--format \(self.format): expected table, json or csv")
         }
@@ -71,6 +82,10 @@ struct LogCommand: AsyncParsableCommand {
 
     func run() async throws {
         let now = Date()
+        if let store = self.store {
+            try await self.readStore(store, now: now)
+            return
+        }
         let parameters = try self.parameters(now: now)
         let admins =
             self.admins.isEmpty
@@ -97,6 +112,29 @@ struct LogCommand: AsyncParsableCommand {
         let shown = Array(records.prefix(self.limit))
         print(PushLogFormat(rawValue: self.format)!.render(shown, instances: admins), terminator: "")
         if unread > 0 { throw ExitCode(1) }
+    }
+
+    /// The failures kept in the store, newest first.
+    private func readStore(_ location: String, now: Date) async throws {
+        var logger = Logger(label: "apns-bridge.log")
+        logger.logLevel = .warning
+        var query = try self.query(now: now)
+        query.failuresOnly = true
+        let records: [PushLogRecord]
+        do {
+            records = try await BridgeStoreLocation.withReader(location, logger: logger) { [query] reader in
+                try await reader.pushFailures(matching: query).map(PushLogRecord.init(stored:))
+            }
+        } catch {
+            FileHandle.standardError.write(
+                Data("apns-bridge log: \(BridgeStoreLocation.redacted(location)): \(error)\n".utf8)
+            )
+            throw ExitCode(1)
+        }
+        print(
+            PushLogFormat(rawValue: self.format)!.render(records, instances: [BridgeStoreLocation.redacted(location)]),
+            terminator: ""
+        )
     }
 
     struct Refused: Error, CustomStringConvertible {

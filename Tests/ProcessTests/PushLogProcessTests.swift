@@ -1,10 +1,12 @@
 import BridgeApp
+import BridgeTestSupport
 import Foundation
 import Testing
 
 /// `apns-bridge log` against a running bridge (the demo's: a notification APNs accepts, one it
 /// rejects, one it answers 410 and a broadcast), checked against what the mock APNs printed it
-/// received (docs/operations.md#did-it-go).
+/// received (docs/operations.md#did-it-go); `apns-bridge log --store` finds the failures in the
+/// store.
 extension ServeStartupTests {
     /// The apns-id (or broadcast apns-request-id), status and apns-unique-id of the demo's
     /// line for the request whose path starts with `path`.
@@ -87,5 +89,40 @@ extension ServeStartupTests {
         #expect(none.stdout == "no notification found\n")
         let refused = try await Self.runToExitWithOutput(["log", "--admin", admin, "--since", "yesterday"])
         #expect(refused.status != 0 && refused.stderr.contains("--since yesterday"))
+
+        // The failures in the store (the demo's SQLite file, beside the running bridge), once the
+        // writer's next copy has run: the same records, and no 200.
+        let folder = try #require(
+            output.split(separator: "\n").first { $0.contains("store: SQLite in ") }?
+                .components(separatedBy: "store: SQLite in ").last
+        )
+        let store = "sqlite:\(folder)/store.sqlite"
+        let stored = try await eventually(
+            "the failures in the store",
+            timeout: .seconds(60),
+            interval: .milliseconds(500)
+        ) {
+            () -> [PushLogRecord]? in
+            let read = try await Self.runToExitWithOutput(["log", "--store", store, "--format", "json"])
+            guard read.status == 0 else { throw Missing(description: "log --store: \(read.stderr)") }
+            let records = try JSONDecoder().decode(Document.self, from: Data(read.stdout.utf8)).entries
+            return records.count >= 2 ? records : nil
+        }
+        #expect(Set(stored.map(\.apnsID)) == [rejected.apnsID, unregistered.apnsID], "\(stored)")
+        // The same record but for its time, which each read turns from the monotonic clock,
+        // and the instance `log --admin` names.
+        func timeless(_ record: PushLogRecord?) -> PushLogRecord? {
+            record.map {
+                var record = $0
+                (record.received, record.receivedMilliseconds, record.instance) = ("", 0, nil)
+                return record
+            }
+        }
+        #expect(timeless(stored.first { $0.apnsID == rejected.apnsID }) == timeless(bad))
+        #expect(timeless(stored.first { $0.apnsID == unregistered.apnsID }) == timeless(gone))
+        let storedByToken = try await Self.runToExitWithOutput(["log", "--store", store, "--token", token])
+        #expect(storedByToken.stdout.contains(unregistered.apnsID) && !storedByToken.stdout.contains(rejected.apnsID))
+        let both = try await Self.runToExitWithOutput(["log", "--store", store, "--admin", admin])
+        #expect(both.status != 0 && both.stderr.contains("--store"))
     }
 }
