@@ -114,6 +114,12 @@ struct BridgeRun: AsyncParsableCommand {
     @Option(help: "Seconds to wait for every notification to arrive.")
     var timeout = 300
 
+    @Flag(
+        help:
+            "The mock answers 410 Unregistered for every token: each notification goes to the feedback list and, with the push log on, to its failures in the store."
+    )
+    var unregistered = false
+
     @Option(help: "A label copied into the result.")
     var label = ""
 
@@ -121,6 +127,7 @@ struct BridgeRun: AsyncParsableCommand {
         guard let kind = UpstreamKind(rawValue: self.upstream) else {
             throw ValidationError("--upstream is mock or nghttpd")
         }
+        guard !self.unregistered || kind == .mock else { throw ValidationError("--unregistered needs --upstream mock") }
         guard self.notifications > 0, self.connections > 0, self.notifications <= 50_000_000 else {
             throw ValidationError("--notifications 1…50,000,000 and --connections ≥ 1")
         }
@@ -133,6 +140,7 @@ struct BridgeRun: AsyncParsableCommand {
             workspace: workspace,
             tracker: kind == .mock ? tracker : nil
         )
+        if self.unregistered { upstream.unregisterEveryToken() }
         let bridge = try await self.bridgeOptions.startBridge(workspace: workspace, upstreamPort: upstream.port)
         defer { bridge.stop() }
         let load = LegacyLoad(
@@ -196,6 +204,8 @@ struct BridgeRun: AsyncParsableCommand {
         let upstreamConnectionsOpened = Int(
             (try? await bridge.metric("apns_bridge_upstream_connections_opened_total")) ?? -1
         )
+        // The push log's failures copied to the store so far (its copy runs every 5 s).
+        let pushLogStored = Int((try? await bridge.metric("apns_bridge_push_log_stored_total")) ?? -1)
         await load.closeAll()
         let seconds = Double(finished - started) / 1e9
 
@@ -209,6 +219,7 @@ struct BridgeRun: AsyncParsableCommand {
             "error_responses": load.errorResponses.load(ordering: .relaxed),
             "connections_closed_early": load.closedEarly.load(ordering: .relaxed),
             "upstream_connections_opened": upstreamConnectionsOpened,
+            "push_log_stored": pushLogStored,
         ]
         if kind == .mock {
             let summary = tracker.summary()

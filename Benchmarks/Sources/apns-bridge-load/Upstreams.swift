@@ -32,6 +32,11 @@ final class RunningUpstream: @unchecked Sendable {
         self.process = process
     }
 
+    /// The mock answers 410 Unregistered for every token from now on.
+    func unregisterEveryToken() {
+        self.mock?.script.unregisterEveryToken(atMilliseconds: 1_767_225_600_000)
+    }
+
     static func start(
         _ kind: UpstreamKind,
         workspace: Workspace,
