@@ -10,7 +10,7 @@ struct LogCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "log",
         abstract:
-            "Answers \"did it go?\": what APNs said about each legacy notification, from the push log of running bridges.",
+            "Answers \"did it go?\": what APNs said about each legacy notification, from the push log of running bridges or the failures in the store.",
         discussion: """
             Reads GET /push-log on each --admin address (default $APNS_BRIDGE_ADMIN_LISTEN, else \
             127.0.0.1:9180) and prints the entries that pass every filter, newest first: when the \
@@ -18,7 +18,9 @@ struct LogCommand: AsyncParsableCommand {
             it was sent with, APNs' status and reason, the attempts and the time to the answer, and \
             what the provider was told. A whole --token is hashed here and only its hash is sent. Each \
             instance keeps its own log in memory (pushLog.entries): give every instance's admin \
-            address. Exits 1 if an instance could not be read. With --store, reads instead the             failures every instance copied to the store (kept for usage.retentionDays; accepted             notifications are not stored). docs/operations.md, "Did it go?".
+            address. Exits 1 if an instance could not be read. With --store, reads instead the \
+            failures every instance copied to the store (kept for usage.retentionDays; accepted \
+            notifications are not stored). docs/operations.md, "Did it go?".
             """
     )
 
