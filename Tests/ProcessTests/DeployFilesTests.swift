@@ -255,7 +255,7 @@ struct DeployFilesTests {
         let folder = Self.packageRoot.appendingPathComponent("deploy/prometheus").path
         let check = try await Self.run(promtool, ["check", "rules", folder + "/alerts.yml"])
         #expect(check.status == 0, "\(check.output)")
-        #expect(check.output.contains("SUCCESS: 8 rules found"), "\(check.output)")
+        #expect(check.output.contains("SUCCESS: 9 rules found"), "\(check.output)")
         let test = try await Self.run(promtool, ["test", "rules", folder + "/alerts.test.yml"])
         #expect(test.status == 0, "\(test.output)")
         #expect(test.output.contains("SUCCESS"), "\(test.output)")
@@ -265,7 +265,7 @@ struct DeployFilesTests {
         let names = rules.matches(of: try Regex(#"- alert: ([A-Za-z]+)"#)).map {
             String(rules[$0.range].dropFirst("- alert: ".count))
         }
-        #expect(names.count == 8)
+        #expect(names.count == 9)
         for name in names {
             #expect(tests.contains("alertname: \(name)\n"), "\(name) has no unit test")
         }
