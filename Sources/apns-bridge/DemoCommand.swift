@@ -171,6 +171,7 @@ struct DemoCommand: AsyncParsableCommand {
                   --ca \(files.ca) --server-name localhost
               curl http://127.0.0.1:\(addresses.admin?.port ?? 0)/metrics
               apns-bridge log --admin 127.0.0.1:\(addresses.admin?.port ?? 0)   (what APNs answered each notification)
+              apns-bridge log --store sqlite:\(folder)/store.sqlite   (the failures, copied to the store every 5 s)
               open http://127.0.0.1:\(addresses.admin?.port ?? 0)/ (the status page)
             Files: \(folder) (left in place)
             """

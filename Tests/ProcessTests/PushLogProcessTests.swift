@@ -90,13 +90,16 @@ extension ServeStartupTests {
         let refused = try await Self.runToExitWithOutput(["log", "--admin", admin, "--since", "yesterday"])
         #expect(refused.status != 0 && refused.stderr.contains("--since yesterday"))
 
-        // The failures in the store (the demo's SQLite file, beside the running bridge), once the
-        // writer's next copy has run: the same records, and no 200.
-        let folder = try #require(
-            output.split(separator: "\n").first { $0.contains("store: SQLite in ") }?
-                .components(separatedBy: "store: SQLite in ").last
+        // The failures in the store (the demo's SQLite file, beside the running bridge), read
+        // with the command the demo printed once the writer's next copy has run: the same
+        // records, and no 200.
+        let printed = try #require(
+            output.split(separator: "\n").first { $0.contains("apns-bridge log --store ") },
+            "the demo prints the command"
         )
-        let store = "sqlite:\(folder)/store.sqlite"
+        let store = try #require(
+            printed.split(separator: " ").drop { $0 != "--store" }.dropFirst().first.map(String.init)
+        )
         let stored = try await eventually(
             "the failures in the store",
             timeout: .seconds(60),
