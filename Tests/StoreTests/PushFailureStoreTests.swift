@@ -145,4 +145,34 @@ struct PushFailureStoreTests {
         #expect(try await store.pushFailures(matching: PushLogQuery()).map(\.entry.sequence) == [2])
         await store.close()
     }
+
+    @Test(
+        "A reader of a store from before the push log's table says so, and still reads the usage",
+        arguments: StoreKind.available
+    )
+    func storeBeforeTheTable(kind: StoreKind) async throws {
+        let location = try await kind.makeLocation()
+        await (try await kind.open(location)).close()
+        // Back to the schema before, as a bridge of the release before left it.
+        try await StoredValueTests.execute(
+            kind == .sqlite
+                ? ["DROP TABLE push_failures", "PRAGMA user_version = 3"]
+                : ["DROP TABLE push_failures", "DELETE FROM apns_bridge_schema WHERE version >= 5"],
+            in: location
+        )
+        let logger = Logger(label: "test")
+        do {
+            _ = try await BridgeStoreLocation.withReader(location, logger: logger) { reader in
+                try await reader.pushFailures(matching: PushLogQuery())
+            }
+            Issue.record("the reader read a table that is not there")
+        } catch {
+            let found = kind == .sqlite ? 3 : 4
+            #expect("\(error)".contains("keeps no push log failures yet (schema version \(found))"), "\(error)")
+        }
+        let usage = try await BridgeStoreLocation.withReader(location, logger: logger) { reader in
+            try await reader.usage(from: UsageDay(Date()), tenant: nil)
+        }
+        #expect(usage.tenantNames.isEmpty)
+    }
 }
