@@ -30,10 +30,9 @@ import UpstreamAPNs
 ///
 /// The services are listed in dependency order: `ready`, the push log's failure writer, the
 /// upstream clients, the usage writer and the jobs, the reloader, the admin port, the gateway,
-/// the feedback service. ServiceGroup
-/// shuts them down in reverse, each once the one after it has finished: the listeners first
-/// (every provider gets its farewell), the upstream connections, then `ready`; then the store's
-/// scope closes the store.
+/// the feedback service. ServiceGroup shuts them down in reverse, each once the one after it has
+/// finished: the listeners first (every provider gets its farewell), the upstream connections,
+/// then `ready`; then the store's scope closes the store.
 package enum BridgeRuntime {
     /// A bridge whose listeners are all up, as `ready` gets it.
     package struct Running: Sendable {

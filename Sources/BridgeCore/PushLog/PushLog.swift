@@ -121,9 +121,9 @@ public final class PushLog: Sendable {
         }
     }
 
-    /// The failures waiting for the store, oldest first, which no longer wait; `dropped` counts
-    /// those dropped at the bound (``capacity``) since the last call, the oldest first. The
-    /// store's writer takes them (``PushFailureStore``).
+    /// Takes the failures waiting for the store, oldest first (the store's writer does, for a
+    /// ``PushFailureStore``); `dropped` counts those the bound (``capacity``) dropped since the
+    /// last call.
     public func takeUnstoredFailures() -> (failures: CircularBuffer<PushLogEntry>, dropped: UInt64) {
         self.ring.withLock { ring in
             defer {

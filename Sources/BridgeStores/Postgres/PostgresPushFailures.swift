@@ -1,5 +1,4 @@
 import BridgeCore
-import Foundation
 import LegacyProtocol
 import Logging
 import NIOCore
@@ -58,13 +57,14 @@ enum PostgresPushFailures {
             INSERT INTO push_failures (\(unescaped: StoredPushFailure.columns))
             SELECT r.run, r.sequence, r.received_ms, r.tenant, r.environment, r.command, r.identifier, r.token_prefix,
                 r.token_length, r.token_hash, NULLIF(r.token, ''::bytea), NULLIF(r.channel, ''), r.apns_id,
-                NULLIF(r.apns_unique_id, ''), r.status, NULLIF(r.reason, ''), NULLIF(r.failure, ''), r.attempts, r.microseconds, r.outcome, r.outcome_value,
-                r.resend_matched
+                NULLIF(r.apns_unique_id, ''), r.status, NULLIF(r.reason, ''), NULLIF(r.failure, ''), r.attempts,
+                r.microseconds, r.outcome, r.outcome_value, r.resend_matched
             FROM unnest(\(runs)::bigint[], \(sequences)::bigint[], \(received)::bigint[], \(tenants)::text[],
                 \(environments)::text[], \(commands)::integer[], \(identifiers)::bigint[], \(prefixes)::bigint[],
                 \(lengths)::integer[], \(hashes)::bigint[], \(tokens)::bytea[], \(channels)::text[], \(ids)::bytea[],
-                \(uniqueIDs)::text[], \(statuses)::integer[], \(reasons)::text[], \(failureTexts)::text[], \(attempts)::integer[], \(microseconds)::bigint[],
-                \(outcomes)::text[], \(outcomeValues)::bigint[], \(resendMatched)::boolean[])
+                \(uniqueIDs)::text[], \(statuses)::integer[], \(reasons)::text[], \(failureTexts)::text[],
+                \(attempts)::integer[], \(microseconds)::bigint[], \(outcomes)::text[], \(outcomeValues)::bigint[],
+                \(resendMatched)::boolean[])
             AS r(run, sequence, received_ms, tenant, environment, command, identifier, token_prefix, token_length,
                 token_hash, token, channel, apns_id, apns_unique_id, status, reason, failure,
                 attempts, microseconds, outcome, outcome_value, resend_matched)

@@ -1,5 +1,4 @@
 import BridgeCore
-import Foundation
 import LegacyProtocol
 import NIOCore
 import SQLiteNIO

@@ -11,7 +11,7 @@ extension StoredPushFailure {
         token_hash, token, channel, apns_id, apns_unique_id, status, reason, failure, attempts, microseconds, \
         outcome, outcome_value, resend_matched
         """
-    static let columnCount = 22
+    static let columnCount = columns.split(separator: ",").count
 
     /// The outcome's value: the legacy status, or a 410's timestamp; 0 for the others.
     var outcomeValue: Int64 {
@@ -94,9 +94,10 @@ extension PushLogQuery {
     /// big-endian): the column shifted right by `shift` bits equals `value`, and the token has at
     /// least `count` bytes.
     var storedTokenPrefix: (value: Int64, shift: Int64, count: Int64)? {
-        guard let bytes = self.tokenPrefix?.prefix(4), !bytes.isEmpty else { return nil }
+        guard let prefix = self.tokenPrefix, !prefix.isEmpty else { return nil }
+        let bytes = prefix.prefix(4)
         let value = bytes.reduce(Int64(0)) { $0 << 8 | Int64($1) }
-        return (value, Int64(8 * (4 - bytes.count)), Int64(self.tokenPrefix?.count ?? bytes.count))
+        return (value, Int64(8 * (4 - bytes.count)), Int64(prefix.count))
     }
 
     /// The most rows a store returns for one query.
