@@ -9,8 +9,9 @@ import UpstreamAPNs
 
 // Over 400 lines, on purpose: one set of credentials' way to APNs for a legacy notification,
 // out (the request from the frame, a broadcast to its channel) and back (the client's final
-// result as a legacy outcome, with the log line and the counter each failure deserves), kept
-// together because both directions read the same tenant, request and answer.
+// result as a legacy outcome, with the log line and the counter each failure deserves, and
+// the push log's entry), kept together because both directions read the same tenant, request
+// and answer.
 
 extension ForwardedNotification.ID {
     /// The id as the client sends it: kept as its 128 bits, written as text only on the wire.
@@ -454,5 +455,48 @@ public final class APNsForwarder: NotificationForwarder {
         case .dropped: status = "none"
         }
         return [status, reason.map { APNsReason.documented.contains($0) ? $0.rawValue : "other" } ?? "none"]
+    }
+}
+
+/// The forwarder's entry in the push log (docs/operations.md#did-it-go): it is where a legacy
+/// notification meets the `apns-id` it was sent with and APNs' answer.
+extension APNsForwarder {
+    /// Keeps what APNs answered `notification`, and what the provider is told.
+    func record(
+        _ notification: ForwardedNotification,
+        result: APNsSendResult,
+        summary: APNsSendSummary,
+        outcome: NotificationOutcome
+    ) {
+        guard let pushLog = self.pushLog else { return }
+        let status: UInt16
+        let reason: APNsReason?
+        var uniqueID: String?
+        var failure: String?
+        switch result {
+        case .answered(let response):
+            status = UInt16(clamping: response.status)
+            reason = response.reason
+            uniqueID = response.uniqueID
+        case .unanswered(let sendFailure, let lastResponse):
+            status = 0
+            reason = lastResponse?.reason
+            failure = "\(sendFailure.kind)"
+        }
+        // The common case, a 200 from production, has no string to keep: no allocation.
+        pushLog.record(
+            PushLogEntry(
+                notification,
+                forwardedAt: summary.sentAt,
+                keepingTokenBytes: pushLog.keepsFullTokens,
+                status: status,
+                attempts: UInt16(clamping: summary.attempts),
+                microseconds: UInt32(clamping: summary.elapsed.nanoseconds / 1000),
+                outcome: outcome,
+                uniqueID: uniqueID,
+                reason: reason?.rawValue,
+                failure: failure
+            )
+        )
     }
 }

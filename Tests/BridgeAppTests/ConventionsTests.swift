@@ -27,13 +27,37 @@ struct ConventionsTests {
         return found
     }
 
-    @Test("Every public or package type is declared in a file named after it")
-    func oneTypePerFile() throws {
+    /// The types docs/internals.md places in another type's file: `` `Type` (in `File.swift` ``.
+    static func placedBeside() throws -> [String: String] {
+        let internals = try String(contentsOf: Self.root.appendingPathComponent("docs/internals.md"), encoding: .utf8)
+        var placed: [String: String] = [:]
+        for match in internals.matches(of: /`([A-Za-z_][A-Za-z0-9_]*)` \(in `([A-Za-z0-9_+]+\.swift)`/) {
+            placed[String(match.output.1)] = String(match.output.2)
+        }
+        return placed
+    }
+
+    @Test(
+        "Every public or package type is declared in a file named after it, or in the file docs/internals.md names for it, beside a type of that name"
+    )
+    func typesInTheirFiles() throws {
         let types = try Self.declaredTypes()
         #expect(types.count > 100, "the scan found only \(types.count) types: is it reading the tree?")
+        let placed = try Self.placedBeside()
+        #expect(!placed.isEmpty, "the scan found no type placed beside another: is it reading docs/internals.md?")
         for (type, path) in types {
             let file = (path as NSString).lastPathComponent
-            #expect(file == type + ".swift", "\(type) is declared in \(path)")
+            if let beside = placed[type] {
+                #expect(file == beside, "\(type) is declared in \(path), docs/internals.md says \(beside)")
+                let main = (beside as NSString).deletingPathExtension
+                let text = try String(contentsOf: Self.root.appendingPathComponent(path), encoding: .utf8)
+                #expect(
+                    [" class ", " struct ", " enum ", " protocol "].contains { text.contains($0 + main) },
+                    "\(type) is placed beside \(main), which \(path) does not declare"
+                )
+            } else {
+                #expect(file == type + ".swift", "\(type) is declared in \(path)")
+            }
         }
     }
 

@@ -4,7 +4,7 @@ import NIOCore
 // Over 400 lines, on purpose: the legacy rules about notifications (what is forwarded, which
 // failure is reported, what becomes a resend record, status 10) are one state machine over
 // one in-flight window, kept whole so that docs/protocol.md's rules can be checked against it
-// in one read. Its types are in ProviderSessionStateMachine+Types.swift.
+// in one read, with the types its events and actions carry at the end.
 
 /// The life of one provider connection, without any I/O (docs/protocol.md#frames to #shutdown).
 ///
@@ -43,6 +43,8 @@ public struct ProviderSessionStateMachine {
         /// The id it went upstream with: a resend record keeps it (docs/upstream.md#collapse-id).
         var id: ForwardedNotification.ID
         var outcome: NotificationOutcome?
+        /// Whether it went to a Live Activity channel (its outcome is counted so).
+        var broadcast: Bool
         /// Whether this notification became a resend record when the farewell was decided.
         var isRecorded = false
         /// A 410 whose feedback entry is not stored yet: the notification is not done until it
@@ -144,7 +146,15 @@ public struct ProviderSessionStateMachine {
             )
             let sequence = self.nextSequence
             self.nextSequence += 1
-            self.entries.append(Entry(sequence: sequence, frame: frame, id: notification.id, outcome: nil))
+            self.entries.append(
+                Entry(
+                    sequence: sequence,
+                    frame: frame,
+                    id: notification.id,
+                    outcome: nil,
+                    broadcast: notification.isBroadcast
+                )
+            )
             return .forward(sequence, notification)
         case .failing, .shuttingDown, .finished:
             // Frames after a failure are not forwarded (docs/protocol.md#after-a-failure); while shutting down, reading has
@@ -202,6 +212,8 @@ public struct ProviderSessionStateMachine {
         let command = self.entries[index].frame.command
 
         var action = OutcomeAction()
+        action.command = command
+        action.broadcast = self.entries[index].broadcast
         switch outcome {
         case .unregistered(let timestamp) where !remembered:
             self.entries[index].awaitingStore = true
@@ -450,5 +462,86 @@ public struct ProviderSessionStateMachine {
 extension ProviderSessionStateMachine.RecordDraft {
     fileprivate init(_ entry: ProviderSessionStateMachine.Entry, outcome: NotificationOutcome?) {
         self.init(frame: entry.frame, id: entry.id, outcome: outcome)
+    }
+}
+
+// The session machine's configuration, and what it answers: the farewell, the resend records it
+// names, and the actions of its events.
+
+extension ProviderSessionStateMachine {
+    public struct Configuration: Sendable {
+        /// Forwarded notifications without an outcome (or held behind one) per connection;
+        /// reading stops at this bound and resumes when it drains.
+        public var maximumInFlight: Int = 256
+
+        public init() {}
+    }
+
+    /// A notification's place in its connection.
+    public typealias Sequence = UInt64
+
+    /// What the connection says before it closes.
+    public struct Farewell: Hashable, Sendable {
+        /// The packet to write, or `nil` (a failed command-0 notification: Apple only closed).
+        public var packet: ErrorResponsePacket?
+        /// The status decided, also when no packet can carry it (for logs and metrics).
+        public var status: ErrorResponseStatus
+        /// Notifications forwarded after the one the packet names, which the provider will
+        /// resend: remember them before writing the packet. `outcome` is `nil` while pending.
+        public var resendRecords: [RecordDraft]
+
+        public init(packet: ErrorResponsePacket?, status: ErrorResponseStatus, resendRecords: [RecordDraft]) {
+            self.packet = packet
+            self.status = status
+            self.resendRecords = resendRecords
+        }
+    }
+
+    /// A forwarded notification to remember, or whose remembered outcome is now known.
+    public struct RecordDraft: Hashable, Sendable {
+        public var frame: NotificationFrame
+        /// The id the notification went upstream with.
+        public var id: ForwardedNotification.ID
+        public var outcome: NotificationOutcome?
+
+        public init(frame: NotificationFrame, id: ForwardedNotification.ID, outcome: NotificationOutcome?) {
+            self.frame = frame
+            self.id = id
+            self.outcome = outcome
+        }
+    }
+
+    public enum FrameReceivedAction: Hashable, Sendable {
+        /// Send this notification upstream and report its outcome with this sequence number.
+        case forward(Sequence, ForwardedNotification)
+        /// The frame failed; the farewell is decided now.
+        case close(Farewell)
+        /// The frame failed, but earlier notifications are still in flight: stop reading and
+        /// wait for their outcomes.
+        case waitForPredecessors(ErrorResponseStatus)
+        /// Not forwarded: a failure came first.
+        case ignore
+    }
+
+    public struct OutcomeAction: Hashable, Sendable {
+        /// A 410 puts the token on the tenant's feedback list; a 200 takes it off. For a 410,
+        /// the notification is done only once the entry is stored: report that with
+        /// ``ProviderSessionStateMachine/feedbackStored(_:)``.
+        public var feedback: FeedbackChange?
+        /// The farewell, when this outcome decided it.
+        public var farewell: Farewell?
+        /// The outcome of a notification that is already a resend record.
+        public var resolvedRecord: RecordDraft?
+        /// The provider's input ended and every frame it sent has an outcome: close the
+        /// connection.
+        public var closeDrained = false
+        /// What an outcome is counted and logged as: its frame's command (`nil` when this
+        /// action answers no outcome), and whether it went to a Live Activity channel.
+        public var command: NotificationFrame.Command?
+        public var broadcast = false
+
+        public static let none = OutcomeAction()
+
+        public init() {}
     }
 }

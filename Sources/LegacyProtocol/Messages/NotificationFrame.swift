@@ -138,3 +138,57 @@ extension ByteBuffer {
         return self.writerIndex - start
     }
 }
+
+extension NotificationFrame {
+    /// The local checks of docs/protocol.md#status-codes, in the order listed there: token, topic,
+    /// payload. Returns `nil` for a frame that may be forwarded.
+    ///
+    /// - Parameters:
+    ///   - hasTopic: whether a topic could be resolved for the connection's tenant.
+    ///   - maximumPayloadLength: 4096, or 5120 for a VoIP topic.
+    public func validationFailure(hasTopic: Bool, maximumPayloadLength: Int) -> ErrorResponseStatus? {
+        let tokenLength = self.deviceToken.readableBytes
+        if tokenLength == 0 {
+            return .missingDeviceToken
+        }
+        if tokenLength < LegacyProtocolLimits.minimumTokenLength
+            || tokenLength > LegacyProtocolLimits.maximumTokenLength
+        {
+            return .invalidTokenSize
+        }
+        if !hasTopic {
+            return .missingTopic
+        }
+        let payloadLength = self.payload.readableBytes
+        if payloadLength == 0 {
+            return .missingPayload
+        }
+        if payloadLength > maximumPayloadLength {
+            return .invalidPayloadSize
+        }
+        return nil
+    }
+}
+
+/// The 4 opaque identifier bytes of an enhanced (command 1) or itemized (command 2) notification.
+///
+/// Identifiers are echoed back verbatim in error-response packets: some clients write them in
+/// host byte order, so the bridge never interprets them. They are not unique either (0 is common,
+/// and counters restart on every connection). The bytes are kept as they were read, big-endian,
+/// in ``rawValue`` and written back the same way.
+public struct NotificationIdentifier: Hashable, Sendable, CustomStringConvertible {
+    public var rawValue: UInt32
+
+    public init(rawValue: UInt32) {
+        self.rawValue = rawValue
+    }
+
+    /// What is reported when a frame carries no identifier (command 0, or command 2 without
+    /// item 3) or when it could not be read.
+    public static let zero = NotificationIdentifier(rawValue: 0)
+
+    public var description: String {
+        let hex = String(self.rawValue, radix: 16)
+        return String(repeating: "0", count: 8 - hex.count) + hex
+    }
+}

@@ -126,3 +126,29 @@ extension String {
         (try? SocketAddress(ipAddress: self, port: 0)) != nil
     }
 }
+
+/// What ``APNsConnection`` needs of a connection, on its event loop: the
+/// ``APNsConnectionCore`` of either engine's handler.
+///
+/// The core is its only implementation; the protocol exists because the core is generic over
+/// its engine's ``APNsConnectionTransport`` (so that its calls into the engine are specialized),
+/// and a connection holds either engine's core.
+package protocol APNsConnectionDriver: AnyObject {
+    func setEvents(_ events: APNsConnectionEvents)
+    func send(
+        _ request: APNsRequest,
+        authorization: String?,
+        deadline: NIODeadline,
+        owner: any APNsStreamOwner
+    )
+}
+
+/// Whoever hears how one request's stream ended: called once, on the connection's event loop.
+///
+/// An object, not a closure: the client's one object per request (``APNsRequestInFlight``)
+/// goes down to the stream and is called back itself, where a closure made at each layer
+/// (client, pool, connection) cost an allocation and a retain of each capture per request.
+package protocol APNsStreamOwner: AnyObject, Sendable {
+    /// The stream ended on connection `connectionID` (the pool's number for it).
+    func streamEnded(_ result: Result<APNsResponse, APNsStreamFailure>, onConnection connectionID: Int)
+}
