@@ -95,7 +95,7 @@ package struct LegacyStreamFuzzRun {
         func decode() {
             while let frameStep = machine.nextFrameStep() {
                 switch frameStep {
-                case .forward(let sequence, let notification, _, _):
+                case .forward(let sequence, let notification, _):
                     precondition(
                         notification.frame.deviceToken.readableBytes <= LegacyProtocolLimits.maximumTokenLength
                     )

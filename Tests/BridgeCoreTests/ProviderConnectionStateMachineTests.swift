@@ -43,7 +43,7 @@ struct ProviderConnectionStateMachineTests {
         _ steps: [ProviderConnectionStateMachine.FrameStep]
     ) -> [ProviderSessionStateMachine.Sequence] {
         steps.compactMap {
-            if case .forward(let sequence, _, _, _) = $0 { return sequence }
+            if case .forward(let sequence, _, _) = $0 { return sequence }
             return nil
         }
     }
@@ -115,7 +115,7 @@ struct ProviderConnectionStateMachineTests {
 
     static func forwardedFrames(_ steps: [ProviderConnectionStateMachine.FrameStep]) -> [NotificationFrame] {
         steps.compactMap {
-            if case .forward(_, let notification, _, _) = $0 { return notification.frame }
+            if case .forward(_, let notification, _) = $0 { return notification.frame }
             return nil
         }
     }
@@ -242,7 +242,6 @@ struct ProviderConnectionStateMachineTests {
                 .forward(
                     2,
                     ForwardedNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(3)),
-                    command: .itemized,
                     claimFirst: false
                 )
             ]
@@ -419,7 +418,6 @@ struct ProviderConnectionStateMachineTests {
                 .forward(
                     0,
                     ForwardedNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(1)),
-                    command: .itemized,
                     claimFirst: false
                 )
             ]
@@ -433,7 +431,6 @@ struct ProviderConnectionStateMachineTests {
                 .forward(
                     1,
                     ForwardedNotification(tenant: Self.tenant, frame: ProviderSessionStateMachineTests.frame(2)),
-                    command: .itemized,
                     claimFirst: true
                 )
             ],

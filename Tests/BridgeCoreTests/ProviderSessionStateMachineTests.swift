@@ -20,9 +20,11 @@ struct ProviderSessionStateMachineTests {
         )
     }
 
-    /// What a 200 for frame `identifier` does: its token leaves the feedback list.
+    /// What a 200 for frame `identifier` does: its token leaves the feedback list; it is counted
+    /// as a command 2 notification to a device.
     static func registered(_ identifier: UInt32) -> ProviderSessionStateMachine.OutcomeAction {
         var action = ProviderSessionStateMachine.OutcomeAction()
+        action.command = .itemized
         action.feedback = .registered(
             .init(tenant: tenant.name, environment: tenant.environment, deviceToken: frame(identifier).deviceToken)
         )
@@ -68,6 +70,29 @@ struct ProviderSessionStateMachineTests {
         var machine = Self.machine()
         let action = machine.frameReceived(Self.frame(1))
         #expect(action == .forward(0, ForwardedNotification(tenant: Self.tenant, frame: Self.frame(1))))
+    }
+
+    @Test("An outcome's action says what to count it as: the frame's command, and whether it went to a channel")
+    func outcomeSaysWhatToCount() {
+        var tenant = Self.tenant
+        let channelFrame = Self.frame(2)
+        tenant.channels = BroadcastChannels([
+            BroadcastChannel(name: "scores", id: "c2", token: channelFrame.deviceToken)
+        ])
+        var machine = ProviderSessionStateMachine(tenant: tenant)
+        let simple = Self.frame(1, command: .simple)
+        guard case .forward(let device, _) = machine.frameReceived(simple),
+            case .forward(let channel, _) = machine.frameReceived(channelFrame)
+        else {
+            Issue.record("the frames were not forwarded")
+            return
+        }
+        let deviceAction = machine.outcomeArrived(device, outcome: .rejected(.invalidToken))
+        #expect(deviceAction.command == .simple)
+        #expect(!deviceAction.broadcast)
+        let channelAction = machine.outcomeArrived(channel, outcome: .accepted)
+        #expect(channelAction.command == .itemized)
+        #expect(channelAction.broadcast)
     }
 
     @Test("Bad token size with nothing in flight: error-response at once")

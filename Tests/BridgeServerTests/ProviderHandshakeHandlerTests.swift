@@ -16,10 +16,15 @@ struct ProviderHandshakeHandlerTests {
     final class PortHandler: ChannelInboundHandler {
         typealias InboundIn = ByteBuffer
         private(set) var verified: [ProviderVerified] = []
+        /// The idle timer's timeout in the pipeline when the tenant arrived (`nil`: none).
+        private(set) var idleTimeoutAtVerified: TimeAmount??
 
         func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
             if let verified = event as? ProviderVerified {
                 self.verified.append(verified)
+                self.idleTimeoutAtVerified = .some(
+                    try? context.pipeline.syncOperations.handler(type: IdleStateHandler.self).readTimeout
+                )
             }
             context.fireUserInboundEventTriggered(event)
         }
@@ -31,7 +36,7 @@ struct ProviderHandshakeHandlerTests {
         let registry = ConnectionRegistry()
         let port = PortHandler()
 
-        init(timeout: TimeAmount = .seconds(10)) throws {
+        init(timeout: TimeAmount = .seconds(10), idleTimeout: TimeAmount? = nil) throws {
             try self.channel.connect(to: SocketAddress(ipAddress: "192.0.2.7", port: 40000)).wait()
             let limits = ConnectionAdmission(
                 maximumConnections: 10,
@@ -45,6 +50,7 @@ struct ProviderHandshakeHandlerTests {
                 timeout: timeout,
                 port: .gateway,
                 usage: nil,
+                idleTimeout: idleTimeout,
                 logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
             )
             try self.channel.pipeline.syncOperations.addHandler(handshake)
@@ -91,6 +97,33 @@ struct ProviderHandshakeHandlerTests {
         setup.channel.pipeline.fireUserInboundEventTriggered(TLSUserEvent.handshakeCompleted(negotiatedProtocol: nil))
         #expect(!setup.channel.isActive)
         #expect(setup.port.verified.isEmpty)
+        #expect(try setup.channel.finish(acceptAlreadyClosed: true).isClean, "nothing left unread in either direction")
+    }
+
+    @Test("The idle timer starts when the handshake ends, before the port's handler hears of the tenant")
+    func idleTimerAtHandshake() throws {
+        let setup = try Setup(idleTimeout: .seconds(60))
+        #expect(throws: (any Error).self, "no idle timer during the handshake") {
+            try setup.channel.pipeline.syncOperations.handler(type: IdleStateHandler.self)
+        }
+        let pki = try DevelopmentCA()
+        let tenant = Tenant(name: "shop", topic: "com.example.shop", environment: .production)
+        let certificate = try pki.providerIdentity(bundleID: "com.example.shop").certificate
+        setup.peer.record(ProviderVerified(tenant: tenant, certificate: certificate))
+        setup.channel.pipeline.fireUserInboundEventTriggered(TLSUserEvent.handshakeCompleted(negotiatedProtocol: nil))
+        #expect(setup.port.idleTimeoutAtVerified == .some(.seconds(60)))
+        #expect(try setup.channel.finish(acceptAlreadyClosed: true).isClean, "nothing left unread in either direction")
+    }
+
+    @Test("Without an idle timeout (the feedback port), no idle timer is started")
+    func noIdleTimer() throws {
+        let setup = try Setup()
+        let pki = try DevelopmentCA()
+        let tenant = Tenant(name: "shop", topic: "com.example.shop", environment: .production)
+        let certificate = try pki.providerIdentity(bundleID: "com.example.shop").certificate
+        setup.peer.record(ProviderVerified(tenant: tenant, certificate: certificate))
+        setup.channel.pipeline.fireUserInboundEventTriggered(TLSUserEvent.handshakeCompleted(negotiatedProtocol: nil))
+        #expect(setup.port.idleTimeoutAtVerified == .some(nil))
         #expect(try setup.channel.finish(acceptAlreadyClosed: true).isClean, "nothing left unread in either direction")
     }
 }

@@ -11,8 +11,7 @@ extension ProviderConnectionStateMachine {
     public enum HandshakeAction: Hashable, Sendable {
         /// The connection was closed meanwhile.
         case none
-        /// The tenant is known: ask the resend store about it (then report ``storeReady()``),
-        /// and start the idle clock.
+        /// The tenant is known: ask the resend store about it (then report ``storeReady()``).
         case prepare(Tenant)
     }
 
@@ -125,12 +124,7 @@ extension ProviderConnectionStateMachine {
         /// `claimFirst`: the tenant may hold live resend records (an error-response or a
         /// shutdown within the record window), so claim the frame's record first, and send only
         /// if no outcome is remembered (docs/protocol.md#resend-records).
-        case forward(
-            ProviderSessionStateMachine.Sequence,
-            ForwardedNotification,
-            command: NotificationFrame.Command,
-            claimFirst: Bool
-        )
+        case forward(ProviderSessionStateMachine.Sequence, ForwardedNotification, claimFirst: Bool)
         /// A frame refused here; `then`: its farewell now, or `.none` while earlier
         /// notifications are answered first.
         case refused(Refusal, then: NextAction)
@@ -164,15 +158,23 @@ extension ProviderConnectionStateMachine {
         /// The outcome of a notification the farewell made a resend record of, to store now
         /// (its record is stored; one that arrives earlier comes with ``farewellRecordsStored()``).
         public var resolution: ProviderSessionStateMachine.RecordDraft?
+        /// What the outcome is counted and logged as: its frame's command, and whether it went
+        /// to a Live Activity channel.
+        public var command: NotificationFrame.Command?
+        public var broadcast: Bool
 
         public init(
             then: NextAction,
             feedback: FeedbackWrite? = nil,
-            resolution: ProviderSessionStateMachine.RecordDraft? = nil
+            resolution: ProviderSessionStateMachine.RecordDraft? = nil,
+            command: NotificationFrame.Command? = nil,
+            broadcast: Bool = false
         ) {
             self.then = then
             self.feedback = feedback
             self.resolution = resolution
+            self.command = command
+            self.broadcast = broadcast
         }
     }
 

@@ -223,9 +223,9 @@ public struct ProviderConnectionStateMachine {
         guard case .open = self.phase else { return nil }
         let decoded = self.decodeStep()
         switch decoded {
-        case .frame(.forward(let sequence, let notification), let command):
+        case .frame(.forward(let sequence, let notification), _):
             let claimFirst = self.mayHoldResendRecords(notification.tenant.name)
-            return .forward(sequence, notification, command: command, claimFirst: claimFirst)
+            return .forward(sequence, notification, claimFirst: claimFirst)
         case .frame(let action, let command):
             return self.refused(action, Refusal(status: .noErrors, command: command, malformed: nil))
         case .malformed(let error, let action):
@@ -330,7 +330,11 @@ public struct ProviderConnectionStateMachine {
         remembered: Bool = false
     ) -> OutcomeAction {
         let action = self.withSession { $0.outcomeArrived(sequence, outcome: outcome, remembered: remembered) }
-        var completion = OutcomeAction(then: self.next(after: action))
+        var completion = OutcomeAction(
+            then: self.next(after: action),
+            command: action.command,
+            broadcast: action.broadcast
+        )
         switch action.feedback {
         case .registered(let key) where !self.mayBeOnFeedbackList(key):
             break  // almost every 200: the token is on no list, nothing to remove

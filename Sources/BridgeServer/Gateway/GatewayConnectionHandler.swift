@@ -8,11 +8,12 @@ import NIOSSL
 /// ``ProviderConnectionStateMachine`` the channel's events (the verified tenant, bytes, reads,
 /// the end of input, outcomes, store writes done, timers, shutdown, a reload's review) and does
 /// the action each answers. It holds no phase and decides nothing; it keeps the I/O: the
-/// context, the timers, the upstream sends, the store writes (``ProviderStoreWrites``) and what
-/// an operator sees (``ProviderConnectionReport``).
+/// context, the timers, the upstream sends and store writes (``ProviderConnectionWork``) and
+/// what an operator sees (``ProviderConnectionReport``).
 ///
-/// Sits after the shared ``ProviderHandshakeHandler``. The machine decodes (no separate
-/// `ByteToMessageHandler`), so decoding stops exactly when the session stops reading.
+/// Sits after the shared ``ProviderHandshakeHandler``, which starts the idle timer. The machine
+/// decodes (no separate `ByteToMessageHandler`), so decoding stops exactly when the session
+/// stops reading.
 package final class GatewayConnectionHandler: ChannelDuplexHandler {
     package typealias InboundIn = ByteBuffer
     package typealias OutboundIn = ByteBuffer
@@ -26,8 +27,8 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
     /// machines' state").
     @exclusivity(unchecked) private var connection: Machine
     private var report: ProviderConnectionReport
-    /// From the handshake on (outcomes, and so store writes, come only after it).
-    private var store: ProviderStoreWrites?
+    /// From the handshake on (frames are forwarded, and outcomes stored, only after it).
+    private var work: ProviderConnectionWork?
     /// The client certificate, from the handshake: a reload resolves it again.
     private var certificate: NIOSSLCertificate?
     private var context: ChannelHandlerContext?
@@ -101,11 +102,9 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
     }
 
     package func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if let tlsError = error as? NIOSSLError, case .uncleanShutdown = tlsError {
-            // A FIN without close_notify, as most legacy clients close: the same end of input
-            // as a clean one (`ChannelEvent.inputClosed` follows), not a broken stream.
-            return
-        }
+        // A FIN without close_notify, as most legacy clients close: the same end of input as a
+        // clean one (`ChannelEvent.inputClosed` follows), not a broken stream.
+        guard error as? NIOSSLError != .uncleanShutdown else { return }
         // TLS failures, resets: nothing to answer on a broken stream. What was received is
         // still forwarded (channelInactive).
         self.report.logger.debug("provider connection error", metadata: ["error": "\(error)"])
@@ -143,9 +142,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
             self.decodeFrames()
         case .startGraceTimer:
             let grace = gracePeriod ?? self.configuration.shutdownGracePeriod
-            self.graceTimeout = self.eventLoop?.assumeIsolated().scheduleTask(in: grace) {
-                self.execute(self.connection.shutdownGraceExpired())
-            }
+            self.graceTimeout = self.timer(in: grace) { self.execute(self.connection.shutdownGraceExpired()) }
         case .farewell(let farewell):
             self.sayFarewell(farewell)
         case .unannounced(let farewell):
@@ -162,9 +159,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         case .closeOutput:
             guard let context = self.context else { return }
             context.close(mode: .output, promise: nil)
-            self.closeTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: self.closeNotifyWait) {
-                self.execute(self.connection.closeWaitEnded())
-            }
+            self.closeTimeout = self.timer(in: self.closeNotifyWait) { self.execute(self.connection.closeWaitEnded()) }
         case .close(let reason):
             self.close(reason)
         }
@@ -191,33 +186,13 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         self.context?.close(promise: nil)
     }
 
-    /// The tenant is known: counters, the resend store's view of the tenant, the idle clock.
+    /// The tenant is known: counters, and the resend store's view of the tenant.
     private func prepare(_ tenant: Tenant) {
         guard let context = self.context else { return }
         self.report.connected(tenant: tenant.name, usage: self.dependencies.usage)
-        self.store = ProviderStoreWrites(
-            tenant: tenant.name,
-            dependencies: self.dependencies,
-            logger: self.report.logger
-        )
-        // Immediate for a store only this process writes; one query for a shared one, so that
-        // records another instance wrote before this connection are recognised (docs/protocol.md#resend-records).
-        self.dependencies.resendRecords.refreshLiveRecords(tenant: tenant.name, on: context.eventLoop)
-            .hop(to: context.eventLoop).assumeIsolated()
+        self.work = ProviderConnectionWork(for: tenant.name, with: self.dependencies, logger: self.report.logger)
+        self.work?.refreshLiveRecords(on: context.eventLoop).assumeIsolated()
             .whenComplete { _ in self.execute(self.connection.storeReady()) }
-        // The idle clock starts now: the handshake has its own timeout, and a slow handshake
-        // must not eat into the time a provider has to send its first frame.
-        if let idle = self.configuration.idleTimeout {
-            do {
-                try context.pipeline.syncOperations.addHandler(
-                    IdleStateHandler(readTimeout: idle),
-                    position: .before(self)
-                )
-            } catch {
-                self.report.logger.error("could not start the idle timer; closing", metadata: ["error": "\(error)"])
-                context.close(promise: nil)
-            }
-        }
     }
 
     /// Decodes what is buffered and does what each frame asks, for as long as the machine
@@ -225,10 +200,12 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
     private func decodeFrames() {
         while let step = self.connection.nextFrameStep() {
             switch step {
-            case .forward(let sequence, let notification, let command, let claimFirst):
-                self.dependencies.metrics.notificationReceived()
-                let forwarded = Forwarded(sequence: sequence, command: command, broadcast: notification.isBroadcast)
-                self.forward(notification, forwarded, claimFirst: claimFirst)
+            case .forward(let sequence, let notification, let claimFirst):
+                // The closure keeps no more than the sequence: no buffer waits with it.
+                let (eventLoop, handler) = (self.eventLoop!, NIOLoopBound(self, eventLoop: self.eventLoop!))
+                self.work?.forward(notification, claimFirst: claimFirst, on: eventLoop) { outcome, remembered in
+                    handler.value.outcomeArrived(outcome, sequence, remembered: remembered)
+                }
             case .refused(let refusal, let then):
                 self.report.refused(refusal, waiting: then == .none)
                 self.execute(then)
@@ -243,65 +220,18 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// What the handler keeps of a notification until its outcome: no more than this, so a
-    /// closure waiting for the outcome holds no buffer.
-    private struct Forwarded {
-        var sequence: ProviderSessionStateMachine.Sequence
-        var command: NotificationFrame.Command
-        /// For the migration view's counts.
-        var broadcast: Bool
-    }
-
-    /// Sends a notification upstream (after its resend record's claim when `claimFirst`), and
-    /// gives the machine its outcome on this handler's event loop.
-    private func forward(_ notification: ForwardedNotification, _ forwarded: Forwarded, claimFirst: Bool) {
-        self.dependencies.metrics.forwardStarted()
-        // Finished only after the outcome was handled: handling it may forward the next
-        // frame, so the count never touches zero while a closed connection still drains.
-        self.dependencies.inFlight.started()
-        let eventLoop = self.eventLoop!
-        let handler = NIOLoopBound(self, eventLoop: eventLoop)
-        guard !claimFirst else {
-            let forwarder = self.dependencies.forwarder
-            self.dependencies.resendRecords.forwardUnlessAnswered(
-                notification,
-                to: forwarder,
-                metrics: self.dependencies.metrics,
-                pushLog: self.dependencies.pushLog,
-                on: eventLoop
-            )
-            .hop(to: eventLoop)
-            .whenSuccess { handler.value.outcomeArrived($0.outcome, forwarded, remembered: $0.remembered) }
-            return
-        }
-        // A callback, not a future: no promise, future or callback list per notification. It
-        // comes on the upstream connection's event loop (this one, while its pool has room).
-        self.dependencies.forwarder.send(notification, on: eventLoop) { outcome in
-            if eventLoop.inEventLoop {
-                handler.value.outcomeArrived(outcome, forwarded, remembered: false)
-            } else {
-                eventLoop.execute { handler.value.outcomeArrived(outcome, forwarded, remembered: false) }
-            }
-        }
-    }
-
     /// A forwarded notification's outcome: the machine's next action first, then the store
     /// writes it asks for (their completions come after it). `remembered`: a resend's outcome
     /// taken from its record, counted and stored at its first answer.
-    private func outcomeArrived(_ outcome: NotificationOutcome, _ forwarded: Forwarded, remembered: Bool) {
-        self.report.outcome(outcome, command: forwarded.command, broadcast: forwarded.broadcast, remembered: remembered)
-        let completion = self.connection.outcomeArrived(forwarded.sequence, outcome: outcome, remembered: remembered)
+    private func outcomeArrived(
+        _ outcome: NotificationOutcome,
+        _ sequence: ProviderSessionStateMachine.Sequence,
+        remembered: Bool
+    ) {
+        let completion = self.connection.outcomeArrived(sequence, outcome: outcome, remembered: remembered)
+        self.report.outcome(outcome, completion, remembered: remembered)
         self.execute(completion.then)
-        let eventLoop = self.eventLoop!
-        if let write = completion.feedback, let stored = self.store?.apply(write, on: eventLoop),
-            case .add(_, let sequence) = write
-        {
-            stored.assumeIsolated().whenComplete { _ in self.execute(self.connection.feedbackStored(sequence)) }
-        }
-        if let resolution = completion.resolution {
-            self.store?.resolve([resolution], on: eventLoop)
-        }
-        self.dependencies.inFlight.finished()
+        self.work?.store(completion, on: self.eventLoop!) { self.execute(self.connection.feedbackStored($0)) }
     }
 
     /// docs/protocol.md#after-a-failure: remember what the provider will resend, then do what
@@ -310,10 +240,10 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         self.graceTimeout?.cancel()
         self.report.farewell(farewell)
         let eventLoop = self.eventLoop!
-        let stored = self.store?.remember(farewell.resendRecords, on: eventLoop) ?? eventLoop.makeSucceededVoidFuture()
+        let stored = self.work?.remember(farewell.resendRecords, on: eventLoop) ?? eventLoop.makeSucceededVoidFuture()
         stored.assumeIsolated().whenComplete { _ in
             let stored = self.connection.farewellRecordsStored()
-            self.store?.resolve(stored.resolutions, on: eventLoop)
+            self.work?.resolve(stored.resolutions, on: eventLoop)
             self.deliver(stored.delivery)
         }
     }
@@ -331,9 +261,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
             // late gets its packet alone (Go's TLS returns data and a close behind it together).
             self.write(packet, context: context)
             let drain = self.connection.tenant?.closing.errorDrain ?? self.configuration.errorDrainTime
-            self.closeTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: drain) {
-                self.execute(self.connection.drainEnded())
-            }
+            self.closeTimeout = self.timer(in: drain) { self.execute(self.connection.drainEnded()) }
             if read {
                 context.read()
             }
@@ -353,6 +281,11 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
     /// The tenant's close-notify wait, or the listener's (docs/protocol.md#closing).
     private var closeNotifyWait: TimeAmount {
         self.connection.tenant?.closing.closeNotifyWait ?? self.dependencies.closeNotifyWait()
+    }
+
+    /// A timer the machine asked for: `event` runs on this loop after `delay`, unless cancelled.
+    private func timer(in delay: TimeAmount, _ event: @escaping () -> Void) -> Scheduled<Void>? {
+        self.eventLoop?.assumeIsolated().scheduleTask(in: delay, event)
     }
 
     private func cancelTimers() {

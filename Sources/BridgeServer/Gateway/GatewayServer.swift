@@ -108,6 +108,7 @@ package final class GatewayServer: Sendable {
             registry: registry,
             admission: configuration.admission,
             handshakeTimeout: configuration.handshakeTimeout,
+            idleTimeout: configuration.idleTimeout,
             usage: usage,
             proxyProtocol: configuration.proxyProtocol,
             allowHalfClosure: true,

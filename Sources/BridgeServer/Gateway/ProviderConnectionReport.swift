@@ -57,14 +57,18 @@ struct ProviderConnectionReport {
         self.metrics.partialFrameDropped()
     }
 
-    /// `remembered`: a resend's outcome taken from its record, counted at its first answer.
-    func outcome(_ outcome: NotificationOutcome, command: NotificationFrame.Command, broadcast: Bool, remembered: Bool)
-    {
+    /// `action` says what the outcome counts as; `remembered`: a resend's outcome taken from its
+    /// record, counted at its first answer.
+    func outcome(
+        _ outcome: NotificationOutcome,
+        _ action: ProviderConnectionStateMachine.OutcomeAction,
+        remembered: Bool
+    ) {
         self.metrics.forwardFinished()
         if !remembered {
             self.outcomes?.count(outcome)
         }
-        self.usage?.count(command: command, outcome, broadcast: broadcast)
+        self.usage?.count(command: action.command, outcome, broadcast: action.broadcast)
     }
 
     func farewell(_ farewell: ProviderSessionStateMachine.Farewell) {

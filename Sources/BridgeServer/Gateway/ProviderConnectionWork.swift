@@ -1,31 +1,117 @@
 import BridgeCore
+import LegacyProtocol
 import Logging
 import NIOCore
 
-/// The store writes of one provider connection, once its tenant is known. The machine decides
-/// which writes happen and in what order (``ProviderConnectionStateMachine``); this does them:
-/// each is the gateway's in-flight work (a graceful shutdown waits for it), and each logs its
-/// failure. A failed write completes like a stored one (what follows it must not wait for
-/// ever), and each future completes on the connection's event loop.
-struct ProviderStoreWrites {
+/// What one provider connection starts and may not see finish, once its tenant is known: the
+/// notifications it sends upstream and the store writes their outcomes cause. The machine
+/// decides what is sent and which writes happen in what order
+/// (``ProviderConnectionStateMachine``); this does them. Each is the gateway's in-flight work
+/// (``InFlightWork``: a graceful shutdown waits for it), each store write logs its failure, a
+/// failed write completes like a stored one (what follows it must not wait for ever), and every
+/// completion comes on the connection's event loop.
+struct ProviderConnectionWork {
     let tenant: String
+    let forwarder: any NotificationForwarder
     let resendRecords: any ResendRecordStore
     let feedback: any FeedbackRecorder
     let inFlight: InFlightWork
     let metrics: GatewayMetrics
+    let pushLog: PushLog?
     let logger: Logger
 
-    init(tenant: String, dependencies: GatewayConnectionHandler.Dependencies, logger: Logger) {
+    init(for tenant: String, with dependencies: GatewayConnectionHandler.Dependencies, logger: Logger) {
         self.tenant = tenant
+        self.forwarder = dependencies.forwarder
         self.resendRecords = dependencies.resendRecords
         self.feedback = dependencies.feedback
         self.inFlight = dependencies.inFlight
         self.metrics = dependencies.metrics
+        self.pushLog = dependencies.pushLog
         self.logger = logger
     }
 
-    /// Stores a farewell's resend records (docs/protocol.md#resend-records); completes once they
-    /// are stored, or could not be.
+    // MARK: Sending upstream
+
+    /// Sends a notification upstream, after its resend record's claim when `claimFirst`, and
+    /// calls `outcome` once on `eventLoop` (`remembered`: a resend's outcome taken from its
+    /// record, counted and stored at its first answer). The notification is in flight until
+    /// `outcome` has returned: handling it may forward the next frame, so the count never
+    /// touches zero while a closed connection still drains.
+    func forward(
+        _ notification: ForwardedNotification,
+        claimFirst: Bool,
+        on eventLoop: any EventLoop,
+        outcome: @escaping @Sendable (_ outcome: NotificationOutcome, _ remembered: Bool) -> Void
+    ) {
+        self.metrics.notificationReceived()
+        self.metrics.forwardStarted()
+        self.inFlight.started()
+        let inFlight = self.inFlight
+        guard !claimFirst else {
+            self.forwardUnlessAnswered(notification, on: eventLoop).hop(to: eventLoop).whenSuccess {
+                outcome($0.outcome, $0.remembered)
+                inFlight.finished()
+            }
+            return
+        }
+        // A callback, not a future: no promise, future or callback list per notification. It
+        // comes on the upstream connection's event loop (this one, while its pool has room).
+        self.forwarder.send(notification, on: eventLoop) { answer in
+            if eventLoop.inEventLoop {
+                outcome(answer, false)
+                inFlight.finished()
+            } else {
+                eventLoop.execute {
+                    outcome(answer, false)
+                    inFlight.finished()
+                }
+            }
+        }
+    }
+
+    /// Claims the notification's resend record, then does the claim's step
+    /// (``ResendClaim/step(for:)``, docs/protocol.md#resend-records): the remembered outcome
+    /// (`remembered` true), or the notification sent upstream. A remembered outcome is no new
+    /// answer: it changes no feedback list and no outcome counter. What is answered here
+    /// without APNs goes in the push log; the forwarder logs what it sends.
+    private func forwardUnlessAnswered(
+        _ notification: ForwardedNotification,
+        on eventLoop: any EventLoop
+    ) -> EventLoopFuture<(outcome: NotificationOutcome, remembered: Bool)> {
+        let key = ResendRecordKey(tenant: notification.tenant.name, frame: notification.frame)
+        let (forwarder, metrics, pushLog) = (self.forwarder, self.metrics, self.pushLog)
+        return self.resendRecords.claim(key, on: eventLoop)
+            .flatMap { claim -> EventLoopFuture<(outcome: NotificationOutcome, remembered: Bool)> in
+                switch claim.step(for: notification) {
+                case .report(let remembered):
+                    metrics.resendAnsweredFromRecord()
+                    pushLog?.record(notification, outcome: remembered, resendMatched: true)
+                    return eventLoop.makeSucceededFuture((remembered, true))
+                case .send(let notification, let forwardedAgain):
+                    if forwardedAgain { metrics.resendForwardedAgain() }
+                    return forwarder.send(notification, on: eventLoop).map { ($0, false) }
+                }
+            }
+            .flatMapErrorThrowing { _ in
+                // A store failure: forwarding blindly could duplicate; report status 1 instead
+                // (the bridge's own decision, so it is never kept as a record's outcome).
+                pushLog?.record(notification, outcome: .gaveUp(.processingError), failure: "resend records unreadable")
+                return (.gaveUp(.processingError), false)
+            }
+    }
+
+    // MARK: Store writes
+
+    /// Reads which of the tenant's resend records are live (docs/protocol.md#resend-records):
+    /// immediate for a store only this process writes, one query for a shared one, so that
+    /// records another instance wrote before this connection are recognised. Completes on
+    /// `eventLoop`, read or not.
+    func refreshLiveRecords(on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        self.resendRecords.refreshLiveRecords(tenant: self.tenant, on: eventLoop).hop(to: eventLoop)
+    }
+
+    /// Stores a farewell's resend records; completes once they are stored, or could not be.
     func remember(
         _ drafts: [ProviderSessionStateMachine.RecordDraft],
         on eventLoop: any EventLoop
@@ -54,8 +140,27 @@ struct ProviderStoreWrites {
         }
     }
 
+    /// Stores what an outcome asks for: a change of the tenant's feedback list, the outcome of
+    /// a notification that is a resend record. A 410's entry calls `entryStored` with its
+    /// sequence once it is stored, or could not be (the notification is done only then).
+    func store(
+        _ action: ProviderConnectionStateMachine.OutcomeAction,
+        on eventLoop: any EventLoop,
+        entryStored: @escaping (ProviderSessionStateMachine.Sequence) -> Void
+    ) {
+        if let write = action.feedback {
+            let stored = self.apply(write, on: eventLoop)
+            if case .add(_, let sequence) = write {
+                stored.assumeIsolated().whenComplete { _ in entryStored(sequence) }
+            }
+        }
+        if let resolution = action.resolution {
+            self.resolve([resolution], on: eventLoop)
+        }
+    }
+
     /// Stores a change of the tenant's feedback list; completes once it is stored, or could not be.
-    func apply(
+    private func apply(
         _ write: ProviderConnectionStateMachine.FeedbackWrite,
         on eventLoop: any EventLoop
     ) -> EventLoopFuture<Void> {

@@ -59,6 +59,7 @@ struct LegacyListener: Sendable {
     ///   - listener: which port (its name in metrics and logs: `gateway`, `feedback`).
     ///   - tasks: where the connections' async work runs (the client-certificate check); run
     ///     by ``run()``.
+    ///   - idleTimeout: how long a verified connection may go without reading (`nil`: for ever).
     ///   - allowHalfClosure: whether the port's handler deals with the end of a client's input
     ///     itself (`ChannelEvent.inputClosed`), keeping its output open until it is done.
     static func bind(
@@ -70,6 +71,7 @@ struct LegacyListener: Sendable {
         registry: ConnectionRegistry,
         admission: ConnectionAdmission,
         handshakeTimeout: TimeAmount,
+        idleTimeout: TimeAmount? = nil,
         usage: UsageRecorder?,
         proxyProtocol: ProxyProtocolPolicy = .off,
         allowHalfClosure: Bool = false,
@@ -105,6 +107,7 @@ struct LegacyListener: Sendable {
                     usage: usage,
                     refusals: refusals,
                     client: client,
+                    idleTimeout: idleTimeout,
                     logger: connectionLogger
                 ),
                 makeHandler(connectionLogger),

@@ -22,6 +22,8 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
     private let peer: VerifiedPeer
     private let registry: ConnectionRegistry?
     private let timeout: TimeAmount
+    /// The gateway's idle timeout (`nil`: none), which starts when the handshake ends.
+    private let idleTimeout: TimeAmount?
     private let port: Port
     private let usage: UsageRecorder?
     private let refusals: RefusalLog
@@ -39,9 +41,11 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
         usage: UsageRecorder?,
         refusals: RefusalLog,
         client: SocketAddress? = nil,
+        idleTimeout: TimeAmount? = nil,
         logger: Logger
     ) {
         self.client = client
+        self.idleTimeout = idleTimeout
         self.peer = peer
         self.registry = registry
         self.timeout = timeout
@@ -57,6 +61,7 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
         timeout: TimeAmount,
         port: Port,
         usage: UsageRecorder?,
+        idleTimeout: TimeAmount? = nil,
         logger: Logger
     ) {
         self.init(
@@ -70,6 +75,7 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
                 metrics: GatewayMetrics(),
                 logger: logger
             ),
+            idleTimeout: idleTimeout,
             logger: logger
         )
     }
@@ -126,6 +132,20 @@ package final class ProviderHandshakeHandler: ChannelInboundHandler, RemovableCh
             certificate: verified.certificate,
             feedback: self.port == .feedback
         )
+        // The idle clock starts now: the handshake had its own timeout, and a slow handshake
+        // must not eat into the time a provider has to send its first frame.
+        if let idle = self.idleTimeout {
+            do {
+                try context.pipeline.syncOperations.addHandler(
+                    IdleStateHandler(readTimeout: idle),
+                    position: .after(self)
+                )
+            } catch {
+                self.logger.error("could not start the idle timer; closing", metadata: ["error": "\(error)"])
+                context.close(promise: nil)
+                return
+            }
+        }
         context.fireUserInboundEventTriggered(verified)
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
