@@ -27,8 +27,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
     /// machines' state").
     @exclusivity(unchecked) private var connection: Machine
     private var report: ProviderConnectionReport
-    /// From the handshake on (frames are forwarded, and outcomes stored, only after it).
-    private var work: ProviderConnectionWork?
+    private let work: ProviderConnectionWork
     /// The client certificate, from the handshake: a reload resolves it again.
     private var certificate: NIOSSLCertificate?
     private var context: ChannelHandlerContext?
@@ -42,6 +41,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         self.configuration = configuration
         self.dependencies = dependencies
         self.report = ProviderConnectionReport(logger: logger, metrics: dependencies.metrics)
+        self.work = ProviderConnectionWork(dependencies: dependencies, logger: logger)
         let feedback = dependencies.feedback
         let resendRecords = dependencies.resendRecords
         self.connection = Machine(
@@ -190,8 +190,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
     private func prepare(_ tenant: Tenant) {
         guard let context = self.context else { return }
         self.report.connected(tenant: tenant.name, usage: self.dependencies.usage)
-        self.work = ProviderConnectionWork(for: tenant.name, with: self.dependencies, logger: self.report.logger)
-        self.work?.refreshLiveRecords(on: context.eventLoop).assumeIsolated()
+        self.work.tenantKnown(tenant.name, on: context.eventLoop).assumeIsolated()
             .whenComplete { _ in self.execute(self.connection.storeReady()) }
     }
 
@@ -203,7 +202,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
             case .forward(let sequence, let notification, let claimFirst):
                 // The closure keeps no more than the sequence: no buffer waits with it.
                 let (eventLoop, handler) = (self.eventLoop!, NIOLoopBound(self, eventLoop: self.eventLoop!))
-                self.work?.forward(notification, claimFirst: claimFirst, on: eventLoop) { outcome, remembered in
+                self.work.forward(notification, claimFirst: claimFirst, on: eventLoop) { outcome, remembered in
                     handler.value.outcomeArrived(outcome, sequence, remembered: remembered)
                 }
             case .refused(let refusal, let then):
@@ -231,7 +230,7 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         let completion = self.connection.outcomeArrived(sequence, outcome: outcome, remembered: remembered)
         self.report.outcome(outcome, completion, remembered: remembered)
         self.execute(completion.then)
-        self.work?.store(completion, on: self.eventLoop!) { self.execute(self.connection.feedbackStored($0)) }
+        self.work.store(completion, on: self.eventLoop!) { self.execute(self.connection.feedbackStored($0)) }
     }
 
     /// docs/protocol.md#after-a-failure: remember what the provider will resend, then do what
@@ -240,10 +239,9 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         self.graceTimeout?.cancel()
         self.report.farewell(farewell)
         let eventLoop = self.eventLoop!
-        let stored = self.work?.remember(farewell.resendRecords, on: eventLoop) ?? eventLoop.makeSucceededVoidFuture()
-        stored.assumeIsolated().whenComplete { _ in
+        self.work.remember(farewell.resendRecords, on: eventLoop).assumeIsolated().whenComplete { _ in
             let stored = self.connection.farewellRecordsStored()
-            self.work?.resolve(stored.resolutions, on: eventLoop)
+            self.work.resolve(stored.resolutions, on: eventLoop)
             self.deliver(stored.delivery)
         }
     }

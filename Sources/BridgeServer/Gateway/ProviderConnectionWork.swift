@@ -3,25 +3,26 @@ import LegacyProtocol
 import Logging
 import NIOCore
 
-/// What one provider connection starts and may not see finish, once its tenant is known: the
-/// notifications it sends upstream and the store writes their outcomes cause. The machine
-/// decides what is sent and which writes happen in what order
-/// (``ProviderConnectionStateMachine``); this does them. Each is the gateway's in-flight work
-/// (``InFlightWork``: a graceful shutdown waits for it), each store write logs its failure, a
-/// failed write completes like a stored one (what follows it must not wait for ever), and every
-/// completion comes on the connection's event loop.
-struct ProviderConnectionWork {
-    let tenant: String
-    let forwarder: any NotificationForwarder
-    let resendRecords: any ResendRecordStore
-    let feedback: any FeedbackRecorder
-    let inFlight: InFlightWork
-    let metrics: GatewayMetrics
-    let pushLog: PushLog?
-    let logger: Logger
+/// What one provider connection starts and may not see finish: the notifications it sends
+/// upstream and the store writes their outcomes cause. The machine decides what is sent and
+/// which writes happen in what order (``ProviderConnectionStateMachine``); this does them. Each
+/// is the gateway's in-flight work (``InFlightWork``: a graceful shutdown waits for it), each
+/// store write logs its failure, a failed write completes like a stored one (what follows it
+/// must not wait for ever), and every completion comes on the connection's event loop.
+///
+/// One per connection, used on its event loop only; its tenant is known from the handshake on
+/// (frames are forwarded, and outcomes stored, only after it).
+final class ProviderConnectionWork {
+    private let forwarder: any NotificationForwarder
+    private let resendRecords: any ResendRecordStore
+    private let feedback: any FeedbackRecorder
+    private let inFlight: InFlightWork
+    private let metrics: GatewayMetrics
+    private let pushLog: PushLog?
+    private let logger: Logger
+    private var tenant = ""
 
-    init(for tenant: String, with dependencies: GatewayConnectionHandler.Dependencies, logger: Logger) {
-        self.tenant = tenant
+    init(dependencies: GatewayConnectionHandler.Dependencies, logger: Logger) {
         self.forwarder = dependencies.forwarder
         self.resendRecords = dependencies.resendRecords
         self.feedback = dependencies.feedback
@@ -29,6 +30,15 @@ struct ProviderConnectionWork {
         self.metrics = dependencies.metrics
         self.pushLog = dependencies.pushLog
         self.logger = logger
+    }
+
+    /// The tenant is known: reads which of its resend records are live
+    /// (docs/protocol.md#resend-records), immediate for a store only this process writes, one
+    /// query for a shared one, so that records another instance wrote before this connection
+    /// are recognised. Completes on `eventLoop`, read or not.
+    func tenantKnown(_ tenant: String, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        self.tenant = tenant
+        return self.resendRecords.refreshLiveRecords(tenant: tenant, on: eventLoop).hop(to: eventLoop)
     }
 
     // MARK: Sending upstream
@@ -102,14 +112,6 @@ struct ProviderConnectionWork {
     }
 
     // MARK: Store writes
-
-    /// Reads which of the tenant's resend records are live (docs/protocol.md#resend-records):
-    /// immediate for a store only this process writes, one query for a shared one, so that
-    /// records another instance wrote before this connection are recognised. Completes on
-    /// `eventLoop`, read or not.
-    func refreshLiveRecords(on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
-        self.resendRecords.refreshLiveRecords(tenant: self.tenant, on: eventLoop).hop(to: eventLoop)
-    }
 
     /// Stores a farewell's resend records; completes once they are stored, or could not be.
     func remember(
