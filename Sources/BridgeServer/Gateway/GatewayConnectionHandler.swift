@@ -200,11 +200,9 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         while let step = self.connection.nextFrameStep() {
             switch step {
             case .forward(let sequence, let notification, let claimFirst):
-                // The closure keeps no more than the sequence: no buffer waits with it.
-                let (eventLoop, handler) = (self.eventLoop!, NIOLoopBound(self, eventLoop: self.eventLoop!))
-                self.work.forward(notification, claimFirst: claimFirst, on: eventLoop) { outcome, remembered in
-                    handler.value.outcomeArrived(outcome, sequence, remembered: remembered)
-                }
+                let eventLoop = self.eventLoop!
+                let handler = NIOLoopBound(self, eventLoop: eventLoop)
+                self.work.forward(notification, sequence, claimFirst: claimFirst, on: eventLoop, to: handler)
             case .refused(let refusal, let then):
                 self.report.refused(refusal, waiting: then == .none)
                 self.execute(then)
@@ -219,10 +217,11 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// A forwarded notification's outcome: the machine's next action first, then the store
-    /// writes it asks for (their completions come after it). `remembered`: a resend's outcome
-    /// taken from its record, counted and stored at its first answer.
-    private func outcomeArrived(
+    /// A forwarded notification's outcome (from ``ProviderConnectionWork``): the machine's next
+    /// action first, then the store writes it asks for (their completions come after it).
+    /// `remembered`: a resend's outcome taken from its record, counted and stored at its first
+    /// answer.
+    func outcomeArrived(
         _ outcome: NotificationOutcome,
         _ sequence: ProviderSessionStateMachine.Sequence,
         remembered: Bool

@@ -43,16 +43,17 @@ final class ProviderConnectionWork {
 
     // MARK: Sending upstream
 
-    /// Sends a notification upstream, after its resend record's claim when `claimFirst`, and
-    /// calls `outcome` once on `eventLoop` (`remembered`: a resend's outcome taken from its
-    /// record, counted and stored at its first answer). The notification is in flight until
-    /// `outcome` has returned: handling it may forward the next frame, so the count never
+    /// Sends the notification of `sequence` upstream, after its resend record's claim when
+    /// `claimFirst`, and gives its outcome to `handler` once, on `eventLoop` (`remembered`: a
+    /// resend's outcome taken from its record). The notification is in flight until the
+    /// handler has dealt with its outcome: that may forward the next frame, so the count never
     /// touches zero while a closed connection still drains.
     func forward(
         _ notification: ForwardedNotification,
+        _ sequence: ProviderSessionStateMachine.Sequence,
         claimFirst: Bool,
         on eventLoop: any EventLoop,
-        outcome: @escaping @Sendable (_ outcome: NotificationOutcome, _ remembered: Bool) -> Void
+        to handler: NIOLoopBound<GatewayConnectionHandler>
     ) {
         self.metrics.notificationReceived()
         self.metrics.forwardStarted()
@@ -60,20 +61,21 @@ final class ProviderConnectionWork {
         let inFlight = self.inFlight
         guard !claimFirst else {
             self.forwardUnlessAnswered(notification, on: eventLoop).hop(to: eventLoop).whenSuccess {
-                outcome($0.outcome, $0.remembered)
+                handler.value.outcomeArrived($0.outcome, sequence, remembered: $0.remembered)
                 inFlight.finished()
             }
             return
         }
-        // A callback, not a future: no promise, future or callback list per notification. It
-        // comes on the upstream connection's event loop (this one, while its pool has room).
-        self.forwarder.send(notification, on: eventLoop) { answer in
+        // A callback, not a future: no promise, future or callback list per notification, and
+        // one closure, which keeps no buffer. It comes on the upstream connection's event loop
+        // (this one, while its pool has room).
+        self.forwarder.send(notification, on: eventLoop) { outcome in
             if eventLoop.inEventLoop {
-                outcome(answer, false)
+                handler.value.outcomeArrived(outcome, sequence, remembered: false)
                 inFlight.finished()
             } else {
                 eventLoop.execute {
-                    outcome(answer, false)
+                    handler.value.outcomeArrived(outcome, sequence, remembered: false)
                     inFlight.finished()
                 }
             }
