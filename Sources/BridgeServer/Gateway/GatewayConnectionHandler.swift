@@ -229,7 +229,9 @@ package final class GatewayConnectionHandler: ChannelDuplexHandler {
         let completion = self.connection.outcomeArrived(sequence, outcome: outcome, remembered: remembered)
         self.report.outcome(outcome, completion, remembered: remembered)
         self.execute(completion.then)
-        self.work.store(completion, on: self.eventLoop!) { self.execute(self.connection.feedbackStored($0)) }
+        if let entryStored = self.work.store(completion, on: self.eventLoop!) {
+            entryStored.assumeIsolated().whenSuccess { self.execute(self.connection.feedbackStored($0)) }
+        }
     }
 
     /// docs/protocol.md#after-a-failure: remember what the provider will resend, then do what

@@ -145,22 +145,23 @@ final class ProviderConnectionWork {
     }
 
     /// Stores what an outcome asks for: a change of the tenant's feedback list, the outcome of
-    /// a notification that is a resend record. A 410's entry calls `entryStored` with its
-    /// sequence once it is stored, or could not be (the notification is done only then).
+    /// a notification that is a resend record. For a 410, returns its sequence, once its entry
+    /// is stored or could not be (the notification is done only then).
     func store(
         _ action: ProviderConnectionStateMachine.OutcomeAction,
-        on eventLoop: any EventLoop,
-        entryStored: @escaping (ProviderSessionStateMachine.Sequence) -> Void
-    ) {
+        on eventLoop: any EventLoop
+    ) -> EventLoopFuture<ProviderSessionStateMachine.Sequence>? {
+        var entryStored: EventLoopFuture<ProviderSessionStateMachine.Sequence>?
         if let write = action.feedback {
             let stored = self.apply(write, on: eventLoop)
             if case .add(_, let sequence) = write {
-                stored.assumeIsolated().whenComplete { _ in entryStored(sequence) }
+                entryStored = stored.map { sequence }
             }
         }
         if let resolution = action.resolution {
             self.resolve([resolution], on: eventLoop)
         }
+        return entryStored
     }
 
     /// Stores a change of the tenant's feedback list; completes once it is stored, or could not be.
