@@ -50,7 +50,7 @@ struct DocumentationLinksTests {
         let paths =
             ["Sources", "Tests", "deploy", "scripts", "Benchmarks"].flatMap {
                 Self.files(under: $0, endingWith: [".swift", ".py", ".yaml", ".yml", ".service", ".json", ".sh"])
-            } + ["Package.swift", ".ci/run", "scripts/test"]
+            } + ["Package.swift", ".ci/run", "scripts/test", "scripts/path-files"]
         var references: [Reference] = []
         for path in Set(paths) {
             guard let text = try? Self.read(path) else { continue }

@@ -56,11 +56,14 @@ extension ServeProcessTests {
         .enabled(if: LegacyHabits.available)
     )
     func opensslResumes() async throws {
+        let noWatch = "reload: {watchIntervalSeconds: 0}\n"
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
             let tenants = [("shop", UpstreamHarness.topic), ("other", ReloadTests.otherBundle)]
             let (bridge, path) = try await ReloadTests.start(
                 environment,
-                config: ReloadTests.config(environment, tenants: tenants)
+                // Watching off: the reload below is this test's, not a watch tick that could
+                // come first and leave it nothing to change.
+                config: ReloadTests.config(environment, tenants: tenants, extra: noWatch)
             )
             try await withResource(bridge) { bridge in
                 let directory = environment.directory
@@ -130,11 +133,12 @@ extension ServeProcessTests {
 
                 // A reload that removes the tenant replaces the TLS context: the saved session is
                 // not resumed, and the full handshake is refused.
-                try ReloadTests.config(environment, tenants: [("other", ReloadTests.otherBundle)]).write(
-                    toFile: path,
-                    atomically: true,
-                    encoding: .utf8
-                )
+                try ReloadTests.config(environment, tenants: [("other", ReloadTests.otherBundle)], extra: noWatch)
+                    .write(
+                        toFile: path,
+                        atomically: true,
+                        encoding: .utf8
+                    )
                 let reload = try await ServeStartupTests.runToExitWithOutput([
                     "reload", "--admin", "127.0.0.1:\(try #require(bridge.adminPort))",
                 ])

@@ -211,7 +211,13 @@ struct ReloadTests {
     func reloadRemovesATenant() async throws {
         try await withResource(try await BridgeProcess.Environment.make()) { environment in
             let both = [("shop", UpstreamHarness.topic), ("reloaded", Self.otherBundle)]
-            let (bridge, path) = try await Self.start(environment, config: Self.config(environment, tenants: both))
+            // Watching off: the reload below is this test's, not a watch tick that could come
+            // first and leave it nothing to change.
+            let noWatch = "reload: {watchIntervalSeconds: 0}\n"
+            let (bridge, path) = try await Self.start(
+                environment,
+                config: Self.config(environment, tenants: both, extra: noWatch)
+            )
             try await withResource(bridge) { bridge in
                 let pki = environment.pki
                 let shop = try await LegacyConnection.connect(
@@ -230,7 +236,7 @@ struct ReloadTests {
                 try Self.config(
                     environment,
                     tenants: [("shop", UpstreamHarness.topic)],
-                    extra: "upstream.connectionsPerPool: 3\n"
+                    extra: noWatch + "upstream.connectionsPerPool: 3\n"
                 )
                 .write(toFile: path, atomically: true, encoding: .utf8)
                 let command = try await ServeStartupTests.runToExitWithOutput([
