@@ -51,15 +51,24 @@ struct PathFilesProbe {
                     trusting: ca
                 )
                 try await connection.send(ServeInProcessTests.frame(1, token: FrameBuilder.token(77)))
-                try await eventually("the connection's first notification answered") { mock.ledger.accepted.count == 4 }
-                try await Task.sleep(for: .milliseconds(300))  // its answer back through the bridge
+                // Its answer back through the bridge: in the push log (read on the admin port,
+                // before the counters are reset).
+                let admin = try #require(running.addresses.admin?.port)
+                let token = FrameBuilder.token(77).hexDump(format: .compact)
+                try await eventually("the connection's first notification answered") {
+                    let page = try await AdminProbe.request(host: "127.0.0.1", port: admin, path: "/push-log?token=\(token)")
+                    return page.body.contains("\"accepted\"")
+                }
 
                 resetCoverageCounters()
                 try await connection.send(ServeInProcessTests.frame(2, token: badToken))
                 var answer = try await connection.bytesUntilClose()
                 #expect(answer.readErrorResponse()?.status == .invalidToken)
                 await connection.close()
-                try await Task.sleep(for: .milliseconds(500))  // the bridge's side of the close
+                // The bridge's side of the close (the registry's callback) comes just after the
+                // client saw it. Nothing the probe could poll runs no code of the bridge's own
+                // (the admin port would count in the profile), so this waits a little instead.
+                try await Task.sleep(for: .milliseconds(500))
                 setCoverageFile(profile)
                 _ = writeCoverageFile()
                 setCoverageFile(profile + ".rest")

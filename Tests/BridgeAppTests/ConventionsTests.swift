@@ -52,7 +52,7 @@ struct ConventionsTests {
                 let main = (beside as NSString).deletingPathExtension
                 let text = try String(contentsOf: Self.root.appendingPathComponent(path), encoding: .utf8)
                 #expect(
-                    [" class ", " struct ", " enum ", " protocol "].contains { text.contains($0 + main) },
+                    text.contains(try Regex(#"(class|struct|enum|protocol) \#(main)\b"#)),
                     "\(type) is placed beside \(main), which \(path) does not declare"
                 )
             } else {
